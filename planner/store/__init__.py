@@ -1,0 +1,6 @@
+"""The store: datasets and everything planner derives from them, in SQLite or PostgreSQL."""
+
+from planner.store.db import Store, open_store
+from planner.store.models import Base, Dataset, Request
+
+__all__ = ["Base", "Dataset", "Request", "Store", "open_store"]
