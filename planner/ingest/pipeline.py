@@ -1,0 +1,267 @@
+"""``ingest_file``: a request log into the store, in one transaction, or not at all."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from planner.errors import InputFileError, PlannerError, RowProblem, UsageError
+from planner.ingest.formats import (
+    BUILTIN_FORMATS,
+    LogFormat,
+    TimeSpec,
+    builtin_format,
+    detect_format,
+    generic_format,
+)
+from planner.ingest.normalize import PROBLEM_EXAMPLES, normalize_chunk
+from planner.ingest.readers import estimate_rows, inspect_file, iter_chunks, read_columns
+from planner.store.bulk import insert_requests
+from planner.store.db import Store
+from planner.store.models import Dataset
+
+OnError = Literal["fail", "skip"]
+Progress = Callable[[int, int | None], None]  # (rows done, estimated total)
+KNOWN_SUFFIXES = (".gz", ".csv", ".tsv", ".txt", ".jsonl", ".ndjson", ".json", ".parquet", ".pq")
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    name: str | None = None
+    format: str | None = None  # a built-in format or "generic"; None detects from the header
+    mapping: dict[str, str] = field(default_factory=dict)  # generic: field -> column
+    time: TimeSpec = field(default_factory=TimeSpec)  # generic only; built-ins carry their own
+    start: datetime | None = None  # for logs with times relative to their start
+    model: str | None = None  # model name for rows that have none
+    on_error: OnError = "fail"
+    replace: bool = False
+
+
+@dataclass
+class IngestResult:
+    status: Literal["ingested", "replaced", "already-present"]
+    dataset: str
+    path: str
+    format: str
+    rows: int
+    skipped_rows: int = 0
+    skipped_examples: list[str] = field(default_factory=list)
+    out_of_order_rows: int = 0
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("start_at", "end_at"):
+            data[key] = data[key].isoformat() if data[key] else None
+        data["rows_per_second"] = round(self.rows / self.seconds) if self.seconds > 0 else None
+        return data
+
+
+def default_dataset_name(path: Path) -> str:
+    name = path.name
+    while True:
+        stem, dot, ext = name.rpartition(".")
+        if not dot or f".{ext.lower()}" not in KNOWN_SUFFIXES:
+            return name
+        name = stem
+
+
+def sha256_of(path: Path, block: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def choose_format(path: Path, columns: Sequence[str], options: IngestOptions) -> LogFormat:
+    if options.format == "generic" or (options.format is None and options.mapping):
+        return generic_format(options.mapping, options.time)
+    if options.mapping:
+        raise UsageError("--map applies to --format generic only")
+    if options.format is not None:
+        return builtin_format(options.format)
+    detected = detect_format(columns)
+    if detected is None:
+        raise InputFileError(
+            path,
+            f"cannot tell the log format from its columns ({', '.join(columns)}); "
+            f"pass --format ({', '.join(BUILTIN_FORMATS)}) or --format generic with "
+            "--map arrival=COLUMN --map input_tokens=COLUMN --map output_tokens=COLUMN",
+        )
+    return detected
+
+
+def _utc_micros(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(pd.Timestamp(moment).tz_convert("UTC").value // 1000)
+
+
+def _from_micros(micros: int) -> datetime:
+    return pd.Timestamp(micros * 1000, tz="UTC").to_pydatetime()
+
+
+def ingest_file(
+    store: Store,
+    path: Path | str,
+    options: IngestOptions | None = None,
+    progress: Progress | None = None,
+) -> IngestResult:
+    """Ingest the log at ``path``. Either the whole dataset lands, or nothing does."""
+    options = options or IngestOptions()
+    path = Path(path)
+    began = time.perf_counter()
+    source = inspect_file(path)
+    columns = read_columns(source)
+    fmt = choose_format(path, columns, options)
+    fields = fmt.resolve(columns)
+    missing = [c for f, c in fields.items() if c not in columns]
+    if missing:
+        raise InputFileError(
+            path,
+            f"missing required column {missing[0]!r} for format {fmt.name} "
+            f"(it reads {', '.join(fmt.columns.values())}; the file has {', '.join(columns)})",
+        )
+    if fmt.needs_start and options.start is None:
+        raise UsageError(
+            f"format {fmt.name} gives times relative to the start of the log: "
+            "pass --start, e.g. --start 2024-05-01T00:00:00Z"
+        )
+    start_us = _utc_micros(options.start) if options.start else None
+    name = options.name or default_dataset_name(path)
+    digest = sha256_of(path)
+
+    with store.session() as session:
+        same_file = session.scalars(select(Dataset).where(Dataset.sha256 == digest)).first()
+        same_name = session.scalars(select(Dataset).where(Dataset.name == name)).first()
+        if same_file is not None and not options.replace:
+            return IngestResult(
+                "already-present",
+                same_file.name,
+                str(path),
+                same_file.format,
+                same_file.row_count,
+                start_at=same_file.start_at,
+                end_at=same_file.end_at,
+            )
+        if same_name is not None and not options.replace:
+            raise UsageError(
+                f"a dataset named {name!r} already exists (from {same_name.source_path}); "
+                "pass --replace to replace it, or --name to choose another name"
+            )
+        if same_name is not None:
+            session.delete(same_name)
+            session.flush()
+
+        dataset = Dataset(
+            name=name,
+            source_path=str(path.resolve()),
+            format=fmt.name,
+            sha256=digest,
+            size_bytes=source.size_bytes,
+            row_count=0,
+            skipped_rows=0,
+            options=_recorded_options(fmt, fields, options),
+        )
+        session.add(dataset)
+        session.flush()
+        result = _load_rows(session, dataset, source, fmt, fields, start_us, options, progress)
+        result.status = "replaced" if same_name is not None else "ingested"
+    result.seconds = time.perf_counter() - began
+    return result
+
+
+def _recorded_options(
+    fmt: LogFormat, fields: dict[str, str], options: IngestOptions
+) -> dict[str, Any]:
+    return {
+        "columns": fields,
+        "time": {k: str(v) if v is not None else None for k, v in asdict(fmt.time).items()},
+        "start": options.start.isoformat() if options.start else None,
+        "model": options.model,
+        "on_error": options.on_error,
+    }
+
+
+def _load_rows(
+    session: Session,
+    dataset: Dataset,
+    source: Any,
+    fmt: LogFormat,
+    fields: dict[str, str],
+    start_us: int | None,
+    options: IngestOptions,
+    progress: Progress | None,
+) -> IngestResult:
+    conn = session.connection()
+    estimate = estimate_rows(source)
+    rows = skipped = out_of_order = 0
+    examples: list[RowProblem] = []
+    first_us: int | None = None
+    last_us: int | None = None
+    previous_us: int | None = None
+    for raw in iter_chunks(source, list(dict.fromkeys(fields.values()))):
+        chunk = normalize_chunk(raw, fmt, fields, start_us=start_us, default_model=options.model)
+        problems = sorted(raw.problems + chunk.problems, key=lambda p: p.line or p.row or 0)
+        if problems and options.on_error == "fail":
+            raise InputFileError(source.path, problems[0])
+        skipped += len(raw.problems) + chunk.bad_rows
+        examples.extend(problems[: PROBLEM_EXAMPLES - len(examples)])
+        if chunk.num_rows:
+            arrivals = chunk.columns["arrival_us"]
+            out_of_order += int(np.count_nonzero(np.diff(arrivals) < 0))
+            if previous_us is not None and arrivals[0] < previous_us:
+                out_of_order += 1
+            previous_us = int(arrivals[-1])
+            insert_requests(conn, dataset.id, chunk.columns, chunk.num_rows)
+            rows += chunk.num_rows
+            assert chunk.min_arrival_us is not None and chunk.max_arrival_us is not None
+            first_us = (
+                chunk.min_arrival_us if first_us is None else min(first_us, chunk.min_arrival_us)
+            )
+            last_us = (
+                chunk.max_arrival_us if last_us is None else max(last_us, chunk.max_arrival_us)
+            )
+        if progress is not None:
+            progress(rows + skipped, estimate)
+    if rows == 0:
+        if skipped:
+            raise InputFileError(
+                source.path,
+                f"every row was bad ({skipped} skipped), nothing to ingest; first: "
+                + "; ".join(p.describe() for p in examples[:3]),
+            )
+        raise InputFileError(source.path, "the file has a header but no data rows")
+    assert first_us is not None and last_us is not None
+    dataset.row_count = rows
+    dataset.skipped_rows = skipped
+    dataset.start_at = _from_micros(first_us)
+    dataset.end_at = _from_micros(last_us)
+    return IngestResult(
+        status="ingested",
+        dataset=dataset.name,
+        path=str(source.path),
+        format=fmt.name,
+        rows=rows,
+        skipped_rows=skipped,
+        skipped_examples=[p.describe() for p in examples],
+        out_of_order_rows=out_of_order,
+        start_at=dataset.start_at,
+        end_at=dataset.end_at,
+    )
+
+
+__all__ = ["IngestOptions", "IngestResult", "PlannerError", "ingest_file"]
