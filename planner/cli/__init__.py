@@ -1,0 +1,51 @@
+"""The ``planner`` command: a thin shell over the library."""
+
+from __future__ import annotations
+
+import typer
+
+from planner import __version__
+from planner.cli import datasets as datasets_cli
+from planner.cli import db as db_cli
+from planner.cli.context import CliState, user_errors
+from planner.cli.ingest import ingest
+
+app = typer.Typer(
+    help="Cost and capacity planner for GPU fleets serving LLMs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"planner {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    db: str | None = typer.Option(
+        None,
+        "--db",
+        metavar="URL",
+        help="SQLAlchemy URL of the store (default: $PLANNER_DATABASE_URL, "
+        "else SQLite in $PLANNER_HOME, default ./.planner).",
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    ctx.obj = CliState(db_url=db)
+
+
+app.command()(user_errors(ingest))
+app.add_typer(datasets_cli.app, name="datasets")
+app.add_typer(db_cli.app, name="db")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,146 @@
+"""``planner datasets list|show|delete``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from planner.cli.context import print_json, stdout, store_from, user_errors
+from planner.store.queries import delete_dataset, get_dataset, list_datasets, request_frame
+from planner.workload import DatasetSummary
+
+app = typer.Typer(help="Ingested datasets: list, inspect, delete.", no_args_is_help=True)
+
+JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
+
+
+@app.command("list")
+@user_errors
+def list_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """List the datasets in the store."""
+    with store_from(ctx) as store, store.session() as session:
+        rows = [
+            {
+                "name": d.name,
+                "format": d.format,
+                "rows": d.row_count,
+                "skipped_rows": d.skipped_rows,
+                "start_at": d.start_at,
+                "end_at": d.end_at,
+                "source_path": d.source_path,
+                "sha256": d.sha256,
+                "created_at": d.created_at,
+            }
+            for d in list_datasets(session)
+        ]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        stdout.print("no datasets yet: load one with `planner ingest PATH`")
+        return
+    table = Table("format", "rows", "start (UTC)", "end (UTC)")
+    table.add_column("name", overflow="fold", ratio=1)
+    table.columns.insert(0, table.columns.pop())
+    for r in rows:
+        table.add_row(
+            escape(str(r["name"])),
+            str(r["format"]),
+            f"{r['rows']:,}",
+            f"{r['start_at']:%Y-%m-%d %H:%M}",
+            f"{r['end_at']:%Y-%m-%d %H:%M}",
+        )
+    stdout.print(table)
+
+
+@app.command("show")
+@user_errors
+def show_command(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="Dataset name (see `planner datasets list`)."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Rows, span, token lengths and request rates of a dataset, per model too."""
+    with store_from(ctx) as store, store.session() as session:
+        dataset = get_dataset(session, name)
+        summary = _summarize(session, dataset)
+        header = {
+            "name": dataset.name,
+            "format": dataset.format,
+            "source_path": dataset.source_path,
+            "sha256": dataset.sha256,
+            "skipped_rows": dataset.skipped_rows,
+        }
+    if as_json:
+        print_json({**header, **summary.to_dict()})
+        return
+    stdout.print(
+        f"[bold]{escape(dataset.name)}[/] ({dataset.format}) from {escape(dataset.source_path)}"
+    )
+    stdout.print(
+        f"{summary.rows:,} requests, {summary.start_at:%Y-%m-%d %H:%M:%S} to "
+        f"{summary.end_at:%Y-%m-%d %H:%M:%S} UTC ({_duration(summary.duration_s)})"
+    )
+    groups = [summary, *summary.by_model]
+    table = Table(
+        "",
+        "all models" if summary.by_model else escape(summary.model or "all requests"),
+        *(escape(g.model or "(none)") for g in summary.by_model),
+    )
+    hourly_note = "" if summary.per_hour.span_covers_window else " *"
+    metrics: list[tuple[str, Callable[[DatasetSummary], str]]] = [
+        ("requests", lambda g: f"{g.rows:,}"),
+        ("input tokens mean", lambda g: f"{g.input_tokens.mean:,.0f}"),
+        (
+            "input tokens P50 / P99",
+            lambda g: f"{g.input_tokens.p50:,.0f} / {g.input_tokens.p99:,.0f}",
+        ),
+        ("output tokens mean", lambda g: f"{g.output_tokens.mean:,.0f}"),
+        (
+            "output tokens P50 / P99",
+            lambda g: f"{g.output_tokens.p50:,.0f} / {g.output_tokens.p99:,.0f}",
+        ),
+        ("requests/min mean / peak", lambda g: f"{g.per_minute.mean:,.1f} / {g.per_minute.peak:,}"),
+        (
+            f"requests/h mean / peak{hourly_note}",
+            lambda g: f"{g.per_hour.mean:,.0f} / {g.per_hour.peak:,}",
+        ),
+    ]
+    for label, render in metrics:
+        table.add_row(label, *(render(g) for g in groups))
+    stdout.print(table)
+    if hourly_note:
+        stdout.print("* the log spans less than an hour: its hourly figures count the whole log")
+    stdout.print("peaks: the busiest sliding 60 s / 3600 s window anywhere in the log")
+
+
+def _summarize(session: object, dataset: object) -> DatasetSummary:
+    from planner.workload import summarize
+
+    return summarize(request_frame(session, dataset))  # type: ignore[arg-type]
+
+
+def _duration(seconds: float) -> str:
+    minutes, sec = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h {minutes}m" if days else f"{hours}h {minutes}m {sec}s"
+
+
+@app.command("delete")
+@user_errors
+def delete_command(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="Dataset name."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Delete a dataset and its requests."""
+    with store_from(ctx) as store, store.session() as session:
+        removed = delete_dataset(session, name)
+    if as_json:
+        print_json({"deleted": name, "rows": removed})
+    else:
+        stdout.print(f"deleted dataset {escape(name)} ({removed:,} rows)")

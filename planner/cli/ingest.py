@@ -1,0 +1,145 @@
+"""``planner ingest``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from planner.cli.context import print_json, stderr, stdout, store_from
+from planner.errors import UsageError
+from planner.ingest import FORMAT_NAMES, IngestOptions, TimeKind, TimeSpec, TimeUnit, ingest_file
+from planner.ingest.formats import parse_mapping
+
+
+def _parse_start(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = pd.Timestamp(value)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(
+            f"--start {value!r}: expected an ISO 8601 date-time, e.g. 2024-05-01T00:00:00Z"
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.tz_localize("UTC")
+    return moment.to_pydatetime()
+
+
+def ingest(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., help="Log file: CSV (or .csv.gz), JSON Lines or Parquet."),
+    name: str | None = typer.Option(None, "--name", help="Dataset name (default: the file name)."),
+    log_format: str | None = typer.Option(
+        None,
+        "--format",
+        "-f",
+        help=f"Log format: {', '.join(FORMAT_NAMES)} (default: detected from the header).",
+    ),
+    mapping: list[str] = typer.Option(
+        [],
+        "--map",
+        metavar="FIELD=COLUMN",
+        help="Generic format: the column of a request field (arrival, input_tokens, output_tokens, "
+        "model, cached_tokens, prefix_block_ids, priority_class, ttft_ms, e2e_ms, status).",
+    ),
+    time_kind: TimeKind = typer.Option(
+        TimeKind.DATETIME,
+        "--time-kind",
+        help="Generic format: arrival as date-times, numbers since --start, or since the epoch.",
+    ),
+    time_unit: TimeUnit = typer.Option(
+        TimeUnit.S, "--time-unit", help="Unit of numeric arrival times."
+    ),
+    time_format: str | None = typer.Option(
+        None, "--time-format", help="strptime pattern of arrival date-times (default: ISO 8601)."
+    ),
+    timezone: str = typer.Option(
+        "UTC",
+        "--timezone",
+        help="Zone of date-times written without an offset (e.g. Europe/Berlin).",
+    ),
+    start: str | None = typer.Option(
+        None,
+        "--start",
+        help="Start of a log whose times are relative (mooncake, burstgpt), ISO 8601.",
+    ),
+    model: str | None = typer.Option(None, "--model", help="Model name for rows that have none."),
+    on_error: str = typer.Option(
+        "fail",
+        "--on-error",
+        help="fail: stop at the first bad row; skip: leave bad rows out, report them.",
+    ),
+    replace: bool = typer.Option(
+        False, "--replace", help="Replace an existing dataset of that name."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Load a request log into the store as a dataset (all rows or none)."""
+    if on_error not in ("fail", "skip"):
+        raise UsageError(f"--on-error {on_error!r}: expected fail or skip")
+    if log_format is not None and log_format not in FORMAT_NAMES:
+        from planner.ingest.formats import closest
+
+        raise UsageError(
+            f"--format {log_format!r}: unknown format; "
+            f"known formats: {closest(log_format, FORMAT_NAMES)}"
+        )
+    options = IngestOptions(
+        name=name,
+        format=log_format,
+        mapping=parse_mapping(mapping),
+        time=TimeSpec(time_kind, time_unit, time_format, timezone),
+        start=_parse_start(start),
+        model=model,
+        on_error="skip" if on_error == "skip" else "fail",
+        replace=replace,
+    )
+    with (
+        store_from(ctx) as store,
+        Progress(
+            TextColumn("ingesting {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("rows"),
+            TimeElapsedColumn(),
+            console=stderr,
+            disable=quiet or not stderr.is_terminal,
+            transient=True,
+        ) as bar,
+    ):
+        task = bar.add_task(path.name, total=None)
+
+        def advance(done: int, total: int | None) -> None:
+            bar.update(task, completed=done, total=max(total, done) if total else None)
+
+        result = ingest_file(store, path, options, progress=advance)
+
+    if as_json:
+        print_json(result.to_dict())
+        return
+    if result.status == "already-present":
+        stdout.print(
+            f"{path}: already present as dataset [bold]{result.dataset}[/] ({result.rows:,} rows); "
+            "nothing to do (--replace to ingest again)"
+        )
+        return
+    verb = "replaced" if result.status == "replaced" else "ingested"
+    stdout.print(
+        f"{verb} dataset [bold]{result.dataset}[/] ({result.format}): {result.rows:,} rows, "
+        f"{result.start_at:%Y-%m-%d %H:%M:%S} to {result.end_at:%Y-%m-%d %H:%M:%S} UTC, "
+        f"in {result.seconds:.1f} s"
+    )
+    if result.out_of_order_rows:
+        stdout.print(
+            f"{result.out_of_order_rows:,} rows arrived out of order; "
+            "the store keeps them sorted by arrival"
+        )
+    if result.skipped_rows:
+        stderr.print(f"skipped {result.skipped_rows:,} bad rows; first:")
+        for example in result.skipped_examples:
+            stderr.print(f"  {example}", markup=False)
