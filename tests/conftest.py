@@ -1,0 +1,90 @@
+"""Shared fixtures: real stores (SQLite always, PostgreSQL when configured) and the real traces."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from planner.store import Store, open_store
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_TRACES = ROOT.parent / "shared" / "data" / "traces"
+AZURE_CODE = SHARED_TRACES / "AzureLLMInferenceTrace_code_2023.csv"
+AZURE_CONV = SHARED_TRACES / "AzureLLMInferenceTrace_conv_2023.csv"
+MOONCAKE = SHARED_TRACES / "mooncake_conversation_trace.jsonl"
+DEMO_SAMPLE = ROOT / "data" / "samples" / "azure_llm_conv_2023.csv.gz"
+POSTGRES_ENV = "PLANNER_TEST_POSTGRES_URL"
+
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Mark tests by folder, so `pytest -m unit` etc. select a layer.
+    for item in items:
+        for layer in ("unit", "integration", "e2e"):
+            if f"{os.sep}{layer}{os.sep}" in str(item.fspath):
+                item.add_marker(getattr(pytest.mark, layer))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'planner.db'}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh schema on the configured PostgreSQL server, dropped afterwards."""
+    base = os.environ.get(POSTGRES_ENV)
+    if not base:
+        pytest.skip(f"{POSTGRES_ENV} is not set (.ci/run sets it)")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(base).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'planner.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    with open_store(store_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def write(tmp_path: Path) -> WriteFile:
+    return WriteFile(tmp_path)
+
+
+class WriteFile:
+    """Writes small input files into the test's folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def __call__(self, name: str, content: str | bytes) -> Path:
+        path = self.folder / name
+        if isinstance(content, str):
+            path.write_text(content, encoding="utf-8")
+        else:
+            path.write_bytes(content)
+        return path

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import func, inspect, select
+
+from planner.errors import StoreError
+from planner.ingest import ingest_file
+from planner.store import Dataset, Request, Store, open_store
+from planner.store.db import create_store_engine, current_revision, head_revision, upgrade
+from planner.store.models import Base
+from planner.store.queries import delete_dataset
+from tests.conftest import AZURE_CODE
+
+
+def test_migrations_build_the_schema_the_models_describe(store: Store) -> None:
+    assert current_revision(store.engine) == head_revision()
+    with store.engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+    tables = set(inspect(store.engine).get_table_names())
+    assert {"datasets", "requests", "alembic_version"} <= tables
+
+
+def test_downgrade_and_upgrade_round_trip(store_url: str) -> None:
+    engine = create_store_engine(store_url)
+    upgrade(engine)
+    from alembic import command
+
+    from planner.store.db import alembic_config
+
+    command.downgrade(alembic_config(engine), "base")
+    assert "requests" not in inspect(engine).get_table_names()
+    upgrade(engine)
+    assert current_revision(engine) == head_revision()
+    engine.dispose()
+
+
+def test_reopening_an_existing_store_keeps_its_data(store_url: str) -> None:
+    with open_store(store_url) as first:
+        ingest_file(first, AZURE_CODE)
+    with open_store(store_url) as again, again.session() as session:
+        assert session.scalar(select(func.count()).select_from(Request)) == 8819
+        dataset = session.scalars(select(Dataset)).one()
+        assert dataset.start_at == datetime(2023, 11, 16, 18, 17, 3, 979960, tzinfo=UTC)
+
+
+def test_deleting_a_dataset_removes_its_requests(store: Store) -> None:
+    ingest_file(store, AZURE_CODE)
+    with store.session() as session:
+        assert delete_dataset(session, "AzureLLMInferenceTrace_code_2023") == 8819
+    with store.session() as session:
+        assert session.scalar(select(func.count()).select_from(Request)) == 0
+
+
+def test_times_come_back_timezone_aware(store: Store) -> None:
+    ingest_file(store, AZURE_CODE)
+    with store.session() as session:
+        dataset = session.scalars(select(Dataset)).one()
+        assert dataset.created_at.tzinfo is not None
+        assert dataset.end_at is not None and dataset.end_at.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+
+
+def test_default_store_lives_in_planner_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PLANNER_DATABASE_URL", raising=False)
+    monkeypatch.setenv("PLANNER_HOME", str(tmp_path / "home"))
+    with open_store() as store:
+        assert store.url == f"sqlite:///{tmp_path / 'home' / 'planner.db'}"
+    assert (tmp_path / "home" / "planner.db").exists()
+
+
+def test_database_url_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'env.db'}"
+    monkeypatch.setenv("PLANNER_DATABASE_URL", url)
+    with open_store() as store:
+        assert store.url == url
+
+
+def test_bad_urls_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="not a database URL"):
+        open_store("no-scheme-here")
+    with pytest.raises(StoreError, match="no database driver for 'mysql\\+nosuchdriver'"):
+        open_store("mysql+nosuchdriver://x/y")
+    with pytest.raises(
+        StoreError, match=r"cannot open the store at postgresql://u:\*\*\*@127\.0\.0\.1:1/x"
+    ):
+        open_store("postgresql://u:secret@127.0.0.1:1/x")
