@@ -10,7 +10,7 @@ from rich.table import Table
 
 from planner.cli.context import print_json, stdout, store_from, user_errors
 from planner.store.queries import delete_dataset, get_dataset, list_datasets, request_frame
-from planner.workload import DatasetSummary
+from planner.workload import DatasetSummary, summarize
 
 app = typer.Typer(help="Ingested datasets: list, inspect, delete.", no_args_is_help=True)
 
@@ -66,7 +66,7 @@ def show_command(
     """Rows, span, token lengths and request rates of a dataset, per model too."""
     with store_from(ctx) as store, store.session() as session:
         dataset = get_dataset(session, name)
-        summary = _summarize(session, dataset)
+        summary = summarize(request_frame(session, dataset))
         header = {
             "name": dataset.name,
             "format": dataset.format,
@@ -115,12 +115,6 @@ def show_command(
     if hourly_note:
         stdout.print("* the log spans less than an hour: its hourly figures count the whole log")
     stdout.print("peaks: the busiest sliding 60 s / 3600 s window anywhere in the log")
-
-
-def _summarize(session: object, dataset: object) -> DatasetSummary:
-    from planner.workload import summarize
-
-    return summarize(request_frame(session, dataset))  # type: ignore[arg-type]
 
 
 def _duration(seconds: float) -> str:

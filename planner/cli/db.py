@@ -6,7 +6,14 @@ import typer
 
 from planner.cli.context import CliState, print_json, stdout, user_errors
 from planner.config import database_url
-from planner.store.db import create_store_engine, current_revision, head_revision, upgrade
+from planner.store.db import (
+    create_store_engine,
+    current_revision,
+    head_revision,
+    redact_url,
+    store_errors,
+    upgrade,
+)
 
 app = typer.Typer(help="The store's database: schema version and upgrades.", no_args_is_help=True)
 
@@ -22,16 +29,20 @@ def status_command(
     ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print as JSON.")
 ) -> None:
     """Show the store's URL and whether its schema is up to date."""
-    from planner.store.db import _redact
-
     url = _url(ctx)
     engine = create_store_engine(url)
     try:
-        current = current_revision(engine)
+        with store_errors(url):
+            current = current_revision(engine)
     finally:
         engine.dispose()
     head = head_revision()
-    data = {"url": _redact(url), "revision": current, "latest": head, "up_to_date": current == head}
+    data = {
+        "url": redact_url(url),
+        "revision": current,
+        "latest": head,
+        "up_to_date": current == head,
+    }
     if as_json:
         print_json(data)
     else:
@@ -43,9 +54,11 @@ def status_command(
 @user_errors
 def upgrade_command(ctx: typer.Context) -> None:
     """Bring the store's schema up to the latest version, keeping its data."""
-    engine = create_store_engine(_url(ctx))
+    url = _url(ctx)
+    engine = create_store_engine(url)
     try:
-        upgrade(engine)
-        stdout.print(f"store schema at {current_revision(engine)}")
+        with store_errors(url):
+            upgrade(engine)
+            stdout.print(f"store schema at {current_revision(engine)}")
     finally:
         engine.dispose()

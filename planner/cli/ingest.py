@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from planner.cli.context import print_json, stderr, stdout, store_from
 from planner.errors import UsageError
 from planner.ingest import FORMAT_NAMES, IngestOptions, TimeKind, TimeSpec, TimeUnit, ingest_file
-from planner.ingest.formats import parse_mapping
+from planner.ingest.formats import closest, parse_mapping
 
 
 def _parse_start(value: str | None) -> datetime | None:
@@ -83,8 +83,6 @@ def ingest(
     if on_error not in ("fail", "skip"):
         raise UsageError(f"--on-error {on_error!r}: expected fail or skip")
     if log_format is not None and log_format not in FORMAT_NAMES:
-        from planner.ingest.formats import closest
-
         raise UsageError(
             f"--format {log_format!r}: unknown format; "
             f"known formats: {closest(log_format, FORMAT_NAMES)}"

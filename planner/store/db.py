@@ -108,16 +108,26 @@ def open_store(url: str | None = None, *, migrate: bool = True) -> Store:
     resolved = database_url(url)
     engine = create_store_engine(resolved)
     try:
-        if migrate and current_revision(engine) != head_revision():
-            upgrade(engine)
-    except OperationalError as exc:
+        with store_errors(resolved):
+            if migrate and current_revision(engine) != head_revision():
+                upgrade(engine)
+    except StoreError:
         engine.dispose()
-        reason = " ".join(str(exc.orig if exc.orig is not None else exc).split())
-        raise StoreError(f"cannot open the store at {_redact(resolved)}: {reason}") from exc
+        raise
     return Store(engine=engine, url=resolved)
 
 
-def _redact(url: str) -> str:
+@contextmanager
+def store_errors(url: str) -> Iterator[None]:
+    """Turn a failure to reach the database into a StoreError naming it (without its password)."""
+    try:
+        yield
+    except OperationalError as exc:
+        reason = " ".join(str(exc.orig if exc.orig is not None else exc).split())
+        raise StoreError(f"cannot open the store at {redact_url(url)}: {reason}") from exc
+
+
+def redact_url(url: str) -> str:
     """The URL without its password, for messages."""
     try:
         return make_url(url).render_as_string(hide_password=True)

@@ -206,3 +206,13 @@ def test_make_demo_runs_as_the_readme_says(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "19,366 requests" in result.stdout
+
+
+@pytest.mark.parametrize("command", [["datasets", "list"], ["db", "status"], ["db", "upgrade"]])
+def test_unreachable_database_is_a_clear_error_without_the_password(
+    home: Path, command: list[str]
+) -> None:
+    result = run(home, *command, db="postgresql://planner:s3cret@127.0.0.1:1/none")
+    assert result.returncode == 1
+    assert "error: cannot open the store at postgresql://planner:***@127.0.0.1:1/none" in result.stderr
+    assert "s3cret" not in result.stderr and "Traceback" not in result.stderr
