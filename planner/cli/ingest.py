@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from planner.cli.context import print_json, stderr, stdout, store_from
 from planner.errors import UsageError
 from planner.ingest import FORMAT_NAMES, IngestOptions, TimeKind, TimeSpec, TimeUnit, ingest_file
-from planner.ingest.formats import closest, parse_mapping
+from planner.ingest.formats import FIELDS, closest, parse_mapping
 
 
 def _parse_start(value: str | None) -> datetime | None:
@@ -43,8 +43,7 @@ def ingest(
         [],
         "--map",
         metavar="FIELD=COLUMN",
-        help="Generic format: the column of a request field (arrival, input_tokens, output_tokens, "
-        "model, cached_tokens, prefix_block_ids, priority_class, ttft_ms, e2e_ms, status).",
+        help=f"Generic format: the column of a request field ({', '.join(FIELDS)}).",
     ),
     time_kind: TimeKind = typer.Option(
         TimeKind.DATETIME,

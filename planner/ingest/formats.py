@@ -12,16 +12,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from planner.errors import UsageError
+from planner.store.models import REQUEST_COLUMNS
 
+# Request fields are the store's request columns, with ``arrival`` for ``arrival_us``.
 REQUIRED_FIELDS: tuple[str, ...] = ("arrival", "input_tokens", "output_tokens")
-OPTIONAL_FIELDS: tuple[str, ...] = (
-    "model",
-    "cached_tokens",
-    "prefix_block_ids",
-    "priority_class",
-    "ttft_ms",
-    "e2e_ms",
-    "status",
+OPTIONAL_FIELDS: tuple[str, ...] = tuple(
+    c for c in REQUEST_COLUMNS if c not in ("arrival_us", *REQUIRED_FIELDS)
 )
 FIELDS: tuple[str, ...] = REQUIRED_FIELDS + OPTIONAL_FIELDS
 
