@@ -214,5 +214,7 @@ def test_unreachable_database_is_a_clear_error_without_the_password(
 ) -> None:
     result = run(home, *command, db="postgresql://planner:s3cret@127.0.0.1:1/none")
     assert result.returncode == 1
-    assert "error: cannot open the store at postgresql://planner:***@127.0.0.1:1/none" in result.stderr
+    assert (
+        "error: cannot open the store at postgresql://planner:***@127.0.0.1:1/none" in result.stderr
+    )
     assert "s3cret" not in result.stderr and "Traceback" not in result.stderr
