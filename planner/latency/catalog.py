@@ -1,0 +1,289 @@
+"""Hardware, model and precision catalogs: plain CSV files under ``data/catalog/``, each row
+with its source, read into small frozen dataclasses."""
+
+from __future__ import annotations
+
+import csv
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from planner.errors import PlannerError, UsageError
+from planner.ingest.formats import closest
+from planner.paths import data_dir
+
+GIB = 1024**3
+GB = 1e9
+SCALE_BITS_PER_WEIGHT_INT4 = 16 / 128  # one FP16 scale per group of 128 weights
+
+
+class CatalogError(PlannerError):
+    """A catalog file is missing or malformed."""
+
+
+class UnsupportedError(UsageError):
+    """A combination the hardware or model cannot run (FP8 without FP8 units, bad TP degree)."""
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    aliases: tuple[str, ...]
+    vendor: str
+    memory_gb: float
+    mem_bw_gbps: float
+    peak_tflops: Mapping[str, float]  # column (bf16_tflops, fp8_tflops, ...) -> dense peak
+    interconnect: str
+    link_gbps: float  # per direction, per GPU
+    max_gpus_per_node: int
+    source: str
+    notes: str = ""
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gb * GB
+
+    @property
+    def bandwidth(self) -> float:
+        """Memory bandwidth in bytes/s."""
+        return self.mem_bw_gbps * GB
+
+    def peak(self, column: str) -> float:
+        """Dense peak in FLOP/s (or OP/s) for a precision's compute column."""
+        value = self.peak_tflops.get(column)
+        if value is None:
+            raise UnsupportedError(
+                f"{self.name} has no {column.split('_')[0].upper()} tensor-core peak "
+                "in the catalog (unsupported or unknown)"
+            )
+        return value * 1e12
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    aliases: tuple[str, ...]
+    family: str
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    experts: int
+    experts_per_token: int
+    tied_embeddings: bool
+    max_context: int
+    source: str
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 1
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        """Q, K, V and O projections (grouped-query: K and V have kv_heads heads)."""
+        q_and_o = 2 * self.hidden_size * self.attention_heads * self.head_dim
+        k_and_v = 2 * self.hidden_size * self.kv_heads * self.head_dim
+        return q_and_o + k_and_v
+
+    @property
+    def expert_params(self) -> int:
+        """One gated MLP (gate, up, down projections)."""
+        return 3 * self.hidden_size * self.intermediate_size
+
+    @property
+    def router_params_per_layer(self) -> int:
+        return self.hidden_size * self.experts if self.is_moe else 0
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding plus LM head (counted once when tied)."""
+        return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
+
+    @property
+    def linear_params(self) -> int:
+        """Weights of all transformer-layer matmuls (what quantization shrinks)."""
+        per_layer = (
+            self.attention_params_per_layer
+            + self.experts * self.expert_params
+            + self.router_params_per_layer
+        )
+        return self.layers * per_layer
+
+    @property
+    def total_params(self) -> int:
+        return self.linear_params + self.embedding_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token passes through (MoE: only its top-k experts)."""
+        per_layer = (
+            self.attention_params_per_layer
+            + self.experts_per_token * self.expert_params
+            + self.router_params_per_layer
+        )
+        return self.layers * per_layer + self.embedding_params
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    aliases: tuple[str, ...]
+    weight_bits: int
+    activation: str
+    compute_peak: str  # GPU column for this precision's matmul peak
+    dequant_compute_factor: float
+    quality_delta_pct: float
+    quality_source: str
+    notes: str = ""
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes per weight, with group scales for 4-bit formats."""
+        bits = self.weight_bits + (SCALE_BITS_PER_WEIGHT_INT4 if self.weight_bits == 4 else 0)
+        return bits / 8
+
+
+T = TypeVar("T", GPU, ModelSpec, Precision)
+
+
+class Table(Generic[T]):
+    """Catalog entries by name and alias, matched case-insensitively."""
+
+    def __init__(self, kind: str, entries: Iterable[T]) -> None:
+        self.kind = kind
+        self.entries = list(entries)
+        self._by_key: dict[str, T] = {}
+        for entry in self.entries:
+            for key in (entry.name, *entry.aliases):
+                self._by_key[key.strip().lower()] = entry
+
+    def get(self, name: str) -> T:
+        try:
+            return self._by_key[name.strip().lower()]
+        except KeyError:
+            names = [e.name for e in self.entries]
+            raise UsageError(
+                f"unknown {self.kind} {name!r}; known {self.kind}s: {closest(name, names)}"
+            ) from None
+
+    def names(self) -> list[str]:
+        return [e.name for e in self.entries]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    gpus: Table[GPU]
+    models: Table[ModelSpec]
+    precisions: Table[Precision]
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        raise CatalogError(f"catalog file not found: {path}")
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _aliases(value: str) -> tuple[str, ...]:
+    return tuple(a.strip() for a in value.split(",") if a.strip())
+
+
+def _float(row: Mapping[str, str], key: str, path: Path) -> float | None:
+    text = (row.get(key) or "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise CatalogError(f"{path}: {row.get('name')!r}: {key} = {text!r} is not a number") from None
+
+
+def _required(row: Mapping[str, str], key: str, path: Path) -> float:
+    value = _float(row, key, path)
+    if value is None:
+        raise CatalogError(f"{path}: {row.get('name')!r}: {key} is required")
+    return value
+
+
+PEAK_COLUMNS = ("bf16_tflops", "fp16_tflops", "fp8_tflops", "int8_tops", "fp32_tflops")
+
+
+def load_gpus(path: Path) -> list[GPU]:
+    gpus = []
+    for row in _rows(path):
+        peaks = {c: v for c in PEAK_COLUMNS if (v := _float(row, c, path)) is not None}
+        gpus.append(
+            GPU(
+                name=row["name"],
+                aliases=_aliases(row["aliases"]),
+                vendor=row["vendor"],
+                memory_gb=_required(row, "memory_gb", path),
+                mem_bw_gbps=_required(row, "mem_bw_gbps", path),
+                peak_tflops=peaks,
+                interconnect=row["interconnect"],
+                link_gbps=_required(row, "link_gbps", path),
+                max_gpus_per_node=int(_required(row, "max_gpus_per_node", path)),
+                source=row["source"],
+                notes=row.get("notes", ""),
+            )
+        )
+    return gpus
+
+
+def load_models(path: Path) -> list[ModelSpec]:
+    def whole(row: Mapping[str, str], key: str) -> int:
+        return int(_required(row, key, path))
+
+    return [
+        ModelSpec(
+            name=row["name"],
+            aliases=_aliases(row["aliases"]),
+            family=row["family"],
+            layers=whole(row, "layers"),
+            hidden_size=whole(row, "hidden_size"),
+            attention_heads=whole(row, "attention_heads"),
+            kv_heads=whole(row, "kv_heads"),
+            head_dim=whole(row, "head_dim"),
+            intermediate_size=whole(row, "intermediate_size"),
+            vocab_size=whole(row, "vocab_size"),
+            experts=whole(row, "experts"),
+            experts_per_token=whole(row, "experts_per_token"),
+            tied_embeddings=row["tied_embeddings"].strip().lower() == "true",
+            max_context=whole(row, "max_context"),
+            source=row["source"],
+        )
+        for row in _rows(path)
+    ]
+
+
+def load_precisions(path: Path) -> list[Precision]:
+    return [
+        Precision(
+            name=row["name"],
+            aliases=_aliases(row["aliases"]),
+            weight_bits=int(_required(row, "weight_bits", path)),
+            activation=row["activation"],
+            compute_peak=row["compute_peak"],
+            dequant_compute_factor=_required(row, "dequant_compute_factor", path),
+            quality_delta_pct=_required(row, "quality_delta_pct", path),
+            quality_source=row["quality_source"],
+            notes=row.get("notes", ""),
+        )
+        for row in _rows(path)
+    ]
+
+
+@functools.cache
+def load_catalog(folder: Path | None = None) -> Catalog:
+    """The catalogs under ``folder`` (default ``data/catalog``), read once per process."""
+    folder = folder or data_dir() / "catalog"
+    return Catalog(
+        gpus=Table("GPU", load_gpus(folder / "gpus.csv")),
+        models=Table("model", load_models(folder / "models.csv")),
+        precisions=Table("precision", load_precisions(folder / "precisions.csv")),
+    )

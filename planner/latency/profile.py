@@ -1,0 +1,87 @@
+"""Calibration profiles: the fitted efficiencies and overheads of one engine on one GPU."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from planner.errors import PlannerError
+from planner.paths import data_dir
+
+DEFAULT_ENGINE = "trtllm"
+
+# Parameters a calibration may fit, with their bounds.
+FIT_BOUNDS: dict[str, tuple[float, float]] = {
+    "compute_eff": (0.05, 1.0),
+    "memory_eff": (0.1, 1.0),
+    "iteration_overhead_ms": (0.0, 50.0),
+    "request_overhead_ms": (0.0, 500.0),
+    "allreduce_us": (0.5, 100.0),
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Parameters of the roofline: what fraction of peak an engine reaches, and its overheads."""
+
+    name: str
+    engine: str = DEFAULT_ENGINE
+    gpu: str | None = None  # None: fits any GPU of the engine
+    compute_eff: float = 0.6  # fraction of dense matmul peak
+    memory_eff: float = 0.75  # fraction of memory bandwidth
+    iteration_overhead_ms: float = 2.0  # scheduling, kernel launches, sampling per iteration
+    request_overhead_ms: float = 2.0  # per request, on its first token (tokenize, HTTP, queue)
+    allreduce_us: float = 8.0  # fixed latency of one tensor-parallel all-reduce
+    comm_eff: float = 0.7  # fraction of link bandwidth an all-reduce reaches
+
+    def with_params(self, **params: float) -> Profile:
+        return replace(self, **params)
+
+    def params(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), float)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Profile:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class ProfileError(PlannerError):
+    pass
+
+
+def bundled_profiles_path() -> Path:
+    return data_dir() / "calibration" / "profiles.json"
+
+
+def load_bundled_profiles(path: Path | None = None) -> list[Profile]:
+    """The default profiles fitted on published measurements (``data/calibration``)."""
+    path = path or bundled_profiles_path()
+    if not path.exists():
+        return []
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ProfileError(f"{path}: not valid JSON ({exc})") from exc
+    return [Profile.from_dict(p["profile"]) for p in payload["profiles"]]
+
+
+def choose_profile(profiles: list[Profile], gpu: str, engine: str = DEFAULT_ENGINE) -> Profile:
+    """The profile fitted for this GPU and engine, else the engine's GPU-independent one."""
+    for profile in profiles:
+        if profile.engine == engine and profile.gpu == gpu:
+            return profile
+    for profile in profiles:
+        if profile.engine == engine and profile.gpu is None:
+            return profile
+    engines = sorted({p.engine for p in profiles})
+    raise ProfileError(
+        f"no calibration profile for engine {engine!r}"
+        + (f"; engines with profiles: {', '.join(engines)}" if engines else "")
+        + " (fit one with `planner calibrate`)"
+    )
