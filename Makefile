@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DEMO_HOME ?= .planner
 DEMO_SAMPLE := data/samples/azure_llm_conv_2023.csv.gz
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck bench profiles clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,8 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner ingest $(DEMO_SAMPLE) --name demo-azure-conv
 	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner datasets show demo-azure-conv
+	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner latency --gpu H100-SXM --model llama-3.1-8b \
+		--precision fp8 --batch 32 --input 1155 --output 211
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -38,6 +40,14 @@ test: lint typecheck
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/ingest_bench.py
+	$(BIN)/python benchmarks/latency_bench.py
+
+# Refit the bundled default calibration profiles on the published measurements.
+profiles: $(VENV)/.installed
+	PLANNER_HOME=$$(mktemp -d) $(BIN)/planner calibrate data/reference/published_latency.csv \
+		--name trtllm-default --export data/calibration/profiles.json
+	PLANNER_HOME=$$(mktemp -d) $(BIN)/planner calibrate data/reference/published_latency.csv \
+		--name trtllm-h100-sxm --gpu H100-SXM --export data/calibration/profiles.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -8,9 +8,11 @@ profile, and relative errors count the same for 7 ms and 7 s.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,8 +30,16 @@ from planner.latency.serving import LoadKind, SaturatedError, steady_state
 METRICS = {"ttft": "ttft", "itl": "tpot", "tpot": "tpot", "e2e": "e2e"}
 UNITS = {"ms": 1.0, "s": 1000.0}
 REQUIRED_COLUMNS = (
-    "model", "gpu", "num_gpus", "precision", "input_len", "output_len",
-    "batch_or_concurrency", "metric", "value", "unit",
+    "model",
+    "gpu",
+    "num_gpus",
+    "precision",
+    "input_len",
+    "output_len",
+    "batch_or_concurrency",
+    "metric",
+    "value",
+    "unit",
 )
 
 
@@ -52,7 +62,9 @@ class Measurement:
     @property
     def key(self) -> str:
         load = f"{self.load_kind}={self.load:g}"
-        return f"{self.model}/{self.gpu}x{self.tp}/{self.precision}/{self.input_tokens}:{self.output_tokens}/{load}/{self.metric}"
+        shape = f"{self.input_tokens}:{self.output_tokens}"
+        where = f"{self.model}/{self.gpu}x{self.tp}/{self.precision}"
+        return f"{where}/{shape}/{load}/{self.metric}"
 
 
 @dataclass(frozen=True)
@@ -68,70 +80,107 @@ def _parse_load(text: str) -> tuple[LoadKind, float] | None:
         return "batch", float(name)
     if value in ("inf", "infinity"):
         return None
-    kinds: dict[str, LoadKind] = {"qps": "qps", "rps": "qps", "concurrency": "concurrency", "batch": "batch"}
+    kinds: dict[str, LoadKind] = {
+        "qps": "qps",
+        "rps": "qps",
+        "concurrency": "concurrency",
+        "batch": "batch",
+    }
     if name not in kinds:
         raise ValueError(f"expected 1, QPS=N, concurrency=N or batch=N, got {text!r}")
     return kinds[name], float(value)
 
 
-def read_measurements(path: Path, catalog: Catalog | None = None) -> tuple[list[Measurement], list[Excluded]]:
+BURST_REASON = "a burst at infinite rate: queueing, not iteration speed (the simulator's job)"
+
+
+class _BadValueError(Exception):
+    def __init__(self, column: str, message: str) -> None:
+        super().__init__(message)
+        self.column = column
+
+
+def read_measurements(
+    path: Path, catalog: Catalog | None = None
+) -> tuple[list[Measurement], list[Excluded]]:
     """Measurements of a CSV file, with catalog names resolved; rows that cannot be modelled
     (a burst of infinite rate) are returned as excluded with the reason."""
     catalog = catalog or load_catalog()
     if not path.exists():
         raise InputFileError(path, "file not found")
+    points: list[Measurement] = []
+    excluded: list[Excluded] = []
     with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
-            raise InputFileError(path, f"missing required column {missing[0]!r} (needs {', '.join(REQUIRED_COLUMNS)})")
-        points: list[Measurement] = []
-        excluded: list[Excluded] = []
+            needs = ", ".join(REQUIRED_COLUMNS)
+            raise InputFileError(path, f"missing required column {missing[0]!r} (needs {needs})")
         for row_number, row in enumerate(reader, start=1):
-            line = row_number + 1
-
-            def fail(column: str, message: str) -> InputFileError:
-                return InputFileError(path, RowProblem(row_number, column, message, line))
-
             try:
-                load = _parse_load(row["batch_or_concurrency"])
-            except ValueError as exc:
-                raise fail("batch_or_concurrency", str(exc)) from None
-            if load is None:
-                excluded.append(Excluded(row_number, "a burst at infinite rate: queueing, not iteration speed (the simulator's job)"))
-                continue
-            metric = row["metric"].strip().lower().removeprefix("mean_")
-            if metric not in METRICS:
-                raise fail("metric", f"expected one of TTFT, ITL, TPOT, E2E (optionally mean_), got {row['metric']!r}")
-            unit = row["unit"].strip().lower()
-            if unit not in UNITS:
-                raise fail("unit", f"expected ms or s, got {row['unit']!r}")
-            try:
-                gpu = catalog.gpus.get(row["gpu"].split("(")[0].strip() if "(" in row["gpu"] and "H200" in row["gpu"] else row["gpu"])
-                model = catalog.models.get(row["model"])
-                precision = catalog.precisions.get(row["precision"])
-            except UsageError as exc:
-                raise fail("gpu/model/precision", str(exc)) from None
-            try:
-                value = float(row["value"]) * UNITS[unit]
-                tp = int(row["num_gpus"])
-                input_tokens = int(row["input_len"])
-                output_tokens = int(row["output_len"])
-            except ValueError as exc:
-                raise fail("value/num_gpus/input_len/output_len", f"expected numbers ({exc})") from None
-            if not math.isfinite(value) or value <= 0:
-                raise fail("value", f"expected a positive latency, got {row['value']!r}")
-            points.append(
-                Measurement(
-                    gpu=gpu.name, model=model.name, precision=precision.name, tp=tp,
-                    engine=(row.get("engine") or DEFAULT_ENGINE).strip(),
-                    kv_cache=(row.get("kv_cache") or "fp16").strip().lower(),
-                    input_tokens=input_tokens, output_tokens=output_tokens,
-                    load_kind=load[0], load=load[1], metric=METRICS[metric], value_ms=value,
-                    source=(row.get("source") or row.get("url_or_path") or "").strip(),
-                )
-            )
+                point = _measurement(row, catalog)
+            except _BadValueError as bad:
+                problem = RowProblem(row_number, bad.column, str(bad), row_number + 1)
+                raise InputFileError(path, problem) from None
+            if point is None:
+                excluded.append(Excluded(row_number, BURST_REASON))
+            else:
+                points.append(point)
     return points, excluded
+
+
+def _catalog_name(table: Any, column: str, text: str) -> str:
+    """A catalog entry's name, also trying the text without a parenthesised remark."""
+    try:
+        return str(table.get(text).name)
+    except UsageError as exc:
+        bare = re.sub(r"\s*\(.*\)", "", text).strip()
+        if bare and bare != text:
+            with contextlib.suppress(UsageError):
+                return str(table.get(bare).name)
+        raise _BadValueError(column, str(exc)) from None
+
+
+def _number(row: dict[str, str], column: str, kind: type[int] | type[float]) -> Any:
+    try:
+        return kind(row[column])
+    except (TypeError, ValueError):
+        raise _BadValueError(column, f"expected a number, got {row[column]!r}") from None
+
+
+def _measurement(row: dict[str, str], catalog: Catalog) -> Measurement | None:
+    try:
+        load = _parse_load(row["batch_or_concurrency"])
+    except ValueError as exc:
+        raise _BadValueError("batch_or_concurrency", str(exc)) from None
+    if load is None:
+        return None
+    metric = row["metric"].strip().lower().removeprefix("mean_")
+    if metric not in METRICS:
+        raise _BadValueError(
+            "metric", f"expected TTFT, ITL, TPOT or E2E (optionally mean_), got {row['metric']!r}"
+        )
+    unit = row["unit"].strip().lower()
+    if unit not in UNITS:
+        raise _BadValueError("unit", f"expected ms or s, got {row['unit']!r}")
+    value = _number(row, "value", float) * UNITS[unit]
+    if not math.isfinite(value) or value <= 0:
+        raise _BadValueError("value", f"expected a positive latency, got {row['value']!r}")
+    return Measurement(
+        gpu=_catalog_name(catalog.gpus, "gpu", row["gpu"]),
+        model=_catalog_name(catalog.models, "model", row["model"]),
+        precision=_catalog_name(catalog.precisions, "precision", row["precision"]),
+        tp=_number(row, "num_gpus", int),
+        engine=(row.get("engine") or DEFAULT_ENGINE).strip(),
+        kv_cache=(row.get("kv_cache") or "fp16").strip().lower(),
+        input_tokens=_number(row, "input_len", int),
+        output_tokens=_number(row, "output_len", int),
+        load_kind=load[0],
+        load=load[1],
+        metric=METRICS[metric],
+        value_ms=value,
+        source=(row.get("source") or row.get("url_or_path") or "").strip(),
+    )
 
 
 def predict(point: Measurement, profile: Profile, catalog: Catalog | None = None) -> float:
@@ -144,7 +193,13 @@ def predict(point: Measurement, profile: Profile, catalog: Catalog | None = None
         tp=point.tp,
         kv_bytes=1.0 if point.kv_cache == "fp8" else 2.0,
     )
-    latency = steady_state(LatencyModel(deployment, profile), point.input_tokens, point.output_tokens, point.load_kind, point.load)
+    latency = steady_state(
+        LatencyModel(deployment, profile),
+        point.input_tokens,
+        point.output_tokens,
+        point.load_kind,
+        point.load,
+    )
     return {"ttft": latency.ttft_ms, "tpot": latency.tpot_ms, "e2e": latency.e2e_ms}[point.metric]
 
 
@@ -180,8 +235,19 @@ class ErrorSummary:
         by_metric = {}
         for metric in sorted({e.metric for e in errors}):
             sub = np.abs([e.error for e in errors if e.metric == metric])
-            by_metric[metric] = {"points": float(sub.size), "mape": float(sub.mean()), "median_ape": float(np.median(sub))}
-        return cls(len(errors), float(ape.mean()), float(np.median(ape)), float(ape[worst]), errors[worst].key, by_metric)
+            by_metric[metric] = {
+                "points": float(sub.size),
+                "mape": float(sub.mean()),
+                "median_ape": float(np.median(sub)),
+            }
+        return cls(
+            len(errors),
+            float(ape.mean()),
+            float(np.median(ape)),
+            float(ape[worst]),
+            errors[worst].key,
+            by_metric,
+        )
 
 
 @dataclass
@@ -210,24 +276,38 @@ class CalibrationReport:
             "heldout_test": asdict(split(self.heldout, "test")),
             "after_all": asdict(ErrorSummary.of(self.after)),
             "per_point": [
-                {"key": b.key, "split": b.split, "measured_ms": b.measured_ms, "before_ms": b.predicted_ms,
-                 "heldout_ms": h.predicted_ms, "after_ms": a.predicted_ms}
+                {
+                    "key": b.key,
+                    "split": b.split,
+                    "measured_ms": b.measured_ms,
+                    "before_ms": b.predicted_ms,
+                    "heldout_ms": h.predicted_ms,
+                    "after_ms": a.predicted_ms,
+                }
                 for b, h, a in zip(self.before, self.heldout, self.after, strict=True)
             ],
         }
 
 
 def split_points(points: Sequence[Measurement], holdout: float) -> set[str]:
-    """A deterministic held-out set: the points whose key hashes lowest, about ``holdout`` of them."""
+    """A stable held-out set: the points whose key hashes lowest, about ``holdout`` of them."""
     if not 0 <= holdout < 1:
         raise UsageError(f"--holdout {holdout}: expected a fraction in [0, 1)")
     ranked = sorted(points, key=lambda p: hashlib.sha256(p.key.encode()).hexdigest())
     return {p.key for p in ranked[: round(len(ranked) * holdout)]}
 
 
-def _errors(points: Sequence[Measurement], profile: Profile, test_keys: set[str], catalog: Catalog) -> list[PointError]:
+def _errors(
+    points: Sequence[Measurement], profile: Profile, test_keys: set[str], catalog: Catalog
+) -> list[PointError]:
     return [
-        PointError(p.key, p.metric, p.value_ms, _safe_predict(p, profile, catalog), "test" if p.key in test_keys else "train")
+        PointError(
+            p.key,
+            p.metric,
+            p.value_ms,
+            _safe_predict(p, profile, catalog),
+            "test" if p.key in test_keys else "train",
+        )
         for p in points
     ]
 
@@ -239,11 +319,18 @@ def _safe_predict(point: Measurement, profile: Profile, catalog: Catalog) -> flo
         return math.inf
 
 
-def fit(points: Sequence[Measurement], start: Profile, params: Sequence[str] = tuple(FIT_BOUNDS), catalog: Catalog | None = None) -> Profile:
+def fit(
+    points: Sequence[Measurement],
+    start: Profile,
+    params: Sequence[str] = tuple(FIT_BOUNDS),
+    catalog: Catalog | None = None,
+) -> Profile:
     """The profile whose parameters ``params`` minimise robust log errors over ``points``."""
     catalog = catalog or load_catalog()
     if len(points) < len(params):
-        raise PlannerError(f"{len(points)} measurements cannot fit {len(params)} parameters; add measurements")
+        raise PlannerError(
+            f"{len(points)} measurements cannot fit {len(params)} parameters; add measurements"
+        )
     low = np.array([FIT_BOUNDS[p][0] for p in params])
     high = np.array([FIT_BOUNDS[p][1] for p in params])
     x0 = np.clip([getattr(start, p) for p in params], low, high)
@@ -254,7 +341,9 @@ def fit(points: Sequence[Measurement], start: Profile, params: Sequence[str] = t
         predicted = [_safe_predict(p, profile, catalog) for p in points]
         return np.log(np.minimum(predicted, 1e12)) - measured
 
-    result = least_squares(residuals, x0, bounds=(low, high), loss="soft_l1", f_scale=0.1, x_scale="jac")
+    result = least_squares(
+        residuals, x0, bounds=(low, high), loss="soft_l1", f_scale=0.1, x_scale="jac"
+    )
     return start.with_params(**dict(zip(params, map(float, result.x), strict=True)))
 
 

@@ -8,7 +8,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from planner.errors import PlannerError, UsageError
 from planner.ingest.formats import closest
@@ -148,15 +148,23 @@ class Precision:
         return bits / 8
 
 
-T = TypeVar("T", GPU, ModelSpec, Precision)
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def aliases(self) -> tuple[str, ...]: ...
+
+
+T = TypeVar("T", bound=Named)
 
 
 class Table(Generic[T]):
     """Catalog entries by name and alias, matched case-insensitively."""
 
     def __init__(self, kind: str, entries: Iterable[T]) -> None:
-        self.kind = kind
-        self.entries = list(entries)
+        self.kind: str = kind
+        self.entries: list[T] = list(entries)
         self._by_key: dict[str, T] = {}
         for entry in self.entries:
             for key in (entry.name, *entry.aliases):
@@ -200,7 +208,9 @@ def _float(row: Mapping[str, str], key: str, path: Path) -> float | None:
     try:
         return float(text)
     except ValueError:
-        raise CatalogError(f"{path}: {row.get('name')!r}: {key} = {text!r} is not a number") from None
+        raise CatalogError(
+            f"{path}: {row.get('name')!r}: {key} = {text!r} is not a number"
+        ) from None
 
 
 def _required(row: Mapping[str, str], key: str, path: Path) -> float:

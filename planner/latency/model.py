@@ -77,7 +77,9 @@ class Deployment:
         if self.kv_bytes not in (1.0, 2.0):
             raise UnsupportedError("KV cache bytes per element must be 2 (fp16) or 1 (fp8)")
         if self.kv_bytes == 1.0 and "fp8_tflops" not in self.gpu.peak_tflops:
-            raise UnsupportedError(f"an FP8 KV cache needs FP8 support, which {self.gpu.name} lacks")
+            raise UnsupportedError(
+                f"an FP8 KV cache needs FP8 support, which {self.gpu.name} lacks"
+            )
 
     # --- sizes -----------------------------------------------------------------------------
 
@@ -139,7 +141,14 @@ class IterationCost:
 
     @property
     def total(self) -> Array:
-        return self.projections + self.mlp + self.attention + self.lm_head + self.communication + self.overhead
+        return (
+            self.projections
+            + self.mlp
+            + self.attention
+            + self.lm_head
+            + self.communication
+            + self.overhead
+        )
 
 
 class LatencyModel:
@@ -149,7 +158,9 @@ class LatencyModel:
         self.deployment = deployment
         self.profile = profile
         d, m, p, gpu = deployment, deployment.model, deployment.precision, deployment.gpu
-        self.matmul_flops = gpu.peak(p.compute_peak) * profile.compute_eff / p.dequant_compute_factor
+        self.matmul_flops = (
+            gpu.peak(p.compute_peak) * profile.compute_eff / p.dequant_compute_factor
+        )
         half_peak = gpu.peak_tflops.get("bf16_tflops") or gpu.peak_tflops["fp16_tflops"]
         self.half_flops = half_peak * 1e12 * profile.compute_eff
         self.bandwidth = gpu.bandwidth * profile.memory_eff
@@ -189,9 +200,12 @@ class LatencyModel:
         active = (n > 0).astype(np.float64)  # an empty iteration reads no weights
 
         projections = np.maximum(
-            n * self.proj_flops_per_token / self.matmul_flops, active * self.proj_bytes / self.bandwidth
+            n * self.proj_flops_per_token / self.matmul_flops,
+            active * self.proj_bytes / self.bandwidth,
         )
-        mlp_flops = n * (m.experts_per_token * self.expert_flops_per_token + self.router_flops_per_token)
+        mlp_flops = n * (
+            m.experts_per_token * self.expert_flops_per_token + self.router_flops_per_token
+        )
         mlp_bytes = active * self._experts_touched(n) * self.expert_bytes
         mlp = np.maximum(mlp_flops / self.matmul_flops, mlp_bytes / self.bandwidth)
         attention = np.maximum(
@@ -239,7 +253,9 @@ class LatencyModel:
         b = np.asarray(decode_batch, dtype=np.float64)
         c = np.asarray(decode_context, dtype=np.float64)
         pairs = q * o + q * (q + 1) / 2 + c + b
-        return self.cost(q + b, pairs, o + c, b + np.asarray(finishes_prompt, dtype=np.float64)).total
+        return self.cost(
+            q + b, pairs, o + c, b + np.asarray(finishes_prompt, dtype=np.float64)
+        ).total
 
 
 def describe(model: LatencyModel) -> dict[str, Any]:

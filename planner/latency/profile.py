@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +37,14 @@ class Profile:
     comm_eff: float = 0.7  # fraction of link bandwidth an all-reduce reaches
 
     def with_params(self, **params: float) -> Profile:
-        return replace(self, **params)
+        return Profile.from_dict({**self.to_dict(), **params})
 
     def params(self) -> dict[str, float]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), float)}
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), float)
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

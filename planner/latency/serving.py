@@ -41,7 +41,9 @@ def _scalar(value: Any) -> float:
     return float(np.asarray(value).reshape(-1)[0])
 
 
-def at_batch(model: LatencyModel, input_tokens: int, output_tokens: int, batch: int = 1) -> RequestLatency:
+def at_batch(
+    model: LatencyModel, input_tokens: int, output_tokens: int, batch: int = 1
+) -> RequestLatency:
     """One request decoding alongside ``batch - 1`` others of the same shape."""
     others = batch - 1
     mean_context = input_tokens + output_tokens / 2
@@ -53,20 +55,28 @@ def at_batch(model: LatencyModel, input_tokens: int, output_tokens: int, batch: 
     return RequestLatency(ttft * 1e3, step * 1e3, e2e * 1e3, float(batch))
 
 
-def max_batch(model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int = DEFAULT_MAX_SEQS) -> int:
+def max_batch(
+    model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int = DEFAULT_MAX_SEQS
+) -> int:
     """Most sequences of this shape that fit the KV cache at once (and the max-sequences cap)."""
     per_sequence = input_tokens + output_tokens
     return max(1, min(max_seqs, model.deployment.kv_capacity_tokens // per_sequence))
 
 
-def max_throughput(model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int = DEFAULT_MAX_SEQS) -> dict[str, float]:
+def max_throughput(
+    model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int = DEFAULT_MAX_SEQS
+) -> dict[str, float]:
     """Output tokens/s at the largest batch that fits, prefills included."""
     batch = max_batch(model, input_tokens, output_tokens, max_seqs)
     step = _scalar(model.decode_time(batch, batch * (input_tokens + output_tokens / 2)))
     prefill = _scalar(model.prefill_time(input_tokens))
     cycle = output_tokens * step + batch * prefill  # every sequence in the batch is replaced once
     tokens_per_s = batch * output_tokens / cycle
-    return {"batch": float(batch), "output_tokens_per_s": tokens_per_s, "requests_per_s": tokens_per_s / output_tokens}
+    return {
+        "batch": float(batch),
+        "output_tokens_per_s": tokens_per_s,
+        "requests_per_s": tokens_per_s / output_tokens,
+    }
 
 
 def steady_state(
@@ -103,11 +113,15 @@ def steady_state(
             step, ttft = at_rate(load, batch)
             new_batch = max(1.0, load * output_tokens * step)
             if new_batch > capacity:
-                raise SaturatedError(f"{new_batch:.0f} sequences in flight exceed the {capacity} that fit")
+                raise SaturatedError(
+                    f"{new_batch:.0f} sequences in flight exceed the {capacity} that fit"
+                )
             if math.isclose(new_batch, batch, rel_tol=1e-9):
                 break
             batch = new_batch
-        return RequestLatency(ttft * 1e3, step * 1e3, (ttft + (output_tokens - 1) * step) * 1e3, batch)
+        return RequestLatency(
+            ttft * 1e3, step * 1e3, (ttft + (output_tokens - 1) * step) * 1e3, batch
+        )
 
     # Closed loop: at most `capacity` clients are served at once, the rest queue for a slot.
     batch = float(min(load, capacity))

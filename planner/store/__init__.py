@@ -1,6 +1,6 @@
 """The store: datasets and everything planner derives from them, in SQLite or PostgreSQL."""
 
 from planner.store.db import Store, open_store
-from planner.store.models import Base, Dataset, Request
+from planner.store.models import Base, CalibrationProfile, Dataset, Request
 
-__all__ = ["Base", "Dataset", "Request", "Store", "open_store"]
+__all__ = ["Base", "CalibrationProfile", "Dataset", "Request", "Store", "open_store"]

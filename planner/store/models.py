@@ -132,3 +132,18 @@ REQUEST_COLUMNS: tuple[str, ...] = (
     "e2e_ms",
     "status",
 )
+
+
+class CalibrationProfile(Base):
+    """A fitted latency-model profile (``planner calibrate``), with the errors it was fitted to."""
+
+    __tablename__ = "calibration_profiles"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    engine: Mapped[str] = mapped_column(String(64))
+    gpu: Mapped[str | None] = mapped_column(String(64))  # None: any GPU of the engine
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    report: Mapped[dict[str, Any]] = mapped_column(JSON)  # errors before/after, per point
+    sources: Mapped[list[str]] = mapped_column(JSON)  # measurement files it was fitted on
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
