@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from planner.errors import PlannerError
+from planner.errors import UsageError
 from planner.paths import data_dir
 
 DEFAULT_ENGINE = "trtllm"
@@ -55,8 +55,9 @@ class Profile:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-class ProfileError(PlannerError):
-    pass
+class ProfileError(UsageError):
+    """No such profile (a bad --profile or --engine)."""
+
 
 
 def bundled_profiles_path() -> Path:
