@@ -121,8 +121,9 @@ FORMAT_NAMES: tuple[str, ...] = (*BUILTIN_FORMATS, "generic")
 
 def closest(name: str, known: Sequence[str]) -> str:
     """Known names, closest to ``name`` first, for error messages."""
-    ranked = difflib.get_close_matches(name, known, n=len(known), cutoff=0.0)
-    return ", ".join(ranked)
+    by_lower = {k.lower(): k for k in known}
+    ranked = difflib.get_close_matches(name.lower(), list(by_lower), n=len(known), cutoff=0.0)
+    return ", ".join(by_lower[k] for k in ranked)
 
 
 def builtin_format(name: str) -> LogFormat:

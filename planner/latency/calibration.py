@@ -14,7 +14,7 @@ import hashlib
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ class Measurement:
     metric: str  # ttft, tpot or e2e
     value_ms: float
     source: str = ""
+    row: int = 0  # data row in its file, for messages
 
     @property
     def key(self) -> str:
@@ -76,19 +77,28 @@ class Excluded:
 def _parse_load(text: str) -> tuple[LoadKind, float] | None:
     """``1`` -> batch 1; ``QPS=2``; ``concurrency=50``; ``QPS=INF`` -> None (a burst)."""
     name, sep, value = text.strip().lower().partition("=")
+    kind: LoadKind
     if not sep:
-        return "batch", float(name)
-    if value in ("inf", "infinity"):
+        kind, value = "batch", name
+    elif value in ("inf", "infinity"):
         return None
-    kinds: dict[str, LoadKind] = {
-        "qps": "qps",
-        "rps": "qps",
-        "concurrency": "concurrency",
-        "batch": "batch",
-    }
-    if name not in kinds:
-        raise ValueError(f"expected 1, QPS=N, concurrency=N or batch=N, got {text!r}")
-    return kinds[name], float(value)
+    else:
+        kinds: dict[str, LoadKind] = {
+            "qps": "qps",
+            "rps": "qps",
+            "concurrency": "concurrency",
+            "batch": "batch",
+        }
+        if name not in kinds:
+            raise ValueError(f"expected 1, QPS=N, concurrency=N or batch=N, got {text!r}")
+        kind = kinds[name]
+    try:
+        load = float(value)
+    except ValueError:
+        raise ValueError(f"expected a positive number of {kind}, got {text!r}") from None
+    if not (math.isfinite(load) and load > 0):
+        raise ValueError(f"expected a positive number of {kind}, got {text!r}")
+    return kind, load
 
 
 BURST_REASON = "a burst at infinite rate: queueing, not iteration speed (the simulator's job)"
@@ -125,7 +135,7 @@ def read_measurements(
             if point is None:
                 excluded.append(Excluded(row_number, BURST_REASON))
             else:
-                points.append(point)
+                points.append(replace(point, row=row_number))
     return points, excluded
 
 
@@ -149,6 +159,9 @@ def _number(row: dict[str, str], column: str, kind: type[int] | type[float]) -> 
 
 
 def _measurement(row: dict[str, str], catalog: Catalog) -> Measurement | None:
+    gpu = _catalog_name(catalog.gpus, "gpu", row["gpu"])
+    model = _catalog_name(catalog.models, "model", row["model"])
+    precision = _catalog_name(catalog.precisions, "precision", row["precision"])
     try:
         load = _parse_load(row["batch_or_concurrency"])
     except ValueError as exc:
@@ -167,9 +180,9 @@ def _measurement(row: dict[str, str], catalog: Catalog) -> Measurement | None:
     if not math.isfinite(value) or value <= 0:
         raise _BadValueError("value", f"expected a positive latency, got {row['value']!r}")
     return Measurement(
-        gpu=_catalog_name(catalog.gpus, "gpu", row["gpu"]),
-        model=_catalog_name(catalog.models, "model", row["model"]),
-        precision=_catalog_name(catalog.precisions, "precision", row["precision"]),
+        gpu=gpu,
+        model=model,
+        precision=precision,
         tp=_number(row, "num_gpus", int),
         engine=(row.get("engine") or DEFAULT_ENGINE).strip(),
         kv_cache=(row.get("kv_cache") or "fp16").strip().lower(),
@@ -358,7 +371,14 @@ def calibrate(
     """Fit ``start`` to ``points``: once on a training split (to report held-out error), then on
     all points (the profile to use)."""
     catalog = catalog or load_catalog()
-    usable = [p for p in points if _usable(p, catalog)]
+    usable = []
+    excluded = list(excluded)
+    for point in points:
+        reason = _unusable_reason(point, start, catalog)
+        if reason is None:
+            usable.append(point)
+        else:
+            excluded.append(Excluded(point.row, reason))
     test_keys = split_points(usable, holdout)
     train = [p for p in usable if p.key not in test_keys]
     heldout_fit = fit(train, start, catalog=catalog)
@@ -367,7 +387,7 @@ def calibrate(
         profile=final,
         start=start,
         points=list(usable),
-        excluded=list(excluded),
+        excluded=excluded,
         test_keys=test_keys,
         before=_errors(usable, start, test_keys, catalog),
         heldout_fit=heldout_fit,
@@ -376,12 +396,15 @@ def calibrate(
     )
 
 
-def _usable(point: Measurement, catalog: Catalog) -> bool:
+def _unusable_reason(point: Measurement, start: Profile, catalog: Catalog) -> str | None:
+    """Why the model cannot predict a point (under the starting profile), or None."""
     try:
-        predict(point, Profile("probe"), catalog)
-    except (UnsupportedError, SaturatedError):
-        return False
-    return True
+        predict(point, start, catalog)
+    except SaturatedError as exc:
+        return f"{point.key}: the load model finds this load saturated ({exc})"
+    except UnsupportedError as exc:
+        return f"{point.key}: {exc}"
+    return None
 
 
 def select(points: Iterable[Measurement], *, engine: str, gpu: str | None) -> list[Measurement]:

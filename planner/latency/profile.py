@@ -59,7 +59,6 @@ class ProfileError(UsageError):
     """No such profile (a bad --profile or --engine)."""
 
 
-
 def bundled_profiles_path() -> Path:
     return data_dir() / "calibration" / "profiles.json"
 

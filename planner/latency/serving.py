@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from planner.latency.model import DEFAULT_MAX_SEQS, LatencyModel
+from planner.errors import UsageError
+from planner.latency.model import DEFAULT_MAX_SEQS, DoesNotFitError, LatencyModel
 
 LoadKind = Literal["batch", "qps", "concurrency"]
 
@@ -45,6 +46,8 @@ def at_batch(
     model: LatencyModel, input_tokens: int, output_tokens: int, batch: int = 1
 ) -> RequestLatency:
     """One request decoding alongside ``batch - 1`` others of the same shape."""
+    if batch < 1:
+        raise UsageError(f"batch must be at least 1, got {batch}")
     others = batch - 1
     mean_context = input_tokens + output_tokens / 2
     prefill = model.mixed_time(input_tokens, 0, others, others * mean_context)
@@ -58,9 +61,17 @@ def at_batch(
 def max_batch(
     model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int = DEFAULT_MAX_SEQS
 ) -> int:
-    """Most sequences of this shape that fit the KV cache at once (and the max-sequences cap)."""
+    """Most sequences of this shape that fit the KV cache at once (and the max-sequences cap);
+    a sequence longer than the whole KV cache is an error."""
     per_sequence = input_tokens + output_tokens
-    return max(1, min(max_seqs, model.deployment.kv_capacity_tokens // per_sequence))
+    capacity = model.deployment.kv_capacity_tokens
+    if per_sequence > capacity:
+        d = model.deployment
+        raise DoesNotFitError(
+            f"a sequence of {per_sequence:,} tokens needs more KV cache than the {capacity:,} "
+            f"tokens {d.model.name} leaves on {d.tp} x {d.gpu.name}"
+        )
+    return min(max_seqs, capacity // per_sequence)
 
 
 def max_throughput(
@@ -90,46 +101,56 @@ def steady_state(
     """Mean TTFT and time per output token under a load: ``batch`` (a static batch of that
     many), ``qps`` (Poisson arrivals per second) or ``concurrency`` (that many clients, each
     sending its next request when the last one ends)."""
+    if not load > 0:
+        raise UsageError(f"a {kind} load must be positive, got {load:g}")
     if kind == "batch":
         return at_batch(model, input_tokens, output_tokens, int(load))
     capacity = max_batch(model, input_tokens, output_tokens, max_seqs)
     prefill = _scalar(model.prefill_time(input_tokens))
     overhead = model.profile.request_overhead_ms * 1e-3
     mean_context = input_tokens + output_tokens / 2
+    decode_steps = max(output_tokens - 1, 0)
 
-    def at_rate(rate: float, batch: float) -> tuple[float, float]:
-        """(time per output token, TTFT) with ``rate`` prefills/s and ``batch`` decoding."""
+    def at_rate(rate: float, batch: float, busy: float) -> tuple[float, float]:
+        """(time per output token, TTFT) with ``rate`` prefills/s, ``batch`` decoding, and
+        ``busy`` the chance that an iteration is running when a prompt arrives."""
         prefill_share = rate * prefill
         step_raw = _scalar(model.decode_time(batch, batch * mean_context))
         step = step_raw / (1 - prefill_share)
         wait = rate * prefill**2 / (2 * (1 - prefill_share))  # M/D/1 queue of prefills
-        return step, overhead + prefill + wait + step_raw / 2  # + the iteration in progress
+        return step, overhead + prefill + wait + busy * step_raw / 2
+
+    def result(ttft: float, step: float, batch: float) -> RequestLatency:
+        return RequestLatency(ttft * 1e3, step * 1e3, (ttft + decode_steps * step) * 1e3, batch)
 
     if kind == "qps":
         if load * prefill >= 1:
             raise SaturatedError(f"prefills alone need {load * prefill:.2f} of the GPU time")
-        batch = 1.0
-        for _ in range(100):  # Little's law: batch = rate x decode time
-            step, ttft = at_rate(load, batch)
-            new_batch = max(1.0, load * output_tokens * step)
+        batch, busy = 1.0, 0.0
+        for _ in range(200):  # Little's law: batch = rate x decode time
+            step, ttft = at_rate(load, batch, busy)
+            new_batch = max(1.0, load * decode_steps * step)
             if new_batch > capacity:
                 raise SaturatedError(
                     f"{new_batch:.0f} sequences in flight exceed the {capacity} that fit"
                 )
-            if math.isclose(new_batch, batch, rel_tol=1e-9):
+            # Requests in the system are Poisson (M/G/inf): the server is idle with e^-N.
+            new_busy = 1 - math.exp(-load * (ttft + decode_steps * step))
+            if math.isclose(new_batch, batch, rel_tol=1e-9) and math.isclose(
+                new_busy, busy, rel_tol=1e-9
+            ):
                 break
-            batch = new_batch
-        return RequestLatency(
-            ttft * 1e3, step * 1e3, (ttft + (output_tokens - 1) * step) * 1e3, batch
-        )
+            batch, busy = new_batch, new_busy
+        return result(ttft, step, batch)
 
     # Closed loop: at most `capacity` clients are served at once, the rest queue for a slot.
     batch = float(min(load, capacity))
+    busy = 1.0 if load > 1 else 0.0  # with two or more clients another one is always running
     low, high = 0.0, 1.0 / prefill
     for _ in range(100):  # the rate at which `batch` clients cycle: rate x cycle = batch
         rate = (low + high) / 2
-        step, ttft = at_rate(rate, batch)
-        low, high = (rate, high) if rate * (ttft + output_tokens * step) < batch else (low, rate)
-    queued = max(0.0, load - capacity) / rate if rate > 0 else math.inf
-    ttft += queued
-    return RequestLatency(ttft * 1e3, step * 1e3, (ttft + (output_tokens - 1) * step) * 1e3, batch)
+        step, ttft = at_rate(rate, batch, busy)
+        cycle = ttft + decode_steps * step
+        low, high = (rate, high) if rate * cycle < batch else (low, rate)
+    ttft += max(0.0, load - capacity) / rate  # waiting for a free slot
+    return result(ttft, step, batch)

@@ -1,0 +1,320 @@
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planner.errors import InputFileError, PlannerError
+from planner.latency.calibration import (
+    REQUIRED_COLUMNS,
+    CalibrationReport,
+    Excluded,
+    Measurement,
+    calibrate,
+    fit,
+    predict,
+    read_measurements,
+    split_points,
+)
+from planner.latency.catalog import load_catalog
+from planner.latency.model import Deployment, LatencyModel
+from planner.latency.profile import FIT_BOUNDS, Profile
+from planner.latency.serving import LoadKind, steady_state
+from planner.paths import data_dir
+from tests.conftest import WriteFile
+
+PUBLISHED = data_dir() / "reference" / "published_latency.csv"
+BOUND = 0.15  # the accuracy docs/latency-model.md states
+
+HEADER = ",".join(REQUIRED_COLUMNS)
+GOOD_ROW = "Llama-3.1-8B,H100 80GB HBM3,1,BF16,467,256,QPS=2,mean_TTFT,23.0,ms"
+
+
+# --- the published measurements ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def published() -> tuple[list[Measurement], list[Excluded]]:
+    return read_measurements(PUBLISHED)
+
+
+@pytest.fixture(scope="module")
+def report(published: tuple[list[Measurement], list[Excluded]]) -> CalibrationReport:
+    points, excluded = published
+    return calibrate(points, Profile("t"), excluded=excluded, holdout=0.3)
+
+
+def test_published_file_reads_32_points_and_excludes_the_2_bursts(
+    published: tuple[list[Measurement], list[Excluded]],
+) -> None:
+    points, excluded = published
+    assert len(points) == 32
+    assert [e.row for e in excluded] == [15, 16]  # the QPS=INF rows (lines 16 and 17)
+    assert all("infinite rate" in e.reason for e in excluded)
+    assert len({p.key for p in points}) == 32  # keys identify points (the split hashes them)
+
+
+def test_published_names_resolve_to_catalog_names(
+    published: tuple[list[Measurement], list[Excluded]],
+) -> None:
+    points, _ = published
+    c = load_catalog()
+    assert {p.gpu for p in points} == {"H100-SXM", "L40S", "A100-80GB", "H200"}
+    assert {p.model for p in points} == {
+        "llama-2-7b",
+        "llama-2-70b",
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+    }
+    assert {p.precision for p in points} == {"fp8", "fp16", "bf16"}
+    assert {p.metric for p in points} == {"ttft", "tpot"}  # ITL is time per output token
+    assert {p.load_kind for p in points} == {"batch", "qps", "concurrency"}
+    for p in points:
+        assert c.gpus.get(p.gpu).name == p.gpu
+        assert c.models.get(p.model).name == p.model
+        assert c.precisions.get(p.precision).name == p.precision
+    nim = [p for p in points if p.model == "llama-3.1-70b" and p.tp == 2]
+    assert len(nim) == 8 and all(p.kv_cache == "fp8" for p in nim)  # the NIM Llama-3.3-70B rows
+    first = points[0]
+    assert first.key == "llama-2-7b/H100-SXMx1/fp8/128:1/batch=1/ttft"
+    assert first.value_ms == 7.0 and first.engine == "trtllm"
+    assert first.source.startswith("TensorRT-LLM performance.md")
+
+
+def test_predict_models_the_measured_deployment_and_load(
+    published: tuple[list[Measurement], list[Excluded]],
+) -> None:
+    points, _ = published
+    point = next(p for p in points if p.load_kind == "concurrency" and p.load == 50)
+    assert point.key == "llama-3.1-70b/H100-SXMx2/fp8/5000:500/concurrency=50/ttft"
+    c = load_catalog()
+    deployment = Deployment(
+        gpu=c.gpus.get("H100-SXM"),
+        model=c.models.get("llama-3.1-70b"),
+        precision=c.precisions.get("fp8"),
+        tp=2,
+        kv_bytes=1.0,  # the row's kv_cache is fp8
+    )
+    profile = Profile("t")
+    expected = steady_state(LatencyModel(deployment, profile), 5000, 500, "concurrency", 50)
+    assert predict(point, profile) == pytest.approx(expected.ttft_ms, rel=1e-12)
+    tpot = replace(point, metric="tpot")
+    assert predict(tpot, profile) == pytest.approx(expected.tpot_ms, rel=1e-12)
+    assert predict(replace(point, metric="e2e"), profile) == pytest.approx(
+        expected.e2e_ms, rel=1e-12
+    )
+    # one client: an FP16 KV cache reads twice the bytes per context token, slower decode steps
+    alone = replace(tpot, load=1.0)
+    assert predict(replace(alone, kv_cache="fp16"), profile) > predict(alone, profile)
+    # fifty clients: an FP16 KV cache holds fewer of the 5500-token sequences, so fewer decode
+    # together (faster steps) and the rest queue for a slot (slower first tokens)
+    assert predict(replace(tpot, kv_cache="fp16"), profile) < predict(tpot, profile)
+    assert predict(replace(point, kv_cache="fp16"), profile) > predict(point, profile)
+
+
+def test_calibration_meets_the_stated_bound_on_held_out_points(report: CalibrationReport) -> None:
+    summary: dict[str, Any] = report.summary()
+    heldout = summary["heldout_test"]
+    assert heldout["points"] == len(report.test_keys) > 0
+    for metric in ("ttft", "tpot"):
+        assert heldout["by_metric"][metric]["median_ape"] <= BOUND, metric
+
+
+def test_calibration_improves_on_the_start_and_meets_the_bound_after_fitting(
+    report: CalibrationReport,
+) -> None:
+    summary: dict[str, Any] = report.summary()
+    after, before = summary["after_all"], summary["before_all"]
+    assert after["median_ape"] <= BOUND
+    for metric in ("ttft", "tpot"):
+        assert after["by_metric"][metric]["median_ape"] <= BOUND, metric
+    assert after["mape"] < before["mape"]
+    # the fitted profile stays inside the bounds and keeps the start's identity
+    assert report.profile.name == "t"
+    for name, (low, high) in FIT_BOUNDS.items():
+        assert low <= getattr(report.profile, name) <= high, name
+
+
+def test_report_lists_every_point_with_its_split(report: CalibrationReport) -> None:
+    summary: dict[str, Any] = report.summary()
+    rows = summary["per_point"]
+    assert len(rows) == summary["points"] == len(report.points)
+    assert {r["split"] for r in rows} == {"train", "test"}
+    assert sum(r["split"] == "test" for r in rows) == len(report.test_keys)
+    assert round(len(report.points) * 0.3) == len(report.test_keys)
+    # the QPS=INF bursts, then the two 70B QPS=16 rows the load model finds saturated
+    assert [e["row"] for e in summary["excluded"]] == [15, 16, 21, 22]
+    assert all("saturated" in e["reason"] for e in summary["excluded"][2:])
+
+
+def test_every_point_read_is_fitted_or_reported_excluded(
+    published: tuple[list[Measurement], list[Excluded]], report: CalibrationReport
+) -> None:
+    points, excluded = published
+    assert len(report.points) + len(report.excluded) == len(points) + len(excluded)
+
+
+def test_split_is_deterministic_and_sized(
+    published: tuple[list[Measurement], list[Excluded]],
+) -> None:
+    points, _ = published
+    assert split_points(points, 0.3) == split_points(list(reversed(points)), 0.3)
+    assert len(split_points(points, 0.3)) == round(32 * 0.3)
+    assert split_points(points, 0.0) == set()
+    with pytest.raises(PlannerError, match="expected a fraction"):
+        split_points(points, 1.0)
+
+
+# --- a fit recovers a known profile --------------------------------------------------------
+
+TRUTH = Profile(
+    "truth",
+    compute_eff=0.42,
+    memory_eff=0.66,
+    iteration_overhead_ms=3.1,
+    request_overhead_ms=7.0,
+    allreduce_us=12.0,
+)
+
+# (model, gpu, precision, tp, kv_cache)
+DEPLOYMENTS = [
+    ("llama-3.1-8b", "H100-SXM", "bf16", 1, "fp16"),
+    ("llama-2-7b", "A100-80GB", "fp16", 1, "fp16"),
+    ("llama-3.1-70b", "H100-SXM", "bf16", 4, "fp16"),
+    ("llama-3.1-70b", "H200", "fp8", 2, "fp8"),
+    ("mixtral-8x7b", "H100-SXM", "bf16", 2, "fp16"),
+]
+SHAPES = [(128, 128), (2048, 64)]
+LOADS: list[tuple[LoadKind, float]] = [("batch", 1), ("batch", 16), ("qps", 1), ("concurrency", 8)]
+
+
+def synthetic_points() -> list[Measurement]:
+    points = []
+    for (model, gpu, precision, tp, kv), (inp, out), (kind, load), metric in itertools.product(
+        DEPLOYMENTS, SHAPES, LOADS, ("ttft", "tpot")
+    ):
+        shape = Measurement(
+            gpu=gpu,
+            model=model,
+            precision=precision,
+            tp=tp,
+            engine="trtllm",
+            kv_cache=kv,
+            input_tokens=inp,
+            output_tokens=out,
+            load_kind=kind,
+            load=load,
+            metric=metric,
+            value_ms=1.0,
+        )
+        value = predict(shape, TRUTH)
+        points.append(replace(shape, value_ms=value))  # measured = the truth's prediction
+    return points
+
+
+def test_fit_recovers_a_known_profile_from_its_own_predictions() -> None:
+    points = synthetic_points()
+    assert len(points) == 5 * 2 * 4 * 2
+    assert any(p.tp > 1 for p in points) and any(p.tp == 1 for p in points)
+    start = Profile("truth")  # the defaults: 0.6, 0.75, 2.0, 2.0, 8.0
+    for name in FIT_BOUNDS:
+        assert getattr(start, name) != pytest.approx(getattr(TRUTH, name), rel=0.05), name
+    fitted = fit(points, start)
+    for name in FIT_BOUNDS:
+        assert getattr(fitted, name) == pytest.approx(getattr(TRUTH, name), rel=0.05), name
+    assert fitted.comm_eff == TRUTH.comm_eff  # not fitted
+
+
+def test_fit_needs_at_least_as_many_points_as_parameters() -> None:
+    points = synthetic_points()[:3]
+    with pytest.raises(PlannerError, match="3 measurements cannot fit 5 parameters"):
+        fit(points, Profile("t"))
+
+
+# --- bad measurement files -----------------------------------------------------------------
+
+
+def test_missing_column_is_named(write: WriteFile) -> None:
+    header = HEADER.replace(",metric", "")
+    row = GOOD_ROW.replace(",mean_TTFT", "")
+    path = write("m.csv", f"{header}\n{row}\n")
+    with pytest.raises(InputFileError, match="missing required column 'metric'") as info:
+        read_measurements(path)
+    assert str(path) in str(info.value)
+
+
+def test_bad_unit_names_row_line_and_column(write: WriteFile) -> None:
+    bad = GOOD_ROW.replace(",ms", ",minutes")
+    path = write("m.csv", f"{HEADER}\n{GOOD_ROW}\n{bad}\n")
+    with pytest.raises(InputFileError) as info:
+        read_measurements(path)
+    problem = info.value.problem
+    assert (problem.row, problem.line, problem.column) == (2, 3, "unit")
+    assert str(info.value) == (
+        f"{path}: row 2, line 3, column 'unit': expected ms or s, got 'minutes'"
+    )
+
+
+def test_unknown_gpu_names_the_row_and_the_closest_gpu(write: WriteFile) -> None:
+    bad = GOOD_ROW.replace("H100 80GB HBM3", "H100-SMX")
+    path = write("m.csv", f"{HEADER}\n{bad}\n")
+    with pytest.raises(InputFileError) as info:
+        read_measurements(path)
+    problem = info.value.problem
+    assert (problem.row, problem.line, problem.column) == (1, 2, "gpu")
+    assert "row 1, line 2, column 'gpu'" in str(info.value)
+    assert "unknown GPU 'H100-SMX'; known GPUs: H100-SXM, " in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("replace", "by", "column", "message"),
+    [
+        ("mean_TTFT", "P99_TTFT", "metric", "expected TTFT, ITL, TPOT or E2E"),
+        ("QPS=2", "QPS=lots", "batch_or_concurrency", "positive number of qps, got 'QPS=lots'"),
+        ("QPS=2", "users=2", "batch_or_concurrency", "expected 1, QPS=N, concurrency=N"),
+        ("23.0", "-4", "value", "expected a positive latency"),
+        ("23.0", "fast", "value", "expected a number, got 'fast'"),
+        (",1,BF16", ",two,BF16", "num_gpus", "expected a number, got 'two'"),
+        (",467,", ",467.5,", "input_len", "expected a number, got '467.5'"),
+        ("Llama-3.1-8B", "Llama-9", "model", "unknown model 'Llama-9'"),
+        ("BF16", "FP4", "precision", "unknown precision 'FP4'"),
+    ],
+)
+def test_other_bad_values_name_their_column(
+    write: WriteFile, replace: str, by: str, column: str, message: str
+) -> None:
+    path = write("m.csv", f"{HEADER}\n{GOOD_ROW.replace(replace, by)}\n")
+    with pytest.raises(InputFileError, match=message) as info:
+        read_measurements(path)
+    assert info.value.problem.column == column
+
+
+@pytest.mark.parametrize("load", ["0", "-2", "concurrency=-3", "QPS=0"])
+def test_non_positive_loads_are_refused(write: WriteFile, load: str) -> None:
+    path = write("m.csv", f"{HEADER}\n{GOOD_ROW.replace('QPS=2', load)}\n")
+    with pytest.raises(InputFileError) as info:
+        read_measurements(path)
+    assert info.value.problem.column == "batch_or_concurrency"
+
+
+def test_good_file_with_units_in_seconds(write: WriteFile) -> None:
+    seconds = GOOD_ROW.replace("23.0,ms", "0.023,s").replace("mean_TTFT", "E2E")
+    path = write("m.csv", f"{HEADER}\n{seconds}\n")
+    points, excluded = read_measurements(path)
+    assert excluded == []
+    assert len(points) == 1
+    (p,) = points
+    assert (p.gpu, p.model, p.precision, p.metric) == ("H100-SXM", "llama-3.1-8b", "bf16", "e2e")
+    assert p.value_ms == pytest.approx(23.0, rel=1e-12)
+    assert (p.load_kind, p.load) == ("qps", 2.0)
+    assert (p.engine, p.kv_cache) == ("trtllm", "fp16")  # defaults when the columns are absent
+
+
+def test_missing_file_is_an_input_file_error(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere.csv"
+    with pytest.raises(InputFileError, match="file not found") as info:
+        read_measurements(path)
+    assert str(path) in str(info.value)
