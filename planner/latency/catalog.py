@@ -104,15 +104,19 @@ class ModelSpec:
         """Input embedding plus LM head (counted once when tied)."""
         return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
 
-    @property
-    def linear_params(self) -> int:
-        """Weights of all transformer-layer matmuls (what quantization shrinks)."""
+    def _layer_params(self, experts: int) -> int:
+        """Matmul weights of all layers when ``experts`` experts per layer count."""
         per_layer = (
             self.attention_params_per_layer
-            + self.experts * self.expert_params
+            + experts * self.expert_params
             + self.router_params_per_layer
         )
         return self.layers * per_layer
+
+    @property
+    def linear_params(self) -> int:
+        """Weights of all transformer-layer matmuls (what quantization shrinks)."""
+        return self._layer_params(self.experts)
 
     @property
     def total_params(self) -> int:
@@ -121,12 +125,7 @@ class ModelSpec:
     @property
     def active_params(self) -> int:
         """Parameters one token passes through (MoE: only its top-k experts)."""
-        per_layer = (
-            self.attention_params_per_layer
-            + self.experts_per_token * self.expert_params
-            + self.router_params_per_layer
-        )
-        return self.layers * per_layer + self.embedding_params
+        return self._layer_params(self.experts_per_token) + self.embedding_params
 
 
 @dataclass(frozen=True)
