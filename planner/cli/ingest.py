@@ -15,14 +15,15 @@ from planner.ingest import FORMAT_NAMES, IngestOptions, TimeKind, TimeSpec, Time
 from planner.ingest.formats import FIELDS, closest, parse_mapping
 
 
-def _parse_start(value: str | None) -> datetime | None:
+def parse_start(value: str | None, option: str = "--start") -> datetime | None:
+    """An ISO 8601 option value as a UTC datetime (naive values are UTC)."""
     if value is None:
         return None
     try:
         moment = pd.Timestamp(value)
     except (ValueError, TypeError) as exc:
         raise UsageError(
-            f"--start {value!r}: expected an ISO 8601 date-time, e.g. 2024-05-01T00:00:00Z"
+            f"{option} {value!r}: expected an ISO 8601 date-time, e.g. 2024-05-01T00:00:00Z"
         ) from exc
     if moment.tzinfo is None:
         moment = moment.tz_localize("UTC")
@@ -91,7 +92,7 @@ def ingest(
         format=log_format,
         mapping=parse_mapping(mapping),
         time=TimeSpec(time_kind, time_unit, time_format, timezone),
-        start=_parse_start(start),
+        start=parse_start(start),
         model=model,
         on_error="skip" if on_error == "skip" else "fail",
         replace=replace,

@@ -1,0 +1,543 @@
+"""One serving replica: an inference engine's scheduler, iteration by iteration.
+
+Continuous batching as vLLM does it: a waiting queue; admission bounded by the maximum number of
+sequences, the tokens one iteration may batch and free KV-cache blocks; chunked prefill (prompt
+chunks ride along with the decodes) or prefill-first (a prefill-only iteration whenever a prompt
+waits); preemption by recomputation when the KV cache runs out. Also the static batching the
+seed articles describe (collect up to a batch size or a wait window, run it to the end).
+
+Event-level work grows with requests and scheduling changes, not with tokens: while the batch
+does not change, decode steps form one *segment* whose duration is a closed-form sum (a decode
+step costs ``D0[B] + gamma * context``, and the context grows by B tokens a step), planned up to
+the next completion, KV exhaustion or arrival, and cut short when a request arrives.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from planner.latency.model import LatencyModel
+
+BLOCK_TOKENS = 16  # vLLM's KV-cache block size
+
+
+class StepTimes(Protocol):
+    """Seconds an engine iteration takes: the simulator's view of a latency model."""
+
+    @property
+    def gamma(self) -> float:
+        """Seconds per token of context per decode step."""
+        ...
+
+    def decode_base(self, batch: int) -> float:
+        """Seconds of a decode step of ``batch`` sequences, excluding the context term."""
+        ...
+
+    def iteration(self, tokens: float, attn_pairs: float, kv_read: float, logits: float) -> float:
+        """Seconds of any iteration (see :class:`planner.latency.model.LatencyModel`)."""
+        ...
+
+
+class RooflineStepTimes:
+    """Step times from the calibrated latency model, with decode steps tabulated by batch."""
+
+    def __init__(self, model: LatencyModel, max_batch: int) -> None:
+        self.model = model
+        batches = np.arange(max_batch + 1, dtype=np.float64)
+        base = model.decode_time(batches, 0.0)
+        # decode_time(B, C) = base(B) + gamma * C exactly: attention is the only context term and
+        # its FLOPs and bytes both scale with (C + B).
+        self.gamma = float(model.decode_time(1, 1_000_000.0) - model.decode_time(1, 0.0)) / 1e6
+        self._base = [0.0, *(float(b) for b in base[1:])]
+
+    def decode_base(self, batch: int) -> float:
+        return self._base[batch]
+
+    def iteration(self, tokens: float, attn_pairs: float, kv_read: float, logits: float) -> float:
+        return self.model.iteration_seconds(tokens, attn_pairs, kv_read, logits)
+
+
+@dataclass(frozen=True)
+class LinearStepTimes:
+    """A plain linear cost (seconds per token plus per iteration), for queueing-theory checks
+    and what-if engines."""
+
+    per_token_s: float
+    per_iteration_s: float = 0.0
+    gamma: float = 0.0
+
+    def decode_base(self, batch: int) -> float:
+        return self.per_iteration_s + batch * self.per_token_s
+
+    def iteration(self, tokens: float, attn_pairs: float, kv_read: float, logits: float) -> float:
+        return self.per_iteration_s + tokens * self.per_token_s
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_seqs: int = 256
+    max_batched_tokens: int = 8192
+    kv_capacity_tokens: int = 1 << 40
+    chunked_prefill: bool = True
+    policy: str = "continuous"  # or "static"
+    static_max_batch: int = 8
+    static_max_wait_s: float = 0.05
+    prefix_cache_tokens: int = 0  # tokens of prefix cache (0: none)
+    prefix_hit_rate: float = (
+        0.0  # what-if share of prompt tokens cached, for logs without block ids
+    )
+
+    def __post_init__(self) -> None:
+        if self.policy not in ("continuous", "static"):
+            raise ValueError(f"policy must be continuous or static, got {self.policy!r}")
+
+
+class Sequence:
+    """A request inside a replica."""
+
+    __slots__ = (
+        "admit_step",
+        "arrival",
+        "blocks",
+        "cached",
+        "ctx_at_admit",
+        "first_token",
+        "gen",
+        "generated",
+        "id",
+        "input_tokens",
+        "klass",
+        "output_tokens",
+        "preemptions",
+        "prefill_done",
+        "prefill_total",
+        "state",
+    )
+
+    def __init__(
+        self,
+        rid: int,
+        arrival: float,
+        input_tokens: int,
+        output_tokens: int,
+        klass: int,
+        blocks: tuple[int, ...] | None = None,
+    ) -> None:
+        self.id = rid
+        self.arrival = arrival
+        self.input_tokens = input_tokens
+        self.output_tokens = max(1, output_tokens)
+        self.klass = klass
+        self.blocks = blocks
+        self.generated = 0  # tokens generated so far (the first token counts)
+        self.prefill_total = input_tokens
+        self.prefill_done = 0
+        self.cached = 0
+        self.first_token = math.nan
+        self.admit_step = 0
+        self.ctx_at_admit = 0
+        self.preemptions = 0
+        self.gen = 0  # admissions to a decode batch; tells stale heap entries apart
+        self.state = 0  # 0 waiting, 1 prefilling, 2 decoding, 3 done
+
+
+# (id, arrival, first_token, finish, class, input, output, cached, preemptions)
+Finished = tuple[int, float, float, float, int, int, int, int, int]
+
+_IDLE, _ITER, _SEGMENT = 0, 1, 2
+
+
+class Replica:
+    """One engine instance. The fleet calls :meth:`advance` to move it to a time and
+    :meth:`submit` to hand it a request; finished requests go to ``on_finish``."""
+
+    def __init__(
+        self,
+        index: int,
+        times: StepTimes,
+        config: EngineConfig,
+        on_finish: Callable[[Finished, int], None],
+        prefix_block_tokens: int = 512,
+    ) -> None:
+        self.index = index
+        self.times = times
+        self.config = config
+        self.on_finish = on_finish
+        self.prefix_block_tokens = prefix_block_tokens
+        self.clock = 0.0
+        self.busy_s = 0.0
+        self.waiting: deque[Sequence] = deque()
+        self.prefilling: list[Sequence] = []
+        # heap of (finish step, id, admission number, seq); entries of preempted runs are stale
+        self.running: list[tuple[int, int, int, Sequence]] = []
+        self.admit_order: list[Sequence] = []  # running, oldest first (preemption takes the last)
+        self.batch = 0  # sequences decoding
+        self.steps = 0  # decode steps this replica has run
+        self.ctx_base = 0  # sum over decoding sequences of (context at admission - admit step)
+        self.reserved = 0  # KV tokens reserved by prompts being prefilled
+        self.activity = _IDLE
+        self.activity_end = math.inf
+        self.activity_start = 0.0
+        self.activity_busy = False  # False while a static batch waits for its window
+        self.segment_steps = 0
+        self.iteration_work: list[tuple[Sequence, int]] = []
+        self.iteration_decodes = False
+        self.prefix_cache: OrderedDict[int, None] = OrderedDict()
+        self.prefix_capacity = config.prefix_cache_tokens // max(1, prefix_block_tokens)
+        self.outstanding_tokens = 0
+        self.static_batch: list[Sequence] = []
+
+    # --- what the router sees --------------------------------------------------------------
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.waiting) + len(self.prefilling) + self.batch + len(self.static_batch)
+
+    @property
+    def idle(self) -> bool:
+        return self.activity == _IDLE and not self.waiting
+
+    # --- the fleet's interface -------------------------------------------------------------
+
+    def submit(self, seq: Sequence, now: float) -> None:
+        """A request arrives at ``now`` (the replica has been advanced to ``now``)."""
+        self.waiting.append(seq)
+        self.outstanding_tokens += seq.input_tokens + seq.output_tokens
+        if self.activity == _IDLE:
+            self.clock = max(self.clock, now)
+            self._plan()
+        elif self.activity == _SEGMENT:
+            self._cut_segment(now)
+        elif (
+            self.config.policy == "static"
+            and not self.static_batch
+            and len(self.waiting) >= self.config.static_max_batch
+        ):
+            self.activity_end = now  # the batch is full: stop waiting for the window
+
+    def advance(self, until: float) -> None:
+        """Run every iteration that ends by ``until``."""
+        while self.activity != _IDLE and self.activity_end <= until:
+            self._finish_activity()
+            self._plan()
+
+    def next_event(self) -> float:
+        return self.activity_end if self.activity != _IDLE else math.inf
+
+    def evict(self) -> list[Sequence]:
+        """Stop now (a spot interruption): every request inside is returned, progress lost."""
+        decoding = (s for _, _, g, s in self.running if s.state == 2 and s.gen == g)
+        seqs = [*self.waiting, *self.prefilling, *decoding, *self.static_batch]
+        self.static_batch = []
+        self.waiting.clear()
+        self.prefilling.clear()
+        self.running.clear()
+        self.admit_order.clear()
+        self.batch = self.ctx_base = self.reserved = self.outstanding_tokens = 0
+        self.activity, self.activity_end = _IDLE, math.inf
+        for seq in seqs:
+            seq.state = 0
+            seq.generated = seq.prefill_done = seq.cached = 0
+            seq.prefill_total = seq.input_tokens
+            seq.first_token = math.nan
+            seq.preemptions += 1
+        return seqs
+
+    # --- scheduling ------------------------------------------------------------------------
+
+    def _kv_used(self) -> int:
+        # every decoding sequence may hold one partly filled block
+        return self.ctx_base + self.batch * self.steps + self.batch * BLOCK_TOKENS + self.reserved
+
+    def _admit(self) -> None:
+        cfg = self.config
+        while self.waiting and self.batch + len(self.prefilling) < cfg.max_seqs:
+            seq = self.waiting[0]
+            if self._kv_used() + seq.prefill_total + BLOCK_TOKENS > cfg.kv_capacity_tokens:
+                if self.batch or self.prefilling:
+                    break  # wait for blocks to free up
+                self.waiting.popleft()  # longer than the whole KV cache: the engine refuses it
+                self._finish(seq, math.nan)
+                continue
+            self.waiting.popleft()
+            seq.state = 1
+            if seq.prefill_done == 0:
+                self._apply_prefix_cache(seq)
+            self.reserved += seq.prefill_total
+            self.prefilling.append(seq)
+
+    def _apply_prefix_cache(self, seq: Sequence) -> None:
+        cfg = self.config
+        cached = 0
+        if seq.blocks is not None and self.prefix_capacity > 0:
+            cache = self.prefix_cache
+            hits = 0
+            for block in seq.blocks:
+                if block not in cache:
+                    break
+                hits += 1
+            for block in seq.blocks:
+                if block in cache:
+                    cache.move_to_end(block)
+                else:
+                    cache[block] = None
+            while len(cache) > self.prefix_capacity:
+                cache.popitem(last=False)
+            cached = hits * self.prefix_block_tokens
+        elif cfg.prefix_hit_rate > 0:
+            cached = int(seq.input_tokens * cfg.prefix_hit_rate)
+        # at least the last prompt token is computed, to produce the first output token
+        seq.cached = min(cached, seq.input_tokens - 1) if seq.generated == 0 else 0
+        seq.prefill_done = seq.cached
+
+    def _plan(self) -> None:
+        """Start the next iteration or decode segment at ``self.clock``, or go idle."""
+        if self.config.policy == "static":
+            self._plan_static()
+            return
+        self._admit()
+        if self.prefilling:
+            self._start_prefill_iteration()
+        elif self.batch:
+            self._start_segment()
+        else:
+            self.activity, self.activity_end = _IDLE, math.inf
+
+    def _start_prefill_iteration(self) -> None:
+        cfg = self.config
+        chunked = cfg.chunked_prefill
+        budget = cfg.max_batched_tokens - (self.batch if chunked else 0)
+        work: list[tuple[Sequence, int]] = []
+        tokens = pairs = kv = 0.0
+        finishing = 0
+        for seq in self.prefilling:
+            left = seq.prefill_total - seq.prefill_done
+            take = min(left, budget) if chunked else left
+            if take <= 0 or (not chunked and work and take > budget):
+                break
+            work.append((seq, take))
+            done = seq.prefill_done
+            tokens += take
+            pairs += take * done + take * (take + 1) / 2
+            kv += done
+            finishing += take == left
+            budget -= take
+            if budget <= 0:
+                break
+        logits = float(finishing)
+        if chunked and self.batch:  # the decodes ride along
+            ctx = self.ctx_base + self.batch * self.steps
+            tokens += self.batch
+            pairs += ctx + self.batch
+            kv += ctx
+            logits += self.batch
+        self.iteration_work = work
+        self.iteration_decodes = chunked and self.batch > 0
+        self._begin(_ITER, self.times.iteration(tokens, pairs, kv, logits))
+
+    def _start_segment(self) -> None:
+        """Plan decode steps up to the next completion or KV exhaustion."""
+        while True:
+            finish_step = self._next_finish_step()
+            steps = finish_step - self.steps
+            room = self.config.kv_capacity_tokens - self._kv_used()
+            if room >= self.batch:
+                steps = min(steps, room // self.batch)
+                break
+            self._preempt_newest()
+            if not self.batch:
+                self._plan()
+                return
+        self.segment_steps = max(1, steps)
+        self._begin(_SEGMENT, self._segment_seconds(self.segment_steps))
+
+    def _segment_seconds(self, k: int) -> float:
+        b = self.batch
+        ctx = self.ctx_base + b * self.steps
+        return k * self.times.decode_base(b) + self.times.gamma * (k * ctx + b * k * (k - 1) / 2)
+
+    def _cut_segment(self, now: float) -> None:
+        """A request arrived mid-segment: end the segment at the first step boundary >= now."""
+        elapsed = now - self.activity_start
+        b = self.batch
+        base = self.times.decode_base(b)
+        ctx = self.ctx_base + b * self.steps
+        a = self.times.gamma * b / 2
+        lin = base + self.times.gamma * ctx - a
+        # smallest k with a k^2 + lin k >= elapsed
+        if a > 0:
+            k = math.ceil((-lin + math.sqrt(lin * lin + 4 * a * elapsed)) / (2 * a) - 1e-9)
+        else:
+            k = math.ceil(elapsed / lin - 1e-9) if lin > 0 else 1
+        k = max(1, min(self.segment_steps, k))
+        if k < self.segment_steps:
+            self.segment_steps = k
+            self.activity_end = self.activity_start + self._segment_seconds(k)
+
+    def _begin(self, kind: int, seconds: float) -> None:
+        self.activity_busy = True
+        self.activity = kind
+        self.activity_start = self.clock
+        self.activity_end = self.clock + seconds
+
+    def _finish_activity(self) -> None:
+        end = self.activity_end
+        if self.activity_busy:
+            self.busy_s += end - self.activity_start
+        self.clock = end
+        if self.activity == _SEGMENT:
+            self.steps += self.segment_steps
+            self._complete_decodes(end)
+        elif self.activity == _ITER:
+            if self.static_batch:
+                for seq in self.static_batch:
+                    self._finish(seq, end)
+                self.static_batch = []
+            if self.iteration_decodes:
+                self.steps += 1
+                self._complete_decodes(end)
+            self._complete_prefills(end)
+        self.activity, self.activity_end = _IDLE, math.inf
+
+    def _complete_prefills(self, now: float) -> None:
+        done_prompts = []
+        for seq, take in self.iteration_work:
+            seq.prefill_done += take
+            if seq.prefill_done >= seq.prefill_total:
+                done_prompts.append(seq)
+        for seq in done_prompts:
+            self.prefilling.remove(seq)
+            self.reserved -= seq.prefill_total
+            if seq.generated == 0:
+                seq.first_token = now
+                seq.generated = 1
+            if seq.generated >= seq.output_tokens:
+                self._finish(seq, now)
+                continue
+            seq.state = 2
+            seq.gen += 1
+            seq.admit_step = self.steps
+            seq.ctx_at_admit = seq.prefill_total + 1
+            self.ctx_base += seq.ctx_at_admit - self.steps
+            self.batch += 1
+            finish_step = self.steps + seq.output_tokens - seq.generated
+            heapq.heappush(self.running, (finish_step, seq.id, seq.gen, seq))
+            self.admit_order.append(seq)
+        self.iteration_work = []
+
+    def _next_finish_step(self) -> int:
+        running = self.running
+        while running and not _live(running[0]):
+            heapq.heappop(running)
+        return running[0][0]
+
+    def _complete_decodes(self, now: float) -> None:
+        running = self.running
+        steps = self.steps
+        while running:
+            entry = running[0]
+            seq = entry[3]
+            live = seq.state == 2 and seq.gen == entry[2]
+            if live and entry[0] > steps:
+                break
+            heapq.heappop(running)
+            if not live:
+                continue
+            self._leave_batch(seq)
+            seq.generated = seq.output_tokens
+            self._finish(seq, now)
+        if len(self.admit_order) > 2 * self.batch + 16:
+            self.admit_order = [s for s in self.admit_order if s.state == 2]
+
+    def _leave_batch(self, seq: Sequence) -> None:
+        self.batch -= 1
+        self.ctx_base -= seq.ctx_at_admit - seq.admit_step
+        seq.generated += self.steps - seq.admit_step
+
+    def _preempt_newest(self) -> None:
+        """Out of KV blocks: the newest sequence gives its blocks back and is recomputed later."""
+        while self.admit_order:
+            seq = self.admit_order.pop()
+            if seq.state == 2:
+                break
+        else:
+            return
+        self._leave_batch(seq)
+        seq.state = 0
+        seq.preemptions += 1
+        seq.prefill_total = seq.input_tokens + seq.generated  # recompute prompt and output so far
+        seq.prefill_done = 0
+        seq.cached = 0
+        self.waiting.appendleft(seq)
+
+    def _finish(self, seq: Sequence, now: float) -> None:
+        seq.state = 3
+        self.outstanding_tokens -= seq.input_tokens + seq.output_tokens
+        record = (
+            seq.id,
+            seq.arrival,
+            seq.first_token,
+            now,
+            seq.klass,
+            seq.input_tokens,
+            seq.output_tokens,
+            seq.cached,
+            seq.preemptions,
+        )
+        self.on_finish(record, self.index)
+
+    # --- static batching -------------------------------------------------------------------
+
+    def _plan_static(self) -> None:
+        """Collect up to ``static_max_batch`` requests or wait ``static_max_wait_s`` for the
+        first one; prefill them together, decode until the longest ends (padded), return all."""
+        cfg = self.config
+        if not self.waiting:
+            self.activity, self.activity_end = _IDLE, math.inf
+            return
+        oldest = self.waiting[0].arrival
+        if len(self.waiting) < cfg.static_max_batch and self.clock < oldest + cfg.static_max_wait_s:
+            self.activity = _ITER  # wait for the window to close (or more arrivals)
+            self.activity_busy = False
+            self.activity_start = self.clock
+            self.activity_end = oldest + cfg.static_max_wait_s
+            self.iteration_work = []
+            self.iteration_decodes = False
+            return
+        batch = [
+            self.waiting.popleft() for _ in range(min(cfg.static_max_batch, len(self.waiting)))
+        ]
+        longest_prompt = max(s.input_tokens for s in batch)
+        longest_output = max(s.output_tokens for s in batch)
+        b = len(batch)
+        times = self.times
+        prefill = times.iteration(
+            b * longest_prompt, b * longest_prompt * (longest_prompt + 1) / 2, 0, b
+        )
+        ctx = b * (longest_prompt + 1)
+        k = longest_output - 1
+        decode = k * times.decode_base(b) + times.gamma * (k * ctx + b * k * (k - 1) / 2)
+        first = self.clock + prefill
+        end = first + decode
+        for seq in batch:
+            seq.first_token = first
+            seq.generated = seq.output_tokens
+        self.static_batch = batch
+        self.activity = _ITER
+        self.activity_busy = True
+        self.activity_start = self.clock
+        self.activity_end = end
+        self.iteration_work = []
+        self.iteration_decodes = False
+
+
+def _live(entry: tuple[int, int, int, Sequence]) -> bool:
+    seq = entry[3]
+    return seq.state == 2 and seq.gen == entry[2]

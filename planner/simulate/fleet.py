@@ -1,0 +1,505 @@
+"""A fleet of replicas behind a router: fixed, scheduled by the hour, or autoscaled; with
+purchase classes, spot interruptions, admission control and a response cache.
+
+The fleet walks the arrivals in time order. Before each arrival it handles fleet events that
+are due (replicas becoming ready, spot interruptions, autoscaler ticks, schedule changes) and
+moves every replica to the arrival time; then admission control, the response cache and the
+router decide where the request goes. Finished requests stream out in columnar chunks.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from planner.errors import UsageError
+from planner.simulate.engine import EngineConfig, Finished, Replica, Sequence, StepTimes
+from planner.simulate.workload import Workload
+
+ROUTERS = ("round-robin", "least-requests", "least-tokens", "prefix-affinity")
+CHUNK_ROWS = 100_000
+
+
+@dataclass(frozen=True)
+class Autoscaler:
+    """Reactive scaling on outstanding requests per replica (``target_queue``) or on busy time
+    (``target_utilization``), checked every ``interval_s``."""
+
+    min_replicas: int = 1
+    max_replicas: int = 64
+    target_utilization: float | None = 0.7
+    target_queue: float | None = None  # outstanding requests per replica
+    interval_s: float = 15.0
+    cold_start_s: float = 45.0
+    warm_start_s: float = 7.0
+    warm_pool: int = 0  # replicas kept warm: these start in warm_start_s
+    scale_in_utilization: float = 0.15
+    scale_in_after_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
+            raise UsageError("autoscaler: need 0 <= min replicas <= max replicas, max >= 1")
+        if (self.target_utilization is None) == (self.target_queue is None):
+            raise UsageError("autoscaler: give exactly one of target utilization or target queue")
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    replicas: dict[str, int] = field(default_factory=lambda: {"on-demand": 1})
+    schedule: list[int] | None = None  # replicas per hour (on-demand), instead of a fixed count
+    autoscaler: Autoscaler | None = None
+    router: str = "least-requests"
+    gpus_per_replica: int = 1
+    spot_interruptions_per_hour: float = 0.0
+    spot_replace_s: float = 120.0
+    rate_limits: dict[str, tuple[float, float]] = field(default_factory=dict)  # class: (rps, burst)
+    response_cache_hit_rate: float = 0.0
+    prefix_affinity_slack: int = 8  # prefix-affinity gives up when this much busier than the least
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.router not in ROUTERS:
+            raise UsageError(f"router {self.router!r}: expected one of {', '.join(ROUTERS)}")
+        if sum(self.replicas.values()) < 1 and not self.schedule and not self.autoscaler:
+            raise UsageError("a fleet needs at least one replica")
+        if not 0 <= self.response_cache_hit_rate < 1:
+            raise UsageError("response cache hit rate must be in [0, 1)")
+        if self.spot_interruptions_per_hour < 0:
+            raise UsageError("spot interruption rate must be non-negative")
+
+
+@dataclass
+class Member:
+    """A replica's life in the fleet."""
+
+    replica: Replica
+    purchase: str
+    launched: float
+    ready: float
+    down: float = math.inf
+    draining: bool = False
+    idle_since: float = 0.0
+    busy_mark: float = 0.0  # busy seconds at the last autoscaler tick
+
+    @property
+    def up(self) -> bool:
+        return self.down == math.inf and not self.draining
+
+
+@dataclass
+class FleetStats:
+    launched: int = 0
+    spot_interruptions: int = 0
+    rerouted_requests: int = 0
+    rejected_by_rate_limit: int = 0
+    rejected_too_long: int = 0
+    response_cache_hits: int = 0
+    gpu_hours: dict[str, float] = field(default_factory=dict)
+    peak_replicas: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class TimelineSample:
+    t_s: float
+    replicas_up: int
+    busy: int
+    queued: int
+    running: int
+    by_purchase: dict[str, int]
+
+
+class Fleet:
+    def __init__(
+        self,
+        workload: Workload,
+        times: StepTimes,
+        engine: EngineConfig,
+        config: FleetConfig,
+        on_chunk: Callable[[dict[str, np.ndarray]], None],
+        on_sample: Callable[[TimelineSample], None] | None = None,
+        sample_every_s: float = 10.0,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.workload = workload
+        self.times = times
+        self.engine = engine
+        self.config = config
+        self.on_chunk = on_chunk
+        self.on_sample = on_sample
+        self.sample_every_s = sample_every_s
+        self.progress = progress
+        self.rng = np.random.default_rng(config.seed)
+        self.members: list[Member] = []  # every replica ever launched, by index
+        self.live: list[Member] = []  # launched and not yet retired
+        self.events: list[tuple[float, int, str, Any]] = []
+        self._event_seq = 0
+        self.pending: list[Sequence] = []  # arrived while no replica was up
+        self.stats = FleetStats()
+        self._rr = 0
+        self._records: list[tuple[Any, ...]] = []
+        self._buckets = {
+            c: [burst, 0.0] for c, (_, burst) in config.rate_limits.items()
+        }  # class -> [tokens, last refill]
+        self._next_sample = 0.0
+        self._low_since: float | None = None
+
+    # --- events ----------------------------------------------------------------------------
+
+    def _schedule(self, t: float, kind: str, payload: Any = None) -> None:
+        self._event_seq += 1
+        heapq.heappush(self.events, (t, self._event_seq, kind, payload))
+
+    def _launch(self, now: float, purchase: str, delay: float) -> Member:
+        index = len(self.members)
+        replica = Replica(
+            index, self.times, self.engine, self._finished, self.workload.prefix_block_tokens
+        )
+        member = Member(replica, purchase, launched=now, ready=now + delay)
+        self.members.append(member)
+        self.live.append(member)
+        self.stats.launched += 1
+        self.stats.peak_replicas = max(self.stats.peak_replicas, len(self.live))
+        self._schedule(now + delay, "ready", member)
+        return member
+
+    def _ready(self, member: Member, now: float) -> None:
+        if member.down != math.inf:
+            return
+        member.replica.clock = now
+        member.idle_since = now
+        rate = self.config.spot_interruptions_per_hour
+        if member.purchase == "spot" and rate > 0:
+            self._schedule(now + self.rng.exponential(3600.0 / rate), "interrupt", member)
+        pending, self.pending = self.pending, []
+        for seq in pending:
+            self._route(seq, now)
+
+    def _interrupt(self, member: Member, now: float) -> None:
+        if member.down != math.inf:
+            return
+        member.replica.advance(now)
+        seqs = member.replica.evict()
+        self._retire(member, now)
+        self.stats.spot_interruptions += 1
+        self.stats.rerouted_requests += len(seqs)
+        self._launch(now, "spot", self.config.spot_replace_s)
+        for seq in seqs:
+            self._route(seq, now)
+
+    def _retire(self, member: Member, now: float) -> None:
+        member.down = now
+        self.live.remove(member)
+        hours = (now - member.launched) / 3600 * self.config.gpus_per_replica
+        self.stats.gpu_hours[member.purchase] = (
+            self.stats.gpu_hours.get(member.purchase, 0.0) + hours
+        )
+
+    def _scale_to(self, target: int, now: float, delay: float) -> None:
+        live = [m for m in list(self.live) if not m.draining]
+        for _ in range(target - len(live)):
+            self._launch(now, "on-demand", delay)
+        if target < len(live):
+            # drain the newest first (they hold the least work)
+            for member in sorted(live, key=lambda m: -m.launched)[: len(live) - target]:
+                member.draining = True
+                self._retire_if_drained(member, now)
+
+    def _retire_if_drained(self, member: Member, now: float) -> None:
+        if member.draining and member.down == math.inf and member.replica.outstanding == 0:
+            self._retire(member, now)
+
+    def _tick(self, now: float) -> None:
+        scaler = self.config.autoscaler
+        assert scaler is not None
+        up = [m for m in list(self.live) if not m.draining and m.ready <= now]
+        starting = [m for m in list(self.live) if not m.draining and m.ready > now]
+        if up:
+            busy = sum(m.replica.busy_s - m.busy_mark for m in up)
+            utilization = busy / (len(up) * scaler.interval_s)
+            for m in up:
+                m.busy_mark = m.replica.busy_s
+            if scaler.target_queue is not None:
+                load = sum(m.replica.outstanding for m in up) / len(up) / scaler.target_queue
+                low = load < scaler.scale_in_utilization
+            else:
+                assert scaler.target_utilization is not None
+                load = utilization / scaler.target_utilization
+                low = utilization < scaler.scale_in_utilization
+            current = len(up) + len(starting)
+            if load > 1.0:
+                target = min(scaler.max_replicas, max(current, math.ceil(len(up) * load)))
+                warm = scaler.warm_pool
+                for i in range(target - current):
+                    delay = scaler.warm_start_s if i < warm else scaler.cold_start_s
+                    self._launch(now, "on-demand", delay)
+                self._low_since = None
+            elif low:
+                if self._low_since is None:
+                    self._low_since = now
+                elif (
+                    now - self._low_since >= scaler.scale_in_after_s
+                    and len(up) > scaler.min_replicas
+                ):
+                    self._scale_to(len(up) + len(starting) - 1, now, scaler.cold_start_s)
+                    self._low_since = now
+            else:
+                self._low_since = None
+        elif self.pending and not starting:
+            self._launch(now, "on-demand", scaler.cold_start_s)
+        self._schedule(now + scaler.interval_s, "tick")
+
+    def _handle_events(self, until: float) -> None:
+        while self.events and self.events[0][0] <= until:
+            t, _, kind, payload = heapq.heappop(self.events)
+            for member in tuple(self.live):  # advancing may retire a drained replica
+                member.replica.advance(t)
+            if kind == "ready":
+                self._ready(payload, t)
+            elif kind == "interrupt":
+                self._interrupt(payload, t)
+            elif kind == "tick":
+                self._tick(t)
+            elif kind == "hour":
+                self._scale_to(payload, t, 0.0)
+
+    # --- requests --------------------------------------------------------------------------
+
+    def _finished(self, record: Finished, replica: int) -> None:
+        rid, arrival, first, finish, klass, inp, out, cached, preemptions = record
+        rejected = math.isnan(finish)
+        self.stats.rejected_too_long += rejected
+        self._records.append(
+            (
+                rid,
+                arrival,
+                first,
+                finish,
+                -1 if rejected else replica,
+                klass,
+                inp,
+                out,
+                cached,
+                preemptions,
+                rejected,
+                False,
+            )
+        )
+        if len(self._records) >= CHUNK_ROWS:
+            self._flush()
+        member = self.members[replica]
+        if member.draining:
+            self._retire_if_drained(member, finish if not rejected else member.replica.clock)
+
+    def _reject(self, seq: Sequence, cache_hit: bool) -> None:
+        t = seq.arrival
+        first = finish = t if cache_hit else math.nan
+        self._records.append(
+            (
+                seq.id,
+                t,
+                first,
+                finish,
+                -1,
+                seq.klass,
+                seq.input_tokens,
+                seq.output_tokens,
+                0,
+                0,
+                not cache_hit,
+                cache_hit,
+            )
+        )
+        if len(self._records) >= CHUNK_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._records:
+            return
+        columns = list(zip(*self._records, strict=True))
+        self._records = []
+        names = (
+            ("request_id", np.int64),
+            ("arrival_s", np.float64),
+            ("first_token_s", np.float64),
+            ("finish_s", np.float64),
+            ("replica", np.int32),
+            ("class_index", np.int16),
+            ("input_tokens", np.int64),
+            ("output_tokens", np.int64),
+            ("cached_tokens", np.int64),
+            ("preemptions", np.int32),
+            ("rejected", np.bool_),
+            ("response_cache_hit", np.bool_),
+        )
+        self.on_chunk(
+            {
+                name: np.asarray(col, dtype=dtype)
+                for (name, dtype), col in zip(names, columns, strict=True)
+            }
+        )
+
+    def _admit(self, klass: int, now: float) -> bool:
+        """Token bucket of the request's class: False when it must be rejected."""
+        name = self.workload.classes[klass]
+        limit = self.config.rate_limits.get(name)
+        if limit is None:
+            return True
+        rate, burst = limit
+        bucket = self._buckets[name]
+        bucket[0] = min(burst, bucket[0] + (now - bucket[1]) * rate)
+        bucket[1] = now
+        if bucket[0] >= 1.0:
+            bucket[0] -= 1.0
+            return True
+        return False
+
+    def _route(self, seq: Sequence, now: float) -> None:
+        candidates = [m for m in self.live if not m.draining and m.ready <= now]
+        if not candidates:
+            self.pending.append(seq)
+            return
+        router = self.config.router
+        if len(candidates) == 1:
+            chosen = candidates[0]
+        elif router == "round-robin":
+            self._rr += 1
+            chosen = candidates[self._rr % len(candidates)]
+        elif router == "least-tokens":
+            chosen = min(candidates, key=lambda m: m.replica.outstanding_tokens)
+        else:
+            chosen = min(candidates, key=lambda m: m.replica.outstanding)
+            if router == "prefix-affinity" and seq.blocks:
+                chosen = self._affinity(seq, candidates, chosen)
+        chosen.replica.submit(seq, now)
+
+    def _affinity(self, seq: Sequence, candidates: list[Member], least: Member) -> Member:
+        best, best_hits = least, 0
+        assert seq.blocks is not None
+        for member in candidates:
+            cache = member.replica.prefix_cache
+            hits = 0
+            for block in seq.blocks:
+                if block not in cache:
+                    break
+                hits += 1
+            if hits > best_hits:
+                best, best_hits = member, hits
+        slack = self.config.prefix_affinity_slack
+        if best.replica.outstanding > least.replica.outstanding + slack:
+            return least
+        return best
+
+    def _sample(self, now: float) -> None:
+        if self.on_sample is None:
+            return
+        live = [m for m in self.live if m.ready <= now]
+        by_purchase: dict[str, int] = {}
+        for m in list(self.live):
+            by_purchase[m.purchase] = by_purchase.get(m.purchase, 0) + 1
+        self.on_sample(
+            TimelineSample(
+                t_s=now,
+                replicas_up=len(live),
+                busy=sum(not m.replica.idle for m in live),
+                queued=sum(len(m.replica.waiting) for m in live) + len(self.pending),
+                running=sum(m.replica.outstanding - len(m.replica.waiting) for m in live),
+                by_purchase=by_purchase,
+            )
+        )
+
+    # --- the run ---------------------------------------------------------------------------
+
+    def run(self) -> FleetStats:
+        w = self.workload
+        cfg = self.config
+        if cfg.schedule:
+            self._scale_to(cfg.schedule[0], 0.0, 0.0)
+            for hour, count in enumerate(cfg.schedule[1:], start=1):
+                self._schedule(hour * 3600.0, "hour", count)
+        elif cfg.autoscaler:
+            for _ in range(max(1, cfg.autoscaler.min_replicas)):
+                self._launch(0.0, "on-demand", 0.0)
+            self._schedule(cfg.autoscaler.interval_s, "tick")
+        else:
+            for purchase, count in cfg.replicas.items():
+                for _ in range(count):
+                    self._launch(0.0, purchase, 0.0)
+        self._handle_events(0.0)
+
+        for first in range(0, len(w), CHUNK_ROWS):
+            # Python lists of one chunk at a time: memory stays flat in the trace's length
+            self._serve(first, min(len(w), first + CHUNK_ROWS))
+            if self.progress is not None:
+                self.progress(min(len(w), first + CHUNK_ROWS))
+        self._drain()
+        self._flush()
+        return self.stats
+
+    def _serve(self, first: int, last: int) -> None:
+        w = self.workload
+        cfg = self.config
+        arrivals = w.arrival_s[first:last].tolist()
+        inputs = w.input_tokens[first:last].tolist()
+        outputs = w.output_tokens[first:last].tolist()
+        classes = w.class_index[first:last].tolist()
+        blocks = w.prefix_blocks
+        cache_hits = (
+            (self.rng.random(last - first) < cfg.response_cache_hit_rate).tolist()
+            if cfg.response_cache_hit_rate > 0
+            else None
+        )
+        for j, t in enumerate(arrivals):
+            i = first + j
+            if self.events and self.events[0][0] <= t:
+                self._handle_events(t)
+            for member in tuple(self.live):  # advancing may retire a drained replica
+                member.replica.advance(t)
+            seq = Sequence(i, t, inputs[j], outputs[j], classes[j], blocks[i] if blocks else None)
+            if not self._admit(classes[j], t):
+                self.stats.rejected_by_rate_limit += 1
+                self._reject(seq, cache_hit=False)
+            elif cache_hits is not None and cache_hits[j]:
+                self.stats.response_cache_hits += 1
+                self._reject(seq, cache_hit=True)
+            else:
+                self._route(seq, t)
+            if t >= self._next_sample:
+                self._sample(t)
+                self._next_sample = t + self.sample_every_s
+
+    def _drain(self) -> None:
+        """Run until every request has finished; then close the books on every replica."""
+        end = self.workload.duration_s
+        while True:
+            next_replica = min((m.replica.next_event() for m in list(self.live)), default=math.inf)
+            busy = next_replica < math.inf or self.pending
+            if not busy:
+                break
+            next_event = self.events[0][0] if self.events else math.inf
+            if self.pending and next_event == math.inf:
+                break  # requests wait for replicas that will never come
+            t = min(next_replica, next_event)
+            if next_event <= next_replica:
+                self._handle_events(t)
+            else:
+                for member in list(self.live):
+                    member.replica.advance(t)
+            end = max(end, t)
+            if t >= self._next_sample:
+                self._sample(t)
+                self._next_sample = t + self.sample_every_s
+        for seq in self.pending:
+            self._reject(seq, cache_hit=False)
+        self.pending = []
+        for member in list(self.live):
+            self._retire(member, max(end, member.launched))
+        self._sample(end)
+        self.end_s = end
