@@ -27,6 +27,9 @@ demo: $(VENV)/.installed
 	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner datasets show demo-azure-conv
 	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner latency --gpu H100-SXM --model llama-3.1-8b \
 		--precision fp8 --batch 32 --input 1155 --output 211
+	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner simulate --dataset demo-azure-conv --gpu H100-SXM \
+		--model llama-3.1-8b --precision fp8 --replicas 1 --slo-ttft 2s --slo-tpot 100ms \
+		--price-per-hour 4.0
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -41,6 +44,7 @@ test: lint typecheck
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/ingest_bench.py
 	$(BIN)/python benchmarks/latency_bench.py
+	$(BIN)/python benchmarks/simulate_bench.py --week
 
 # Refit the bundled default calibration profiles on the published measurements.
 profiles: $(VENV)/.installed

@@ -207,6 +207,7 @@ def test_make_demo_runs_as_the_readme_says(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "19,366 requests" in result.stdout
     assert "time per output token" in result.stdout  # the latency step of the demo
+    assert "SLO attainment" in result.stdout  # and the simulation
 
 
 @pytest.mark.parametrize("command", [["datasets", "list"], ["db", "status"], ["db", "upgrade"]])

@@ -1,0 +1,132 @@
+"""``planner simulate`` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import AZURE_CODE
+from tests.e2e.test_cli import run
+
+BASE = ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--precision", "fp8"]
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("sim") / "home"
+    assert run(home, "ingest", str(AZURE_CODE), "--name", "code").returncode == 0
+    return home
+
+
+def test_simulate_json_and_outputs(home: Path, tmp_path: Path) -> None:
+    requests = tmp_path / "requests.parquet"
+    timeline = tmp_path / "timeline.csv"
+    summary_file = tmp_path / "summary.json"
+    result = run(
+        home,
+        "simulate",
+        "--dataset",
+        "code",
+        *BASE,
+        "--replicas",
+        "1",
+        "--slo-ttft",
+        "2s",
+        "--slo-tpot",
+        "100ms",
+        "--price-per-hour",
+        "4",
+        "--out-requests",
+        str(requests),
+        "--out-timeline",
+        str(timeline),
+        "--out-summary",
+        str(summary_file),
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    overall = data["summary"]["all"]
+    assert data["requests"] == overall["finished"] == 8819
+    assert 0 < overall["ttft"]["p50"] <= overall["ttft"]["p99"] <= overall["ttft"]["max"]
+    assert 0 <= overall["slo_attainment"] <= 1
+    hours = data["fleet"]["gpu_hours"]["on-demand"]
+    assert data["cost"]["total"] == pytest.approx(4 * hours)
+    frame = pd.read_parquet(requests)
+    assert len(frame) == 8819 and set(frame["class"]) == {"default"}
+    assert (frame["first_token_s"] >= frame["arrival_s"]).all()
+    assert pd.read_csv(timeline)["replicas_up"].max() == 1
+    assert json.loads(summary_file.read_text())["requests"] == 8819
+
+
+def test_same_seed_same_result(home: Path) -> None:
+    args = [
+        "simulate",
+        "--dataset",
+        "code",
+        *BASE,
+        "--spot",
+        "2",
+        "--replicas",
+        "0",
+        "--spot-interruptions-per-hour",
+        "3",
+        "--seed",
+        "7",
+        "--json",
+    ]
+    first, second = (json.loads(run(home, *args).stdout) for _ in range(2))
+    assert first["summary"] == second["summary"] and first["fleet"] == second["fleet"]
+
+
+def test_human_output(home: Path) -> None:
+    result = run(
+        home, "simulate", "--dataset", "code", *BASE, "--replicas", "2", "--router", "round-robin"
+    )
+    assert result.returncode == 0, result.stderr
+    for text in (
+        "time to first token",
+        "P99",
+        "SLO attainment",
+        "GPU-hours",
+        "2 replicas launched",
+    ):
+        assert text in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([*BASE], "error: give exactly one of --dataset (replay) or --rates"),
+        (["--dataset", "nope", *BASE], "error: no dataset named 'nope'"),
+        (
+            ["--dataset", "code", *BASE, "--slo-ttft", "soon"],
+            "error: --slo-ttft 'soon': expected a duration",
+        ),
+        (
+            ["--dataset", "code", *BASE, "--router", "random"],
+            "error: router 'random': expected one of round-robin",
+        ),
+        (["--dataset", "code", *BASE, "--slo", "vip:ttft=1s"], "error: --slo: unknown class 'vip'"),
+        (
+            ["--dataset", "code", *BASE, "--load-scale", "0"],
+            "error: --load-scale must be a positive number",
+        ),
+        (
+            ["--dataset", "code", *BASE, "--out-requests", "x.xlsx"],
+            "unsupported output format '.xlsx'",
+        ),
+        (
+            ["--dataset", "code", "--gpu", "H100-SXM", "--model", "llama-3.1-70b"],
+            "does not fit 1 x H100-SXM",
+        ),
+    ],
+)
+def test_bad_options(home: Path, args: list[str], message: str) -> None:
+    result = run(home, "simulate", *args)
+    assert result.returncode == (1 if "no dataset" in message else 2), result.stderr  # 1: not found
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
