@@ -208,6 +208,11 @@ class Replica:
 
     def submit(self, seq: Sequence, now: float) -> None:
         """A request arrives at ``now`` (the replica has been advanced to ``now``)."""
+        if seq.input_tokens + seq.output_tokens + BLOCK_TOKENS > self.config.kv_capacity_tokens:
+            # even alone it could never finish: the engine refuses it (vLLM: too long)
+            seq.state = 3
+            self.on_finish(_record(seq, math.nan), self.index)
+            return
         self.waiting.append(seq)
         self.outstanding_tokens += seq.input_tokens + seq.output_tokens
         if self.activity == _IDLE:
@@ -261,11 +266,7 @@ class Replica:
         while self.waiting and self.batch + len(self.prefilling) < cfg.max_seqs:
             seq = self.waiting[0]
             if self._kv_used() + seq.prefill_total + BLOCK_TOKENS > cfg.kv_capacity_tokens:
-                if self.batch or self.prefilling:
-                    break  # wait for blocks to free up
-                self.waiting.popleft()  # longer than the whole KV cache: the engine refuses it
-                self._finish(seq, math.nan)
-                continue
+                break  # wait for blocks to free up (it fits alone: submit checked)
             self.waiting.popleft()
             seq.state = 1
             if seq.prefill_done == 0:
@@ -313,6 +314,9 @@ class Replica:
     def _start_prefill_iteration(self) -> None:
         cfg = self.config
         chunked = cfg.chunked_prefill
+        if chunked:  # the decodes riding along need a token of KV each
+            while self.batch and cfg.kv_capacity_tokens - self._kv_used() < self.batch:
+                self._preempt_newest()
         budget = cfg.max_batched_tokens - (self.batch if chunked else 0)
         work: list[tuple[Sequence, int]] = []
         tokens = pairs = kv = 0.0
@@ -417,7 +421,7 @@ class Replica:
             self.reserved -= seq.prefill_total
             if seq.generated == 0:
                 seq.first_token = now
-                seq.generated = 1
+            seq.generated += 1  # a prefill (first or recompute) ends with the next token
             if seq.generated >= seq.output_tokens:
                 self._finish(seq, now)
                 continue
@@ -480,18 +484,7 @@ class Replica:
     def _finish(self, seq: Sequence, now: float) -> None:
         seq.state = 3
         self.outstanding_tokens -= seq.input_tokens + seq.output_tokens
-        record = (
-            seq.id,
-            seq.arrival,
-            seq.first_token,
-            now,
-            seq.klass,
-            seq.input_tokens,
-            seq.output_tokens,
-            seq.cached,
-            seq.preemptions,
-        )
-        self.on_finish(record, self.index)
+        self.on_finish(_record(seq, now), self.index)
 
     # --- static batching -------------------------------------------------------------------
 
@@ -511,11 +504,17 @@ class Replica:
             self.iteration_work = []
             self.iteration_decodes = False
             return
-        batch = [
-            self.waiting.popleft() for _ in range(min(cfg.static_max_batch, len(self.waiting)))
-        ]
-        longest_prompt = max(s.input_tokens for s in batch)
-        longest_output = max(s.output_tokens for s in batch)
+        # padded to the longest prompt and output, the whole batch must fit the KV cache
+        batch: list[Sequence] = []
+        longest_prompt = longest_output = 0
+        while self.waiting and len(batch) < cfg.static_max_batch:
+            seq = self.waiting[0]
+            prompt = max(longest_prompt, seq.input_tokens)
+            output = max(longest_output, seq.output_tokens)
+            if batch and (len(batch) + 1) * (prompt + output) > cfg.kv_capacity_tokens:
+                break
+            batch.append(self.waiting.popleft())
+            longest_prompt, longest_output = prompt, output
         b = len(batch)
         times = self.times
         prefill = times.iteration(
@@ -541,3 +540,18 @@ class Replica:
 def _live(entry: tuple[int, int, int, Sequence]) -> bool:
     seq = entry[3]
     return seq.state == 2 and seq.gen == entry[2]
+
+
+def _record(seq: Sequence, finish: float) -> Finished:
+    """What leaves the replica; ``finish`` NaN means refused."""
+    return (
+        seq.id,
+        seq.arrival,
+        seq.first_token,
+        finish,
+        seq.klass,
+        seq.input_tokens,
+        seq.output_tokens,
+        seq.cached,
+        seq.preemptions,
+    )

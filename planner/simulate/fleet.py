@@ -98,6 +98,7 @@ class FleetStats:
     rerouted_requests: int = 0
     rejected_by_rate_limit: int = 0
     rejected_too_long: int = 0
+    rejected_no_replica: int = 0  # waiting for a replica when the run ended
     response_cache_hits: int = 0
     gpu_hours: dict[str, float] = field(default_factory=dict)
     peak_replicas: int = 0
@@ -498,6 +499,7 @@ class Fleet:
                 self._next_sample = t + self.sample_every_s
         for seq in self.pending:
             self._reject(seq, cache_hit=False)
+        self.stats.rejected_no_replica += len(self.pending)
         self.pending = []
         for member in list(self.live):
             self._retire(member, max(end, member.launched))

@@ -160,6 +160,13 @@ def simulate(
         per_gpu = {k: v / fleet.gpus_per_replica for k, v in price_per_replica_hour.items()}
         fleet_cost = cost(stats.gpu_hours, per_gpu)
     notes = []
+    if stats.rejected_no_replica:
+        notes.append(
+            f"{stats.rejected_no_replica} requests found no replica up (the schedule or autoscaler "
+            "left none) and were refused"
+        )
+    if stats.rejected_by_rate_limit:
+        notes.append(f"{stats.rejected_by_rate_limit} requests were refused by the rate limit")
     if stats.rejected_too_long:
         notes.append(
             f"{stats.rejected_too_long} requests are longer than the whole KV cache "
