@@ -303,7 +303,8 @@ class Replica:
         if self.config.policy == "static":
             self._plan_static()
             return
-        self._admit()
+        if self.waiting:
+            self._admit()
         if self.prefilling:
             self._start_prefill_iteration()
         elif self.batch:
@@ -406,7 +407,8 @@ class Replica:
                 self.static_batch = []
             if self.iteration_decodes:
                 self.steps += 1
-                self._complete_decodes(end)
+                if self.running[0][0] <= self.steps:  # the heap top may be stale: check
+                    self._complete_decodes(end)
             self._complete_prefills(end)
         self.activity, self.activity_end = _IDLE, math.inf
 

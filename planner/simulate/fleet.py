@@ -461,8 +461,12 @@ class Fleet:
             i = first + j
             if self.events and self.events[0][0] <= t:
                 self._handle_events(t)
-            for member in tuple(self.live):  # advancing may retire a drained replica
-                member.replica.advance(t)
+            live = self.live
+            if len(live) == 1:
+                live[0].replica.advance(t)
+            else:
+                for member in tuple(live):  # advancing may retire a drained replica
+                    member.replica.advance(t)
             seq = Sequence(i, t, inputs[j], outputs[j], classes[j], blocks[i] if blocks else None)
             if not self._admit(classes[j], t):
                 self.stats.rejected_by_rate_limit += 1
