@@ -30,6 +30,9 @@ demo: $(VENV)/.installed
 	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner simulate --dataset demo-azure-conv --gpu H100-SXM \
 		--model llama-3.1-8b --precision fp8 --replicas 1 --slo-ttft 2s --slo-tpot 100ms \
 		--price-per-hour 4.0
+	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner forecast --series data/samples/servegen_rates_10min.csv \
+		--model m-small --horizon 7d --demand-out $(DEMO_HOME)/demand.csv \
+		--plot $(DEMO_HOME)/forecast.html
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -45,6 +48,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/ingest_bench.py
 	$(BIN)/python benchmarks/latency_bench.py
 	$(BIN)/python benchmarks/simulate_bench.py --week
+	$(BIN)/python benchmarks/forecast_bench.py
 
 # Refit the bundled default calibration profiles on the published measurements.
 profiles: $(VENV)/.installed

@@ -9,6 +9,7 @@ from planner.cli import datasets as datasets_cli
 from planner.cli import db as db_cli
 from planner.cli.context import CliState, user_errors
 from planner.cli.ingest import ingest
+from planner.cli.forecast import forecast_command
 from planner.cli.latency import calibrate_command, catalog_app, latency
 from planner.cli.simulate import simulate_command
 
@@ -48,6 +49,7 @@ app.command()(user_errors(ingest))
 app.command("latency")(latency)
 app.command("calibrate")(calibrate_command)
 app.command("simulate")(user_errors(simulate_command))
+app.command("forecast")(user_errors(forecast_command))
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(datasets_cli.app, name="datasets")
 app.add_typer(db_cli.app, name="db")

@@ -1,6 +1,16 @@
 """The store: datasets and everything planner derives from them, in SQLite or PostgreSQL."""
 
 from planner.store.db import Store, open_store
+from planner.store.forecast_models import ForecastPoint, ForecastRun
 from planner.store.models import Base, CalibrationProfile, Dataset, Request
 
-__all__ = ["Base", "CalibrationProfile", "Dataset", "Request", "Store", "open_store"]
+__all__ = [
+    "Base",
+    "CalibrationProfile",
+    "Dataset",
+    "ForecastPoint",
+    "ForecastRun",
+    "Request",
+    "Store",
+    "open_store",
+]

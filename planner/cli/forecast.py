@@ -1,0 +1,453 @@
+"""``planner forecast``."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from planner.cli.context import print_json, stderr, stdout, store_from
+from planner.cli.ingest import parse_start
+from planner.errors import UsageError
+
+# Prophet takes half a second to import: planner.forecast loads inside the command, so the
+# other commands don't pay for it.
+if TYPE_CHECKING:
+    from planner.forecast.backtest import BacktestPlan, BacktestResult, Scores, TuneResult
+    from planner.forecast.model import Forecast, ForecastSettings
+    from planner.forecast.series import HourlySeries
+
+METRICS = ("requests", "input_tokens", "output_tokens")  # planner.forecast.series.METRICS
+
+DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|d|w)\s*$")
+HOURS_PER = {"h": 1, "d": 24, "w": 168}
+
+
+def parse_hours(option: str, text: str | None) -> int | None:
+    """``48h``, ``14d``, ``2w``, ``1.5d`` -> whole hours."""
+    if text is None:
+        return None
+    match = DURATION.match(text.lower())
+    hours = float(match.group(1)) * HOURS_PER[match.group(2)] if match else 0.0
+    if not match or hours < 1 or hours != int(hours):
+        raise UsageError(f"{option} {text!r}: expected whole hours such as 48h, 14d or 2w")
+    return int(hours)
+
+
+def _gaps(items: list[str]) -> list[tuple[datetime, datetime]]:
+    ranges = []
+    for item in items:
+        start, sep, end = item.partition("/")
+        if not sep:
+            raise UsageError(
+                f"--gap {item!r}: expected START/END in ISO 8601, "
+                "e.g. 2025-01-09T15:00Z/2025-01-09T17:00Z"
+            )
+        lo, hi = parse_start(start, "--gap"), parse_start(end, "--gap")
+        assert lo is not None and hi is not None
+        ranges.append((lo, hi))
+    return ranges
+
+
+def _progress(label: str, quiet: bool) -> Progress:
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("fits"),
+        TimeElapsedColumn(),
+        console=stderr,
+        disable=quiet or not stderr.is_terminal,
+        transient=True,
+    )
+
+
+def forecast_command(
+    ctx: typer.Context,
+    dataset: str | None = typer.Option(None, "--dataset", help="Forecast an ingested dataset."),
+    series_file: Path | None = typer.Option(
+        None,
+        "--series",
+        help="Or: an hourly series CSV (ds,y), or ServeGen's 10-minute rates file.",
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help="One model of a multi-model log (default: all models summed)."
+    ),
+    metric: str = typer.Option(
+        "requests", "--metric", help=f"What to forecast per hour: {', '.join(METRICS)}."
+    ),
+    horizon: str = typer.Option("14d", "--horizon", help="How far ahead: e.g. 48h, 14d, 2w."),
+    quantile: float = typer.Option(
+        0.9, "--quantile", help="Planning quantile of the demand curve (0.9: 90% of outcomes)."
+    ),
+    do_tune: bool = typer.Option(
+        False, "--tune", help="Choose the priors and seasonality mode by backtest MAPE."
+    ),
+    allow_baseline: bool = typer.Option(
+        False,
+        "--allow-baseline",
+        help="Under two days of history: a seasonal-naive forecast instead of an error.",
+    ),
+    holidays: str | None = typer.Option(
+        None, "--holidays", help="Country holidays as effects, e.g. US, GB, CN."
+    ),
+    seasonality_mode: str = typer.Option(
+        "additive", "--seasonality-mode", help="additive or multiplicative."
+    ),
+    growth: str = typer.Option(
+        "auto",
+        "--growth",
+        help="Trend: auto (linear from 28 days of history, else flat), linear, flat, logistic.",
+    ),
+    changepoint_prior_scale: float = typer.Option(
+        0.05, "--changepoint-prior-scale", help="Trend flexibility (Prophet's; 0.001-0.5)."
+    ),
+    seasonality_prior_scale: float = typer.Option(
+        10.0, "--seasonality-prior-scale", help="Seasonality flexibility (Prophet's; 0.01-10)."
+    ),
+    log: bool = typer.Option(False, "--log", help="Fit log(1 + y): growth in proportion."),
+    cap: float | None = typer.Option(
+        None, "--cap", help="Logistic growth up to this many (metric units) per hour."
+    ),
+    events: Path | None = typer.Option(
+        None, "--events", help="Launch days and such: CSV name,start[,end]."
+    ),
+    gap: list[str] = typer.Option(
+        [], "--gap", help="Flag START/END (ISO 8601) as a collection gap; repeatable."
+    ),
+    zeros_as_gaps: bool = typer.Option(
+        False, "--zeros-as-gaps", help="Take every zero hour as a collection gap."
+    ),
+    run_backtest: bool | None = typer.Option(
+        None,
+        "--backtest/--no-backtest",
+        help="Rolling-origin backtest against the seasonal-naive baseline "
+        "(default: when the history allows).",
+    ),
+    backtest_horizon: str | None = typer.Option(
+        None, "--backtest-horizon", help="Horizon of each backtest forecast (default: up to 7d)."
+    ),
+    backtest_initial: str | None = typer.Option(
+        None, "--backtest-initial", help="History before the first cutoff (default: half)."
+    ),
+    cutoffs: int = typer.Option(5, "--cutoffs", min=1, help="Most backtest cutoffs, a day apart."),
+    calibrate_bands: bool = typer.Option(
+        True,
+        "--calibrate/--no-calibrate",
+        help="Scale the bands to the width that covered 80% in the backtest (when one ran).",
+    ),
+    demand_out: Path | None = typer.Option(
+        None, "--demand-out", help="Write the demand curve (CSV ds,y) for `simulate --rates`."
+    ),
+    plot: Path | None = typer.Option(None, "--plot", help="Write an interactive chart (HTML)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed of the predictive draws."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Forecast hourly load with Prophet: backtest against a seasonal-naive baseline, 80%/95%
+    bands, a demand curve at a planning quantile; the forecast is stored."""
+    from planner.forecast.backtest import backtest, calibrate, candidates, tune
+    from planner.forecast.demand import write_demand_curve
+    from planner.forecast.model import (
+        DEFAULT_HORIZON_HOURS,
+        ForecastSettings,
+        check_quantile,
+        forecast,
+        read_events,
+    )
+    from planner.forecast.series import (
+        check_metric,
+        iso_hour,
+        read_series,
+        series_from_dataset,
+    )
+    from planner.forecast.store import save_forecast
+
+    if (dataset is None) == (series_file is None):
+        raise UsageError("give exactly one of --dataset NAME or --series FILE.csv")
+    if do_tune and run_backtest is False:
+        raise UsageError("--tune chooses settings by backtest; it cannot go with --no-backtest")
+    check_metric(metric)
+    check_quantile(quantile)
+    horizon_hours = parse_hours("--horizon", horizon) or DEFAULT_HORIZON_HOURS
+    settings = ForecastSettings(
+        horizon_hours=horizon_hours,
+        growth=growth,
+        seasonality_mode=seasonality_mode,
+        changepoint_prior_scale=changepoint_prior_scale,
+        seasonality_prior_scale=seasonality_prior_scale,
+        country_holidays=holidays,
+        events=read_events(events) if events is not None else (),
+        log_transform=log,
+        cap=cap,
+        seed=seed,
+    )
+    settings.validate()
+    gap_ranges = _gaps(gap)
+
+    with store_from(ctx) as store:
+        if dataset is not None:
+            with store.session() as session:
+                series = series_from_dataset(session, dataset, metric=metric, model=model)
+        else:
+            assert series_file is not None
+            if metric != "requests":
+                raise UsageError(
+                    f"--metric {metric}: a series file holds one metric, read as given; "
+                    "--metric applies to datasets"
+                )
+            series = read_series(series_file, model=model)
+        if gap_ranges:
+            series = series.with_gaps(gap_ranges)
+        if zeros_as_gaps:
+            series = series.zeros_as_gaps()
+
+        plan, skipped = _plan(
+            series, settings, run_backtest, do_tune, backtest_horizon, backtest_initial, cutoffs
+        )
+        tuned: TuneResult | None = None
+        checked: BacktestResult | None = None
+        if plan is not None and do_tune:
+            total = len(candidates(settings, series.hours)) * len(plan.cutoffs)
+            with _progress("tuning", quiet) as bar:
+                task = bar.add_task("tune", total=total)
+                tuned = tune(
+                    series, settings, plan, progress=lambda d, _t: bar.update(task, completed=d)
+                )
+            settings = tuned.best
+            checked = tuned.best_backtest
+        elif plan is not None:
+            with _progress("backtesting", quiet) as bar:
+                task = bar.add_task("backtest", total=len(plan.cutoffs))
+                checked = backtest(
+                    series, settings, plan, progress=lambda d, _t: bar.update(task, completed=d)
+                )
+        result = forecast(series, settings, allow_baseline=allow_baseline)
+        if checked is not None and calibrate_bands and result.method == "prophet":
+            result = calibrate(result, checked)
+        if skipped:
+            result.notes.append(skipped)
+        if checked is not None and not checked.beats_baseline:
+            result.warnings.append(
+                f"in the backtest Prophet's MAPE ({checked.prophet.mape:.1%}) is no better than "
+                f"the seasonal-naive baseline's ({checked.baseline.mape:.1%}): "
+                + ("" if do_tune else "try --tune, or ")
+                + "plan with the baseline's view of next week in mind"
+            )
+        demand = result.demand(quantile)
+        with store.session() as session:
+            run = save_forecast(session, result, backtest=checked, tuned=tuned, quantile=quantile)
+            forecast_id = run.id
+
+    if demand_out is not None:
+        write_demand_curve(demand, demand_out)
+        if metric != "requests":
+            result.notes.append(
+                f"the demand curve holds {metric} per hour; `planner simulate --rates` reads "
+                "y as requests per hour"
+            )
+    if plot is not None:
+        from planner.forecast.plot import write_html
+
+        write_html(result, plot, demand, quantile)
+
+    if as_json:
+        data = result.to_dict()
+        data["id"] = forecast_id
+        data["quantile"] = quantile
+        data["demand"] = [
+            {"ds": iso_hour(d), "y": float(y)}
+            for d, y in zip(demand["ds"], demand["y"].to_numpy(np.float64), strict=True)
+        ]
+        data["daily"] = [
+            {
+                "day": iso_hour(row["day"])[:10],
+                **{k: (float(v) if k != "hours" else int(v)) for k, v in row.items() if k != "day"},
+            }
+            for row in result.daily(quantile).to_dict("records")
+        ]
+        data["backtest"] = checked.to_dict(series) if checked is not None else None
+        data["tune"] = tuned.to_dict() if tuned is not None else None
+        data["demand_out"] = str(demand_out) if demand_out is not None else None
+        data["plot"] = str(plot) if plot is not None else None
+        print_json(data)
+        for warning in result.warnings:
+            stderr.print(f"warning: {warning}", markup=False, soft_wrap=True)
+        return
+    _print(result, checked, tuned, demand, quantile, forecast_id, demand_out, plot)
+
+
+def _plan(
+    series: HourlySeries,
+    settings: ForecastSettings,
+    wanted: bool | None,
+    do_tune: bool,
+    horizon: str | None,
+    initial: str | None,
+    most: int,
+) -> tuple[BacktestPlan | None, str | None]:
+    """The backtest plan, or None and why not. Asked for explicitly (or by --tune), a backtest
+    that cannot be done is an error; by default it is skipped with a note."""
+    from planner.forecast.backtest import plan_backtest
+    from planner.forecast.model import MIN_HISTORY_HOURS
+
+    if wanted is False:
+        return None, None
+    if series.observed_hours < MIN_HISTORY_HOURS:
+        if wanted or do_tune:
+            raise UsageError(
+                f"{series.label}: {series.observed_hours} observed hour(s) are too few to "
+                f"backtest (each fit needs {MIN_HISTORY_HOURS})"
+            )
+        return None, "no backtest: the history is too short"
+    try:
+        plan = plan_backtest(
+            series,
+            horizon_hours=parse_hours("--backtest-horizon", horizon),
+            initial_hours=parse_hours("--backtest-initial", initial),
+            max_cutoffs=most,
+            forecast_horizon_hours=settings.horizon_hours,
+        )
+    except UsageError as exc:
+        if wanted or do_tune:
+            raise
+        return None, f"no backtest: {exc}"
+    return plan, None
+
+
+def _pct(value: float) -> str:
+    return "-" if not np.isfinite(value) else f"{value:.1%}"
+
+
+def _num(value: float) -> str:
+    if not np.isfinite(value):
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
+
+
+def _scores_row(name: str, s: Scores) -> list[str]:
+    return [
+        name,
+        _pct(s.mape),
+        _pct(s.smape),
+        "-" if not np.isfinite(s.mase) else f"{s.mase:.2f}",
+        _pct(s.coverage_80),
+        _pct(s.coverage_95),
+        _pct(s.accuracy),
+    ]
+
+
+def _print(
+    result: Forecast,
+    checked: BacktestResult | None,
+    tuned: TuneResult | None,
+    demand: pd.DataFrame,
+    quantile: float,
+    forecast_id: int,
+    demand_out: Path | None,
+    plot: Path | None,
+) -> None:
+    from planner.forecast.series import iso_hour
+
+    s = result.settings
+    series = result.series
+    how = (
+        f"Prophet, growth {result.growth}, {s.seasonality_mode} seasonality, changepoint prior "
+        f"{s.changepoint_prior_scale:g}, seasonality prior {s.seasonality_prior_scale:g}"
+        + (", log(1+y)" if s.log_transform else "")
+        + (f", {s.country_holidays} holidays" if s.country_holidays else "")
+        + (f", {len(s.events)} event(s)" if s.events else "")
+        if result.method == "prophet"
+        else "seasonal-naive baseline"
+    )
+    stdout.print(f"[bold]{escape(series.label)}[/]: {escape(how)}")
+    stdout.print(
+        f"history {iso_hour(series.start)} to {iso_hour(series.end)}: {series.hours:,} h, "
+        f"{series.observed_hours:,} observed; forecast {len(result.points):,} h from "
+        f"{iso_hour(result.points['ds'].iloc[0])}"
+    )
+    for line in series.report.lines():
+        stderr.print(f"note: {line}", markup=False, soft_wrap=True)
+    for note in result.notes:
+        stderr.print(f"note: {note}", markup=False, soft_wrap=True)
+
+    if tuned is not None:
+        table = Table(
+            "growth",
+            "changepoint prior",
+            "seasonality prior",
+            "mode",
+            "MAPE",
+            "sMAPE",
+            "MASE",
+            title=f"tuning: {len(tuned.table)} candidates by backtest MAPE (best 5)",
+        )
+        for row in tuned.table[:5]:
+            table.add_row(
+                row["growth"],
+                f"{row['changepoint_prior_scale']:g}",
+                f"{row['seasonality_prior_scale']:g}",
+                row["seasonality_mode"],
+                _pct(row["mape"] if row["mape"] is not None else np.nan),
+                _pct(row["smape"] if row["smape"] is not None else np.nan),
+                f"{row['mase']:.2f}" if row["mase"] is not None else "-",
+            )
+        stdout.print(table)
+
+    if checked is not None:
+        plan = checked.plan
+        first = iso_hour(series.frame["ds"].iloc[plan.cutoffs[0]])
+        last = iso_hour(series.frame["ds"].iloc[plan.cutoffs[-1]])
+        table = Table(
+            "method",
+            "MAPE",
+            "sMAPE",
+            "MASE",
+            "80% band",
+            "95% band",
+            "accuracy",
+            title=(
+                f"backtest: {len(plan.cutoffs)} cutoff(s) {first} to {last}, each forecasting "
+                f"{plan.horizon_hours} h; {checked.prophet.points:,} hours scored"
+            ),
+        )
+        table.add_row(*_scores_row("Prophet", checked.prophet))
+        table.add_row(*_scores_row(checked.baseline_name, checked.baseline))
+        stdout.print(table)
+
+    table = Table(
+        "day (UTC)",
+        "hours",
+        f"{result.metric} (mean)",
+        "80% band",
+        "95% band",
+        "peak hour",
+        f"peak at q{quantile:g}",
+        title=f"forecast by day (bands of the day's total); demand curve at quantile {quantile:g}",
+    )
+    for day in result.daily(quantile).to_dict("records"):
+        table.add_row(
+            pd.Timestamp(day["day"]).strftime("%Y-%m-%d %a"),
+            str(day["hours"]),
+            _num(day["mean"]),
+            f"{_num(day['lower_80'])} - {_num(day['upper_80'])}",
+            f"{_num(day['lower_95'])} - {_num(day['upper_95'])}",
+            _num(day["peak_mean"]),
+            _num(day["peak_demand"]),
+        )
+    stdout.print(table)
+    stdout.print(
+        f"stored as forecast #{forecast_id}"
+        + (f"; demand curve written to {escape(str(demand_out))}" if demand_out else "")
+        + (f"; chart written to {escape(str(plot))}" if plot else "")
+    )
+    for warning in result.warnings:
+        stderr.print(f"warning: {warning}", markup=False, soft_wrap=True)

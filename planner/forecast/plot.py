@@ -1,0 +1,101 @@
+"""An interactive chart of a forecast: history, point forecast, 80%/95% bands, demand curve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.forecast.model import Forecast
+
+
+def figure(
+    result: Forecast, demand: pd.DataFrame | None = None, quantile: float | None = None
+) -> Any:
+    """A Plotly figure of ``result`` (plotly is imported here: only charts need it)."""
+    import plotly.graph_objects as go  # type: ignore[import-untyped]
+
+    history = result.series.frame
+    points = result.points
+    fig = go.Figure()
+    band_x = pd.concat([points["ds"], points["ds"][::-1]])
+    for width, alpha in ((95, 0.15), (80, 0.3)):
+        upper = points[f"upper_{width}"]
+        lower = points[f"lower_{width}"][::-1]
+        fig.add_trace(
+            go.Scatter(
+                x=band_x,
+                y=pd.concat([upper, lower]),
+                fill="toself",
+                fillcolor=f"rgba(31, 119, 180, {alpha})",
+                line={"width": 0},
+                hoverinfo="skip",
+                name=f"{width}% band",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=history["ds"],
+            y=history["y"],  # missing hours are NaN: drawn as breaks, not bridged
+            mode="lines",
+            line={"color": "black", "width": 1},
+            name="history",
+            connectgaps=False,
+        )
+    )
+    if result.fitted is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=result.fitted["ds"],
+                y=result.fitted["mean"],
+                mode="lines",
+                line={"color": "rgba(31, 119, 180, 0.6)", "width": 1},
+                name="fit",
+                visible="legendonly",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=points["ds"],
+            y=points["mean"],
+            mode="lines",
+            line={"color": "rgb(31, 119, 180)", "width": 2},
+            name=f"forecast ({result.method})",
+        )
+    )
+    if demand is not None:
+        label = f"demand curve (q={quantile:g})" if quantile is not None else "demand curve"
+        fig.add_trace(
+            go.Scatter(
+                x=demand["ds"],
+                y=demand["y"],
+                mode="lines",
+                line={"color": "rgb(214, 39, 40)", "width": 1.5, "dash": "dash"},
+                name=label,
+            )
+        )
+    missing = int((~np.isfinite(history["y"].to_numpy(np.float64))).sum())
+    subtitle = f"history {len(history)} h ({missing} missing), horizon {len(points)} h; UTC"
+    fig.update_layout(
+        title={"text": f"{result.series.label}<br><sup>{subtitle}</sup>"},
+        xaxis_title="hour (UTC)",
+        yaxis_title=f"{result.metric} per hour",
+        hovermode="x unified",
+        template="plotly_white",
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def write_html(
+    result: Forecast,
+    path: Path | str,
+    demand: pd.DataFrame | None = None,
+    quantile: float | None = None,
+) -> Path:
+    """A self-contained HTML file (plotly.js embedded: opens offline)."""
+    path = Path(path)
+    figure(result, demand, quantile).write_html(str(path), include_plotlyjs=True, full_html=True)
+    return path
