@@ -8,8 +8,8 @@ from planner import __version__
 from planner.cli import datasets as datasets_cli
 from planner.cli import db as db_cli
 from planner.cli.context import CliState, user_errors
-from planner.cli.ingest import ingest
 from planner.cli.forecast import forecast_command
+from planner.cli.ingest import ingest
 from planner.cli.latency import calibrate_command, catalog_app, latency
 from planner.cli.simulate import simulate_command
 
