@@ -11,6 +11,7 @@ from planner.cli.context import CliState, user_errors
 from planner.cli.forecast import forecast_command
 from planner.cli.ingest import ingest
 from planner.cli.latency import calibrate_command, catalog_app, latency
+from planner.cli.prices import app as prices_app
 from planner.cli.simulate import simulate_command
 
 app = typer.Typer(
@@ -53,6 +54,7 @@ app.command("forecast")(user_errors(forecast_command))
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(datasets_cli.app, name="datasets")
 app.add_typer(db_cli.app, name="db")
+app.add_typer(prices_app, name="prices")
 
 
 def main() -> None:

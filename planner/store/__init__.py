@@ -3,6 +3,7 @@
 from planner.store.db import Store, open_store
 from planner.store.forecast_models import ForecastPoint, ForecastRun
 from planner.store.models import Base, CalibrationProfile, Dataset, Request
+from planner.store.price_models import PricePointRow, PriceSheetVersion
 
 __all__ = [
     "Base",
@@ -10,6 +11,8 @@ __all__ = [
     "Dataset",
     "ForecastPoint",
     "ForecastRun",
+    "PricePointRow",
+    "PriceSheetVersion",
     "Request",
     "Store",
     "open_store",
