@@ -14,30 +14,14 @@ import re
 import sys
 from pathlib import Path
 
+from pricing.snapshot import COLUMNS  # one definition of a price sheet's columns
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 DEFAULT_SHARED = ROOT.parent / "shared" / "data" / "prices"
 OUTPUT = HERE / "gpu_prices_snapshot.csv"
 GPU_CATALOG = ROOT / "data" / "catalog" / "gpus.csv"
 
-COLUMNS = (
-    "provider",
-    "region",
-    "instance_type",
-    "gpu_model",
-    "gpu_count",
-    "gpu_memory_gb",
-    "vcpus",
-    "ram_gb",
-    "purchase_option",
-    "usd_per_hour",
-    "upfront_usd",
-    "payment",
-    "plan_kind",
-    "currency",
-    "effective_date",
-    "source",
-)
 
 HOURS_PER_MONTH = 730  # the month the GCP committed-use figures are quoted for
 HOURS_3Y = 3 * 8760
