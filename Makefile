@@ -30,6 +30,7 @@ demo: $(VENV)/.installed
 	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner simulate --dataset demo-azure-conv --gpu H100-SXM \
 		--model llama-3.1-8b --precision fp8 --replicas 1 --slo-ttft 2s --slo-tpot 100ms \
 		--price-per-hour 4.0
+	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner prices compare --gpu H100 --option all
 	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner forecast --series data/samples/servegen_rates_10min.csv \
 		--model m-small --horizon 7d --demand-out $(DEMO_HOME)/demand.csv \
 		--plot $(DEMO_HOME)/forecast.html
