@@ -486,24 +486,18 @@ def _point(
     payment: str = "",
     plan_kind: str = "",
 ) -> PricePoint:
-    return PricePoint(
-        provider=Provider.AWS,
-        region=region,
-        instance_type=instance_type,
-        gpu_model=shape.gpu_model,
-        gpu_count=shape.gpu_count,
-        purchase_option=option,
-        usd_per_hour=usd_per_hour,
+    return shape.price(
+        Provider.AWS,
+        region,
+        instance_type,
+        option,
+        usd_per_hour,
         source=source,
-        effective_date=effective,
-        gpu_memory_gb=shape.gpu_memory_gb,
-        vcpus=shape.vcpus,
-        ram_gb=shape.ram_gb,
+        effective=effective,
+        fetched_at=fetched_at,
         upfront_usd=upfront_usd,
         payment=payment,
         plan_kind=plan_kind,
-        currency="USD",
-        fetched_at=fetched_at,
     )
 
 

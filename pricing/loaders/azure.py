@@ -257,22 +257,16 @@ def _parse_item(
         if usd is None or usd <= 0:
             return skip("$0.00 or unpriced rows")
         return [
-            PricePoint(
-                provider=Provider.AZURE,
-                region=region,
-                instance_type=size,
-                gpu_model=shape.gpu_model,
-                gpu_count=shape.gpu_count,
-                purchase_option=option,
-                usd_per_hour=usd,
+            shape.price(
+                Provider.AZURE,
+                region,
+                size,
+                option,
+                usd,
                 source=source,
-                effective_date=effective,
-                gpu_memory_gb=shape.gpu_memory_gb,
-                vcpus=shape.vcpus,
-                ram_gb=shape.ram_gb,
-                currency="USD",
-                plan_kind=plan_kind,
+                effective=effective,
                 fetched_at=fetched_at,
+                plan_kind=plan_kind,
             )
         ]
 

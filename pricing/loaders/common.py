@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from pricing.model import PricePoint
+from pricing.model import PricePoint, Provider, PurchaseOption
 
 log = logging.getLogger("pricing.loaders")
 
@@ -25,6 +25,42 @@ class Shape:
     gpu_memory_gb: float  # per GPU, as in the catalog
     vcpus: int | None = None
     ram_gb: float | None = None  # as the provider states it (GiB for all three)
+
+    def price(
+        self,
+        provider: Provider,
+        region: str,
+        instance_type: str,
+        option: PurchaseOption,
+        usd_per_hour: float,
+        *,
+        source: str,
+        effective: str,
+        fetched_at: datetime,
+        upfront_usd: float = 0.0,
+        payment: str = "",
+        plan_kind: str = "",
+    ) -> PricePoint:
+        """A USD price of an instance of this shape."""
+        return PricePoint(
+            provider=provider,
+            region=region,
+            instance_type=instance_type,
+            gpu_model=self.gpu_model,
+            gpu_count=self.gpu_count,
+            purchase_option=option,
+            usd_per_hour=usd_per_hour,
+            source=source,
+            effective_date=effective,
+            gpu_memory_gb=self.gpu_memory_gb,
+            vcpus=self.vcpus,
+            ram_gb=self.ram_gb,
+            upfront_usd=upfront_usd,
+            payment=payment,
+            plan_kind=plan_kind,
+            currency="USD",
+            fetched_at=fetched_at,
+        )
 
 
 def utc_now(now: datetime | None) -> datetime:
