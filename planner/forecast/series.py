@@ -10,8 +10,6 @@ reported, as counts and ranges, in :class:`SeriesReport`.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,6 +27,14 @@ from planner.errors import InputFileError, NotFoundError, RowProblem, UsageError
 from planner.ingest.formats import closest
 from planner.store.models import Dataset, Request
 from planner.store.queries import get_dataset
+from planner.workload.hourly_csv import (
+    DS_EXAMPLE,
+    check_fields,
+    csv_rows,
+    ds_y_columns,
+    parse_hour,
+    read_text,
+)
 
 METRICS = ("requests", "input_tokens", "output_tokens")
 HOUR_US = 3_600_000_000
@@ -39,7 +45,6 @@ SERVEGEN_COLUMNS = ("model", "window_start_s", "requests_in_window")
 # An edge hour of a log is partial when the log starts (ends) later (earlier) than this into it.
 EDGE_SLACK_US = 36_000_000
 MISSING_TEXT = frozenset({"", "nan", "na", "null", "none"})
-DS_EXAMPLE = "2025-01-06T00:00:00Z"
 NEAR_ZERO_SHARE = 0.01
 
 ZeroWindows = Literal["gap", "zero"]
@@ -397,35 +402,6 @@ def check_metric(metric: str) -> None:
 # --- from files ------------------------------------------------------------------------------
 
 
-def _read_text(path: Path, expected: str) -> str:
-    if not path.exists():
-        raise InputFileError(path, f"file not found; expected {expected}")
-    if path.is_dir():
-        raise InputFileError(path, f"is a directory; expected {expected}")
-    try:
-        return path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputFileError(
-            path, f"not UTF-8 text (byte offset {exc.start}); expected {expected}"
-        ) from exc
-
-
-def _rows(path: Path, text: str) -> Iterable[tuple[int, int, list[str]]]:
-    """(row, line, fields) of non-blank CSV rows; row 0 is the header."""
-    reader = csv.reader(io.StringIO(text, newline=""))
-    row = 0
-    try:
-        for fields in reader:
-            if not any(f.strip() for f in fields):
-                continue
-            yield row, reader.line_num, fields
-            row += 1
-    except csv.Error as exc:
-        raise InputFileError(
-            path, RowProblem(row, None, f"cannot parse as CSV: {exc}", reader.line_num)
-        ) from exc
-
-
 def read_series(
     path: Path | str, *, model: str | None = None, zero_windows: ZeroWindows = "gap"
 ) -> HourlySeries:
@@ -433,8 +409,8 @@ def read_series(
     file (columns model, window_start_s, ..., requests_in_window; see :func:`read_servegen`),
     told apart by the header."""
     path = Path(path)
-    text = _read_text(path, "a CSV with columns ds,y")
-    header = next(iter(_rows(path, text)), None)
+    text = read_text(path, "a CSV with columns ds,y")
+    header = next(iter(csv_rows(path, text)), None)
     names = {h.strip().lower() for h in header[2]} if header else set()
     if set(SERVEGEN_COLUMNS) <= names:
         return read_servegen(path, model=model, zero_windows=zero_windows)
@@ -456,42 +432,19 @@ def read_series_csv(path: Path | str, metric: str = "requests") -> HourlySeries:
     """
     path = Path(path)
     expected = "a CSV with columns ds,y"
-    text = _read_text(path, expected)
+    text = read_text(path, expected)
     header: list[str] | None = None
     header_line = 0
     ds_col = y_col = 0
     moments: list[datetime] = []
     values: list[float] = []
-    for row, line, fields in _rows(path, text):
+    for row, line, fields in csv_rows(path, text):
         if header is None:
             header = [f.strip() for f in fields]
             header_line = line
-            names = [h.lower() for h in header]
-            for column in ("ds", "y"):
-                if column not in names:
-                    found = ", ".join(repr(h) for h in header)
-                    raise InputFileError(
-                        path,
-                        RowProblem(
-                            None,
-                            column,
-                            f"missing column; expected a header with columns ds,y (found {found})",
-                            line,
-                        ),
-                    )
-            ds_col, y_col = names.index("ds"), names.index("y")
+            ds_col, y_col = ds_y_columns(path, header, line)
             continue
-        if len(fields) != len(header):
-            raise InputFileError(
-                path,
-                RowProblem(
-                    row,
-                    None,
-                    f"{len(fields)} fields, expected {len(header)} like the header "
-                    f"(line {header_line})",
-                    line,
-                ),
-            )
+        check_fields(path, fields, header, row, (line, header_line))
         moment = _parse_hour(path, fields[ds_col], row, line)
         if moments and moment <= moments[-1]:
             what = "repeats" if moment == moments[-1] else "is before"
@@ -529,17 +482,10 @@ def read_series_csv(path: Path | str, metric: str = "requests") -> HourlySeries:
 
 
 def _parse_hour(path: Path, text: str, row: int, line: int) -> datetime:
+    """An hour start: a date-time (see :func:`parse_hour`) on a whole hour."""
+    moment = parse_hour(path, text, row, line)
     value = text.strip()
     hint = f"expected an ISO 8601 hour start like {DS_EXAMPLE}"
-    if not value:
-        raise InputFileError(path, RowProblem(row, "ds", f"empty; {hint}", line))
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise InputFileError(
-            path, RowProblem(row, "ds", f"{value!r} is not a date and time; {hint}", line)
-        ) from None
-    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     if moment.minute or moment.second or moment.microsecond:
         raise InputFileError(
             path,
@@ -581,11 +527,11 @@ def read_servegen(
     zero demand. ``model=None`` sums all models (an hour missing in one is missing in the sum).
     """
     path = Path(path)
-    text = _read_text(path, "ServeGen's rates CSV")
+    text = read_text(path, "ServeGen's rates CSV")
     header: list[str] | None = None
     cols: dict[str, int] = {}
     records: list[tuple[str, float, float]] = []
-    for row, line, fields in _rows(path, text):
+    for row, line, fields in csv_rows(path, text):
         if header is None:
             header = [f.strip().lower() for f in fields]
             for column in SERVEGEN_COLUMNS:

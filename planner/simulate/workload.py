@@ -18,8 +18,6 @@ requests (:func:`token_pool`), so their correlation is kept.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +34,7 @@ from sqlalchemy.orm import Session
 from planner.errors import InputFileError, RowProblem, UsageError
 from planner.store.models import Request
 from planner.store.queries import get_dataset
+from planner.workload.hourly_csv import check_fields, csv_rows, ds_y_columns, parse_hour, read_text
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 HOUR_S = 3600.0
@@ -322,79 +321,43 @@ class RateCurve:
         return rates
 
 
-RATE_COLUMNS = ("ds", "y")
-DS_EXAMPLE = "2024-06-01T00:00:00Z"
-
-
 def read_rate_curve(path: Path | str) -> RateCurve:
     """Read an hourly rate curve: a CSV with ``ds`` (hour start, ISO 8601; naive means UTC) and
     ``y`` (requests in that hour), one row per hour, consecutive hours."""
     path = Path(path)
-    if not path.exists():
-        raise InputFileError(path, "file not found; expected a CSV rate curve with columns ds,y")
-    if path.is_dir():
-        raise InputFileError(path, "is a directory; expected a CSV rate curve with columns ds,y")
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputFileError(
-            path,
-            f"not UTF-8 text (byte offset {exc.start}); expected a CSV rate curve "
-            "with columns ds,y",
-        ) from exc
-    reader = csv.reader(io.StringIO(text, newline=""))
+    text = read_text(path, "a CSV rate curve with columns ds,y")
     header: list[str] | None = None
     header_line = 0
     ds_col = y_col = 0
     hours: list[float] = []
     first: datetime | None = None
     previous: datetime | None = None
-    row = 0
-    try:
-        for fields in reader:
-            if not any(f.strip() for f in fields):
-                continue  # blank line
-            line = reader.line_num
-            if header is None:
-                header = [f.strip() for f in fields]
-                header_line = line
-                ds_col, y_col = _rate_columns(path, header, line)
-                continue
-            row += 1
-            if len(fields) != len(header):
+    for row, line, fields in csv_rows(path, text):
+        if header is None:
+            header = [f.strip() for f in fields]
+            header_line = line
+            ds_col, y_col = ds_y_columns(path, header, line)
+            continue
+        check_fields(path, fields, header, row, (line, header_line))
+        moment = parse_hour(path, fields[ds_col], row, line)
+        if previous is None:
+            first = moment
+        else:
+            expected = previous + timedelta(hours=1)
+            if moment != expected:
                 raise InputFileError(
                     path,
                     RowProblem(
                         row,
-                        None,
-                        f"{len(fields)} fields, expected {len(header)} like the header "
-                        f"(line {header_line})",
+                        "ds",
+                        f"{fields[ds_col].strip()!r} {_step(moment - previous)}: expected "
+                        f"{expected.isoformat()}, one hour after the previous row "
+                        "(one row per hour, consecutive hours, no gaps)",
                         line,
                     ),
                 )
-            moment = _parse_hour(path, fields[ds_col], row, line)
-            if previous is None:
-                first = moment
-            else:
-                expected = previous + timedelta(hours=1)
-                if moment != expected:
-                    raise InputFileError(
-                        path,
-                        RowProblem(
-                            row,
-                            "ds",
-                            f"{fields[ds_col].strip()!r} {_step(moment - previous)}: expected "
-                            f"{expected.isoformat()}, one hour after the previous row "
-                            "(one row per hour, consecutive hours, no gaps)",
-                            line,
-                        ),
-                    )
-            previous = moment
-            hours.append(_parse_requests(path, fields[y_col], row, line))
-    except csv.Error as exc:
-        raise InputFileError(
-            path, RowProblem(row + 1, None, f"cannot parse as CSV: {exc}", reader.line_num)
-        ) from exc
+        previous = moment
+        hours.append(_parse_requests(path, fields[y_col], row, line))
     if header is None:
         raise InputFileError(path, "the file is empty; expected a CSV with columns ds,y")
     if first is None:
@@ -402,50 +365,6 @@ def read_rate_curve(path: Path | str) -> RateCurve:
             path, "no data rows; expected at least one hour: a row of ds,y under the header"
         )
     return RateCurve(first, np.array(hours, dtype=np.float64))
-
-
-def _rate_columns(path: Path, header: list[str], line: int) -> tuple[int, int]:
-    names = [h.lower() for h in header]
-    for column in RATE_COLUMNS:
-        if column not in names:
-            found = ", ".join(repr(h) for h in header)
-            raise InputFileError(
-                path,
-                RowProblem(
-                    None,
-                    column,
-                    f"missing column; expected a header with columns ds,y (found {found})",
-                    line,
-                ),
-            )
-    return names.index("ds"), names.index("y")
-
-
-def _parse_hour(path: Path, text: str, row: int, line: int) -> datetime:
-    value = text.strip()
-    if not value:
-        raise InputFileError(
-            path,
-            RowProblem(
-                row, "ds", f"empty; expected an ISO 8601 hour start like {DS_EXAMPLE}", line
-            ),
-        )
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise InputFileError(
-            path,
-            RowProblem(
-                row,
-                "ds",
-                f"{value!r} is not a date and time; expected an ISO 8601 hour start "
-                f"like {DS_EXAMPLE}",
-                line,
-            ),
-        ) from None
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 def _parse_requests(path: Path, text: str, row: int, line: int) -> float:
