@@ -12,6 +12,7 @@ from planner.cli.forecast import forecast_command
 from planner.cli.ingest import ingest
 from planner.cli.latency import calibrate_command, catalog_app, latency
 from planner.cli.prices import app as prices_app
+from planner.cli.recommend import recommend_command, recommendations_app
 from planner.cli.simulate import simulate_command
 
 app = typer.Typer(
@@ -51,10 +52,12 @@ app.command("latency")(latency)
 app.command("calibrate")(calibrate_command)
 app.command("simulate")(user_errors(simulate_command))
 app.command("forecast")(user_errors(forecast_command))
+app.command("recommend")(user_errors(recommend_command))
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(datasets_cli.app, name="datasets")
 app.add_typer(db_cli.app, name="db")
 app.add_typer(prices_app, name="prices")
+app.add_typer(recommendations_app, name="recommendations")
 
 
 def main() -> None:

@@ -37,9 +37,10 @@ def parse_duration(option: str, text: str | None) -> float | None:
     return value * {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0}[unit]
 
 
-def _class_slos(items: list[str], default: SLO) -> dict[str, SLO]:
-    """``--slo interactive:ttft=1s,tpot=50ms`` options."""
-    slos: dict[str, SLO] = {}
+def class_slos(classes: tuple[str, ...], items: list[str], default: SLO) -> dict[str, SLO]:
+    """Targets for every class: ``default``, overridden by ``--slo CLASS:ttft=1s,tpot=50ms``
+    options."""
+    slos: dict[str, SLO] = {name: default for name in classes}
     for item in items:
         name, sep, spec = item.partition(":")
         if not sep or not name:
@@ -55,6 +56,11 @@ def _class_slos(items: list[str], default: SLO) -> dict[str, SLO]:
                 raise UsageError(f"--slo {item!r}: expected ttft=, tpot= or e2e= targets")
             targets[f"{key.strip()}_s"] = parse_duration(f"--slo {name}", value)
         slos[name] = SLO(**targets)
+    unknown = [name for name in slos if name not in classes]
+    if unknown:
+        raise UsageError(
+            f"--slo: unknown class {unknown[0]!r}; the workload's classes: {', '.join(classes)}"
+        )
     return slos
 
 
@@ -290,14 +296,7 @@ def simulate_command(
             inputs, outputs = token_pool(session, tokens_from)
             workload = synthetic(read_rate_curve(rates), inputs, outputs, seed=seed, cv=cv)
         profile = resolve_profile(session, serving.deployment().gpu.name, engine, profile_name)
-    slos = {name: default_slo for name in workload.classes}
-    slos.update(_class_slos(slo, default_slo))
-    unknown = [name for name in slos if name not in workload.classes]
-    if unknown:
-        raise UsageError(
-            f"--slo: unknown class {unknown[0]!r}; "
-            f"the workload's classes: {', '.join(workload.classes)}"
-        )
+    slos = class_slos(workload.classes, slo, default_slo)
     with Progress(
         TextColumn("simulating"),
         BarColumn(),

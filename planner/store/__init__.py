@@ -4,6 +4,7 @@ from planner.store.db import Store, open_store
 from planner.store.forecast_models import ForecastPoint, ForecastRun
 from planner.store.models import Base, CalibrationProfile, Dataset, Request
 from planner.store.price_models import PricePointRow, PriceSheetVersion
+from planner.store.recommend_models import RecommendationRun
 
 __all__ = [
     "Base",
@@ -13,6 +14,7 @@ __all__ = [
     "ForecastRun",
     "PricePointRow",
     "PriceSheetVersion",
+    "RecommendationRun",
     "Request",
     "Store",
     "open_store",

@@ -1,0 +1,8 @@
+"""The recommender: the cheapest fleet that meets P99 targets, with its commitment plan.
+
+Stages, one module each: ``inputs`` (demand, targets, constraints) -> ``space`` (the candidate
+configurations from price sheets and the catalog) -> ``screen`` (analytic capacity per replica
+under the targets, hourly fleet sizes, cost) -> ``verify`` (the best candidates through the
+discrete-event simulator, on a local pool or Dask) -> ``plan`` (what to buy) -> ``engine``
+(``recommend()``, which runs them in order) -> ``store``.
+"""

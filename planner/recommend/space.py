@@ -1,0 +1,257 @@
+"""The search space: every (instance type x precision x TP x max sequences x chunked prefill)
+the price sheets and the catalog allow, and for each one left out, why."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from planner.errors import UsageError
+from planner.latency.catalog import Catalog, UnsupportedError, load_catalog
+from planner.latency.model import Deployment
+from planner.recommend.inputs import Constraints
+from planner.simulate.run import ServingSpec
+from pricing.costs import Prices
+from pricing.model import PricePoint, PurchaseOption
+from pricing.sheets import gpu_matches
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One instance type in one region with its prices by purchase option."""
+
+    provider: str
+    region: str
+    instance_type: str
+    gpu: str
+    gpu_count: int
+    points: tuple[PricePoint, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}/{self.region}/{self.instance_type}"
+
+    def price(self, option: PurchaseOption) -> PricePoint | None:
+        """The cheapest price of ``option`` (several payment kinds may exist)."""
+        found = [p for p in self.points if p.purchase_option is option]
+        return min(found, key=lambda p: p.usd_per_hour) if found else None
+
+    @property
+    def on_demand(self) -> float:
+        point = self.price(PurchaseOption.ON_DEMAND)
+        assert point is not None  # offers without one are never built
+        return point.usd_per_hour
+
+    def prices(
+        self,
+        commitment: PurchaseOption | None = None,
+        savings_plan: PurchaseOption | None = None,
+    ) -> Prices:
+        return Prices.from_points(self.points, commitment=commitment, savings_plan=savings_plan)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration to screen: what each replica runs, on which offer."""
+
+    id: int
+    offer: Offer
+    precision: str
+    tp: int
+    max_seqs: int
+    chunked_prefill: bool
+    quality_delta_pct: float
+
+    @property
+    def replicas_per_instance(self) -> int:
+        return self.offer.gpu_count // self.tp
+
+    def serving(self, constraints: Constraints) -> ServingSpec:
+        return ServingSpec(
+            gpu=self.offer.gpu,
+            model=constraints.model,
+            precision=self.precision,
+            tp=self.tp,
+            kv_cache=constraints.kv_cache,
+            max_seqs=self.max_seqs,
+            chunked_prefill=self.chunked_prefill,
+        )
+
+    def deployment_key(self) -> tuple[str, str, int]:
+        return (self.offer.gpu, self.precision, self.tp)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "provider": self.offer.provider,
+            "region": self.offer.region,
+            "instance_type": self.offer.instance_type,
+            "gpu": self.offer.gpu,
+            "gpus_per_instance": self.offer.gpu_count,
+            "precision": self.precision,
+            "tp": self.tp,
+            "replicas_per_instance": self.replicas_per_instance,
+            "max_seqs": self.max_seqs,
+            "chunked_prefill": self.chunked_prefill,
+            "quality_delta_pct": self.quality_delta_pct,
+            "on_demand_usd_per_hour": self.offer.on_demand,
+        }
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A configuration (or a whole group of them) left out, and why."""
+
+    stage: str  # space, screen, budget, verify, ranking
+    reason: str  # short kind: does-not-fit, quality, misses-ttft, ...
+    detail: str
+    candidate: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "reason": self.reason,
+            "detail": self.detail,
+            **self.candidate,
+        }
+
+
+def offers(points: Iterable[PricePoint], constraints: Constraints) -> list[Offer]:
+    """Instance types with an on-demand price, filtered by provider, region, GPU and type."""
+    allowed = set(constraints.purchase_options)
+    grouped: dict[tuple[str, str, str], list[PricePoint]] = defaultdict(list)
+    for p in points:
+        if p.purchase_option not in allowed or p.currency != "USD":
+            continue
+        if constraints.providers and p.provider.value not in constraints.providers:
+            continue
+        if constraints.regions and p.region not in constraints.regions:
+            continue
+        if constraints.instance_types and p.instance_type not in constraints.instance_types:
+            continue
+        if constraints.gpus and not any(gpu_matches(g, p.gpu_model) for g in constraints.gpus):
+            continue
+        grouped[(p.provider.value, p.region, p.instance_type)].append(p)
+    found = []
+    for (provider, region, instance), group in sorted(grouped.items()):
+        if not any(p.purchase_option is PurchaseOption.ON_DEMAND for p in group):
+            continue
+        first = group[0]
+        found.append(
+            Offer(provider, region, instance, first.gpu_model, first.gpu_count, tuple(group))
+        )
+    if not found:
+        raise UsageError(
+            "no instance type with an on-demand price matches the constraints (providers "
+            f"{list(constraints.providers) or 'any'}, regions {list(constraints.regions) or 'any'}"
+            f", GPUs {list(constraints.gpus) or 'any'}); see `planner prices list`"
+        )
+    return found
+
+
+def enumerate_candidates(
+    points: Iterable[PricePoint], constraints: Constraints, catalog: Catalog | None = None
+) -> tuple[list[Candidate], list[Rejection]]:
+    """Every configuration the constraints allow, and the ones ruled out before any latency is
+    computed (precision the GPU lacks, quality, TP that does not divide, does not fit)."""
+    catalog = catalog or load_catalog()
+    model = catalog.models.get(constraints.model)
+    precisions = [catalog.precisions.get(name) for name in constraints.precisions]
+    candidates: list[Candidate] = []
+    rejected: list[Rejection] = []
+    deployment_ok: dict[tuple[str, str, int], str | None] = {}
+    for offer in offers(points, constraints):
+        try:
+            gpu = catalog.gpus.get(offer.gpu)
+        except UsageError:
+            rejected.append(
+                Rejection(
+                    "space",
+                    "unknown-gpu",
+                    f"{offer.gpu} is not in the GPU catalog",
+                    {
+                        "instance_type": offer.instance_type,
+                        "provider": offer.provider,
+                        "region": offer.region,
+                    },
+                )
+            )
+            continue
+        for precision in precisions:
+            # FP16 is the fallback for GPUs without BF16; elsewhere it duplicates BF16.
+            if (
+                precision.name == "fp16"
+                and "bf16_tflops" in gpu.peak_tflops
+                and any(p.name == "bf16" for p in precisions)
+            ):
+                continue
+            for tp in sorted(set(constraints.tp_degrees)):
+                if tp > constraints.max_tp or tp > offer.gpu_count or offer.gpu_count % tp:
+                    continue
+                base = {
+                    "provider": offer.provider,
+                    "region": offer.region,
+                    "instance_type": offer.instance_type,
+                    "gpu": offer.gpu,
+                    "precision": precision.name,
+                    "tp": tp,
+                }
+                loss = -precision.quality_delta_pct
+                if constraints.max_quality_loss_pct is not None and (
+                    loss > constraints.max_quality_loss_pct + 1e-12
+                ):
+                    rejected.append(
+                        Rejection(
+                            "space",
+                            "quality",
+                            f"{precision.name} loses about {loss:g} accuracy points "
+                            f"({precision.quality_source.split(':')[0]}); at most "
+                            f"{constraints.max_quality_loss_pct:g} allowed",
+                            base,
+                        )
+                    )
+                    continue
+                key = (offer.gpu, precision.name, tp)
+                if key not in deployment_ok:
+                    deployment_ok[key] = _fits(
+                        gpu.name, model.name, precision.name, tp, constraints, catalog
+                    )
+                problem = deployment_ok[key]
+                if problem is not None:
+                    kind = "does-not-fit" if "does not fit" in problem else "unsupported"
+                    rejected.append(Rejection("space", kind, problem, base))
+                    continue
+                for max_seqs in sorted(set(constraints.max_seqs)):
+                    for chunked in constraints.chunked_prefill:
+                        candidates.append(
+                            Candidate(
+                                id=len(candidates),
+                                offer=offer,
+                                precision=precision.name,
+                                tp=tp,
+                                max_seqs=max_seqs,
+                                chunked_prefill=chunked,
+                                quality_delta_pct=precision.quality_delta_pct,
+                            )
+                        )
+    return candidates, rejected
+
+
+def _fits(
+    gpu: str, model: str, precision: str, tp: int, constraints: Constraints, catalog: Catalog
+) -> str | None:
+    """None when the deployment is possible, else what is wrong with it."""
+    try:
+        deployment = Deployment(
+            gpu=catalog.gpus.get(gpu),
+            model=catalog.models.get(model),
+            precision=catalog.precisions.get(precision),
+            tp=tp,
+            kv_bytes=1.0 if constraints.kv_cache == "fp8" else 2.0,
+        )
+        _ = deployment.kv_capacity_tokens
+    except UnsupportedError as exc:
+        return str(exc)
+    return None

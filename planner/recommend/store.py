@@ -1,0 +1,79 @@
+"""Saving recommendations to the store and reading them back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from planner.errors import NotFoundError
+from planner.recommend.engine import Recommendation
+from planner.store.recommend_models import RecommendationRun
+
+
+def _json_ready(data: dict[str, Any]) -> dict[str, Any]:
+    """Plain JSON (no NaN/inf, which PostgreSQL's JSON rejects): floats that are not finite
+    become None."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, float) and (value != value or value in (float("inf"), -float("inf"))):
+            return None
+        if isinstance(value, dict):
+            return {str(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        return value
+
+    cleaned: dict[str, Any] = json.loads(json.dumps(clean(data), default=str))
+    return cleaned
+
+
+def save_recommendation(session: Session, result: Recommendation) -> RecommendationRun:
+    data = _json_ready(result.to_dict())
+    winner = result.winner
+    plan = result.plan
+    run = RecommendationRun(
+        demand_source=str(result.demand["source"]),
+        model=str(result.request["constraints"]["model"]),
+        winner=(
+            f"{winner['provider']}/{winner['region']}/{winner['instance_type']} "
+            f"{winner['precision']} TP{winner['tp']}"
+            if winner
+            else None
+        ),
+        monthly_usd=plan["chosen"]["monthly_usd"] if plan else None,
+        purchase=plan["chosen"]["option"] if plan else None,
+        request=data["request"],
+        result=data,
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+def load_recommendation(session: Session, recommendation_id: int) -> RecommendationRun:
+    run = session.get(RecommendationRun, recommendation_id)
+    if run is None:
+        raise NotFoundError(
+            f"no stored recommendation #{recommendation_id} (see `planner recommendations list`)"
+        )
+    return run
+
+
+def list_recommendations(session: Session) -> list[RecommendationRun]:
+    query = select(RecommendationRun).order_by(RecommendationRun.created_at, RecommendationRun.id)
+    return list(session.scalars(query))
+
+
+def brief(run: RecommendationRun) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "created_at": run.created_at.isoformat(),
+        "demand_source": run.demand_source,
+        "model": run.model,
+        "winner": run.winner,
+        "monthly_usd": run.monthly_usd,
+        "purchase": run.purchase,
+    }

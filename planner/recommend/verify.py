@@ -1,0 +1,278 @@
+"""Verification: a screened candidate's hourly fleet through the discrete-event simulator on
+the real arrival pattern of the hours that matter (the peak window, and the hour where its
+replicas are busiest), with P99s checked against every class's targets.
+
+Tasks are pure functions of their inputs, so a sweep gives the same results serially, on a
+local process pool, or on a Dask cluster (``--dask``); results come back in task order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.errors import UsageError
+from planner.latency.profile import Profile
+from planner.simulate.fleet import FleetConfig
+from planner.simulate.metrics import SLO
+from planner.simulate.run import ServingSpec, simulate
+from planner.simulate.workload import Workload
+
+Window = tuple[int, int]  # [first hour, last hour) of the horizon
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class VerifyTask:
+    candidate_id: int
+    attempt: int
+    serving: ServingSpec
+    profile: Profile
+    windows: tuple[Window, ...]
+    replicas: tuple[int, ...]  # replicas each hour of the horizon
+    gpus_per_replica: int
+    slos: dict[str, SLO]
+    min_attainment: float | None
+    seed: int
+
+
+@dataclass(frozen=True)
+class Miss:
+    klass: str
+    metric: str  # ttft, tpot, e2e, attainment, refused
+    value: float
+    target: float
+
+    @property
+    def over_pct(self) -> float:
+        return (self.value / self.target - 1) * 100 if self.target else 100.0
+
+    def describe(self) -> str:
+        if self.metric == "attainment":
+            return (
+                f"{self.klass}: SLO attainment {self.value:.2%} below the {self.target:.2%} "
+                "required"
+            )
+        if self.metric == "refused":
+            return f"{self.klass}: {self.value:.0f} requests refused (longer than the KV cache)"
+        return (
+            f"{self.klass}: P99 {self.metric.upper()} {self.value * 1e3:,.0f} ms over the "
+            f"{self.target * 1e3:,.0f} ms target (+{self.over_pct:.0f}%)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "class": self.klass,
+            "metric": self.metric,
+            "value": self.value,
+            "target": self.target,
+            "over_pct": self.over_pct,
+            "detail": self.describe(),
+        }
+
+
+@dataclass(frozen=True)
+class Verification:
+    candidate_id: int
+    attempt: int
+    windows: tuple[Window, ...]
+    p99: dict[str, dict[str, float | None]]  # class -> ttft/tpot/e2e (s), worst window
+    attainment: dict[str, float | None]  # class -> share meeting every target
+    requests: int
+    refused: int
+    wall_s: float
+    misses: tuple[Miss, ...] = field(default_factory=tuple)
+
+    @property
+    def passed(self) -> bool:
+        return not self.misses
+
+    def worst(self, metric: str) -> float | None:
+        values = [v[metric] for v in self.p99.values() if v.get(metric) is not None]
+        return max(v for v in values if v is not None) if values else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "passed": self.passed,
+            "windows": [list(w) for w in self.windows],
+            "p99": self.p99,
+            "attainment": self.attainment,
+            "requests": self.requests,
+            "refused": self.refused,
+            "simulation_wall_s": self.wall_s,
+            "misses": [m.to_dict() for m in self.misses],
+        }
+
+
+def verify(task: VerifyTask, workloads: Mapping[Window, Workload]) -> Verification:
+    """Simulate the task's windows and check every class's P99s and attainment."""
+    p99: dict[str, dict[str, float | None]] = {}
+    met: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    requests = refused = 0
+    wall = 0.0
+    for first, last in task.windows:
+        workload = workloads[(first, last)]
+        if len(workload) == 0:
+            continue
+        schedule = list(task.replicas[first:last])
+        result = simulate(
+            workload,
+            task.serving,
+            FleetConfig(schedule=schedule, gpus_per_replica=task.gpus_per_replica, seed=task.seed),
+            task.profile,
+            slos=task.slos,
+        )
+        wall += result.wall_s
+        requests += result.requests
+        refused += result.fleet.rejected_too_long + result.fleet.rejected_no_replica
+        for name, stats in result.summary["classes"].items():
+            worst = p99.setdefault(name, {"ttft": None, "tpot": None, "e2e": None})
+            for metric in ("ttft", "tpot", "e2e"):
+                value = stats[metric]["p99"]
+                if value is not None and (worst[metric] is None or value > worst[metric]):
+                    worst[metric] = value
+            met[name] = met.get(name, 0) + stats["slo_met"]
+            seen[name] = seen.get(name, 0) + stats["requests"]
+    attainment = {name: (met[name] / seen[name] if seen[name] else None) for name in seen}
+    misses: list[Miss] = []
+    for name, slo in task.slos.items():
+        worst = p99.get(name, {})
+        for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)):
+            value = worst.get(metric)
+            if target is not None and value is not None and value > target:
+                misses.append(Miss(name, metric, value, target))
+        share = attainment.get(name)
+        if task.min_attainment is not None and share is not None and share < task.min_attainment:
+            misses.append(Miss(name, "attainment", share, task.min_attainment))
+    if refused:
+        misses.append(Miss("all", "refused", float(refused), 0.0))
+    return Verification(
+        task.candidate_id,
+        task.attempt,
+        task.windows,
+        p99,
+        attainment,
+        requests,
+        refused,
+        wall,
+        tuple(misses),
+    )
+
+
+# --- running many: serially, on a process pool, on Dask ----------------------------------------
+
+_WORKLOADS: Mapping[Window, Workload] = {}
+
+
+def _init_worker(workloads: Mapping[Window, Workload]) -> None:
+    global _WORKLOADS
+    _WORKLOADS = workloads
+
+
+def _verify_in_worker(task: VerifyTask) -> Verification:
+    return verify(task, _WORKLOADS)
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+
+
+class Runner:
+    """Runs verification tasks; one runner serves every round of a sweep (a pool or a Dask
+    cluster starts once). ``workers=1`` runs in this process."""
+
+    def __init__(self, workers: int = 0, dask: str | None = None) -> None:
+        self.workers = workers or default_workers()
+        self.dask = dask
+        self._client: Any = None
+        self._cluster: Any = None
+
+    @property
+    def description(self) -> str:
+        if self.dask is not None:
+            return f"dask {self.dask}"
+        return "serial" if self.workers == 1 else f"{self.workers} local processes"
+
+    def __enter__(self) -> Runner:
+        if self.dask is not None:
+            self._start_dask()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+    def _start_dask(self) -> None:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError as exc:  # pragma: no cover - a dependency
+            raise UsageError("--dask needs the 'distributed' package") from exc
+        if self.dask == "local":
+            self._cluster = LocalCluster(
+                n_workers=self.workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+            )
+            self._client = Client(self._cluster)
+        else:
+            try:
+                self._client = Client(self.dask, timeout=10)
+            except OSError as exc:
+                raise UsageError(
+                    f"--dask {self.dask}: could not reach the Dask scheduler ({exc})"
+                ) from exc
+
+    def run(
+        self,
+        tasks: Sequence[VerifyTask],
+        workloads: Mapping[Window, Workload],
+        progress: Progress | None = None,
+    ) -> list[Verification]:
+        """Verifications in the order of ``tasks``."""
+        if not tasks:
+            return []
+        if self._client is not None:
+            return self._run_dask(tasks, workloads, progress)
+        if self.workers == 1 or len(tasks) == 1:
+            results = []
+            for i, task in enumerate(tasks):
+                results.append(verify(task, workloads))
+                if progress:
+                    progress(i + 1, len(tasks))
+            return results
+        with ProcessPoolExecutor(
+            max_workers=min(self.workers, len(tasks)),
+            initializer=_init_worker,
+            initargs=(dict(workloads),),
+        ) as pool:
+            results = []
+            for i, result in enumerate(pool.map(_verify_in_worker, tasks)):
+                results.append(result)
+                if progress:
+                    progress(i + 1, len(tasks))
+            return results
+
+    def _run_dask(
+        self,
+        tasks: Sequence[VerifyTask],
+        workloads: Mapping[Window, Workload],
+        progress: Progress | None,
+    ) -> list[Verification]:
+        from distributed import as_completed
+
+        client = self._client
+        [shared] = client.scatter([dict(workloads)], broadcast=True)  # one object, every worker
+        futures = [client.submit(verify, task, shared, pure=False) for task in tasks]
+        for done, _ in enumerate(as_completed(futures), start=1):
+            if progress:
+                progress(done, len(tasks))
+        results: list[Verification] = client.gather(futures)
+        return results
