@@ -6,7 +6,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -164,6 +164,8 @@ def recommend(
     # cheapest first; on a tie the smaller quality loss, then the catalog order
     affordable.sort(key=_rank_key)
 
+    screen_s = time.perf_counter() - began
+
     # --- verify: the cheapest first; more while an unverified one could still be cheaper ----
     peak = _peak_window(rates, options.verify_hours)
     workloads: dict[Window, Workload] = {}
@@ -172,6 +174,7 @@ def recommend(
     queue = _next_batch(remaining, options.verify_top, math.inf)
     rounds = 0
     compared = False
+    simulated: dict[tuple[Any, ...], Verification] = {}
     own_runner = runner is None
     active_runner = runner or Runner(options.workers, options.dask)
     if own_runner:
@@ -188,7 +191,7 @@ def recommend(
                 report = partial(progress, stage) if progress else None
                 if report:
                     report(0, len(tasks))
-                results = active_runner.run(tasks, workloads, report)
+                results = _run_once_each(active_runner, tasks, workloads, simulated, report)
                 failed = []
                 for s, result in zip(pending, results, strict=True):
                     s.verifications.append(result)
@@ -287,10 +290,12 @@ def recommend(
             "screened": len(candidates),
             "passed_screen": len(screened),
             "verified": len(verified),
-            "simulations": sum(len(s.verifications) for s in verified),
+            "verifications": sum(len(s.verifications) for s in verified),
+            "simulations": len(simulated),
             "verify_rounds": rounds,
             "peak_window_hours": list(peak),
             "runner": active_runner.description,
+            "screen_s": screen_s,
             "wall_s": time.perf_counter() - began,
         },
         hourly=hourly,
@@ -318,6 +323,28 @@ def _next_batch(remaining: list[Screened], size: int, below: float) -> list[Scre
         batch.append(s)
         remaining.remove(s)
     return batch
+
+
+def _run_once_each(
+    runner: Runner,
+    tasks: list[VerifyTask],
+    workloads: dict[Window, Workload],
+    simulated: dict[tuple[Any, ...], Verification],
+    report: Callable[[int, int], None] | None,
+) -> list[Verification]:
+    """Verifications of ``tasks``, simulating each distinct fleet once (``simulated`` keeps
+    the results across rounds)."""
+    fresh: dict[tuple[Any, ...], VerifyTask] = {}
+    for task in tasks:
+        key = task.simulation_key()
+        if key not in simulated:
+            fresh.setdefault(key, task)
+    for key, result in zip(fresh, runner.run(list(fresh.values()), workloads, report), strict=True):
+        simulated[key] = result
+    return [
+        replace(simulated[t.simulation_key()], candidate_id=t.candidate_id, attempt=t.attempt)
+        for t in tasks
+    ]
 
 
 def _best_per_gpu(remaining: list[Screened], done: set[str]) -> list[Screened]:

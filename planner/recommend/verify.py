@@ -38,6 +38,12 @@ class VerifyTask:
     min_attainment: float | None
     seed: int
 
+    def simulation_key(self) -> tuple[Any, ...]:
+        """What the simulation depends on besides the shared targets: candidates on different
+        instance types or regions with the same replicas and engine simulate identically."""
+        fleet = tuple(tuple(self.replicas[a:b]) for a, b in self.windows)
+        return (self.serving, self.profile, self.windows, fleet, self.gpus_per_replica, self.seed)
+
 
 @dataclass(frozen=True)
 class Miss:
@@ -166,16 +172,9 @@ def verify(task: VerifyTask, workloads: Mapping[Window, Workload]) -> Verificati
 
 # --- running many: serially, on a process pool, on Dask ----------------------------------------
 
-_WORKLOADS: Mapping[Window, Workload] = {}
 
-
-def _init_worker(workloads: Mapping[Window, Workload]) -> None:
-    global _WORKLOADS
-    _WORKLOADS = workloads
-
-
-def _verify_in_worker(task: VerifyTask) -> Verification:
-    return verify(task, _WORKLOADS)
+def _verify_own(task: VerifyTask, workloads: dict[Window, Workload]) -> Verification:
+    return verify(task, workloads)
 
 
 def default_workers() -> int:
@@ -191,6 +190,7 @@ class Runner:
         self.dask = dask
         self._client: Any = None
         self._cluster: Any = None
+        self._pool: ProcessPoolExecutor | None = None  # started on first use, kept for all rounds
 
     @property
     def description(self) -> str:
@@ -204,6 +204,8 @@ class Runner:
         return self
 
     def __exit__(self, *_: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
         if self._client is not None:
             self._client.close()
         if self._cluster is not None:
@@ -248,17 +250,19 @@ class Runner:
                 if progress:
                     progress(i + 1, len(tasks))
             return results
-        with ProcessPoolExecutor(
-            max_workers=min(self.workers, len(tasks)),
-            initializer=_init_worker,
-            initargs=(dict(workloads),),
-        ) as pool:
-            results = []
-            for i, result in enumerate(pool.map(_verify_in_worker, tasks)):
-                results.append(result)
-                if progress:
-                    progress(i + 1, len(tasks))
-            return results
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+        # each task carries only its own windows' requests
+        futures = [
+            self._pool.submit(_verify_own, task, {w: workloads[w] for w in task.windows})
+            for task in tasks
+        ]
+        results = []
+        for i, future in enumerate(futures):
+            results.append(future.result())
+            if progress:
+                progress(i + 1, len(tasks))
+        return results
 
     def _run_dask(
         self,
