@@ -34,6 +34,9 @@ demo: $(VENV)/.installed
 	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner forecast --series data/samples/servegen_rates_10min.csv \
 		--model m-small --horizon 7d --demand-out $(DEMO_HOME)/demand.csv \
 		--plot $(DEMO_HOME)/forecast.html
+	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner recommend --demand $(DEMO_HOME)/demand.csv \
+		--tokens-from demo-azure-conv --load-scale 0.01 --model llama-3.1-8b \
+		--slo-ttft-p99 2s --slo-tpot-p99 200ms
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

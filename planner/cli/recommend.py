@@ -225,6 +225,9 @@ def recommend_command(
     max_attempts: int = typer.Option(
         3, "--max-attempts", min=1, help="Simulations per candidate, adding replicas each time."
     ),
+    tighten_steps: int = typer.Option(
+        3, "--tighten-steps", min=0, help="Tries to serve the winner's load on fewer replicas."
+    ),
     compare_gpus: bool = typer.Option(
         True,
         "--compare-gpus/--no-compare-gpus",
@@ -274,6 +277,7 @@ def recommend_command(
         verify_hours=verify_hours,
         max_attempts=max_attempts,
         compare_gpus=compare_gpus,
+        tighten_steps=tighten_steps,
         seed=seed,
         workers=workers,
         dask=dask,

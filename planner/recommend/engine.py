@@ -35,6 +35,7 @@ ProfileFor = Callable[[str], Profile]
 Progress = Callable[[str, int, int], None]
 SENSITIVITY = {"-20%": 0.8, "+20%": 1.2}
 ENGINE_VARIANTS_PER_GROUP = 2
+TIGHTEN_FACTOR = 1.05  # load per replica added at each tightening step (then rounded up)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Screened:
     instances: NDArray[np.int64]
     plan: PlanChoice
     verifications: list[Verification] = field(default_factory=list)
+    tightened: int = 0  # steps the winner's fleet shrank below the screen's size, verified
 
     @property
     def monthly_usd(self) -> float:
@@ -212,6 +214,25 @@ def recommend(
                 # the best of every other GPU type, so the table answers "what would X cost"
                 compared = True
                 queue = _best_per_gpu(remaining, {s.candidate.offer.gpu for s in verified})
+        leaders = [s for s in verified if s.verified and s.verified.passed]
+        if leaders and options.tighten_steps:
+            # the screen is conservative (docs/recommender.md): try the winner on fewer replicas
+            leader = min(leaders, key=_rank_key)
+            for _ in range(options.tighten_steps):
+                smaller = _resized(leader, TIGHTEN_FACTOR, rates, request, spot)
+                if smaller is None:
+                    break
+                task = _task(
+                    smaller, len(leader.verifications) + 1, peak, request, profiles, workloads
+                )
+                stage = f"tighten (step {leader.tightened + 1})"
+                report = partial(progress, stage) if progress else None
+                [result] = _run_once_each(active_runner, [task], workloads, simulated, report)
+                if not result.passed:
+                    break
+                _adopt(leader, smaller)
+                leader.verifications.append(result)
+                leader.tightened += 1
     finally:
         if own_runner:
             active_runner.__exit__(None, None, None)
@@ -374,18 +395,42 @@ def _size(
     return Screened(cand, capacity, rps, instances * cand.replicas_per_instance, instances, plan)
 
 
+def _resized(
+    s: Screened,
+    factor: float,
+    rates: NDArray[np.float64],
+    request: Request,
+    spot: float,
+) -> Screened | None:
+    """The candidate sized for ``factor`` times its load per replica (below 1: more
+    replicas), stepping until the fleet changes in some hour; None when it cannot (the
+    replica's throughput or the minimum fleet is reached)."""
+    rps = s.rps_per_replica
+    for _ in range(40):
+        rps *= factor
+        if rps > 2 * s.capacity.max_rps:  # far past the screen's throughput: give up
+            return None
+        other = _size(s.candidate, s.capacity, rps, rates, request, spot)
+        changed = other.instances > s.instances if factor < 1 else other.instances < s.instances
+        if np.any(changed):
+            other.verifications = s.verifications
+            other.tightened = s.tightened
+            return other
+    return None
+
+
+def _adopt(s: Screened, other: Screened) -> None:
+    s.rps_per_replica = other.rps_per_replica
+    s.replicas, s.instances, s.plan = other.replicas, other.instances, other.plan
+
+
 def _escalate(
     s: Screened, factor: float, rates: NDArray[np.float64], request: Request, spot: float
 ) -> None:
     """Size the candidate for less load per replica, until the fleet actually grows."""
-    rps = s.rps_per_replica
-    for _ in range(20):
-        rps *= factor
-        bigger = _size(s.candidate, s.capacity, rps, rates, request, spot)
-        if np.any(bigger.instances > s.instances):
-            break
-    s.rps_per_replica = bigger.rps_per_replica
-    s.replicas, s.instances, s.plan = bigger.replicas, bigger.instances, bigger.plan
+    bigger = _resized(s, factor, rates, request, spot)
+    if bigger is not None:
+        _adopt(s, bigger)
 
 
 def _peak_window(rates: NDArray[np.float64], hours: int) -> Window:
@@ -455,6 +500,7 @@ def _row(s: Screened, request: Request, tokens: tuple[float, float]) -> dict[str
         **s.candidate.describe(),
         "verified": bool(v and v.passed),
         "attempts": len(s.verifications),
+        "tightened_steps": s.tightened,
         "monthly_usd": monthly,
         "on_demand_monthly_usd": next(
             c.monthly_usd

@@ -203,6 +203,7 @@ class SearchOptions:
     verify_hours: int = 1  # consecutive hours around the peak, simulated
     max_attempts: int = 3  # a candidate that misses is re-verified with more replicas
     escalation: float = 0.85  # capacity per replica kept at each new attempt
+    tighten_steps: int = 3  # tries to serve the winner's load with fewer replicas
     compare_gpus: bool = True  # also verify the cheapest candidate of every other GPU type
     seed: int = 0
     workers: int = 0  # processes for the verification; 0: one per core
@@ -214,6 +215,8 @@ class SearchOptions:
             raise UsageError("--verify-top must be at least 1: only verified fleets are named")
         if self.verify_hours < 1:
             raise UsageError("--verify-hours must be at least 1")
+        if self.tighten_steps < 0:
+            raise UsageError("--tighten-steps cannot be negative")
         if self.max_attempts < 1 or not 0 < self.escalation < 1:
             raise UsageError("attempts must be >= 1 and the escalation factor in (0, 1)")
 

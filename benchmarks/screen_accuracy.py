@@ -1,0 +1,117 @@
+"""How close the recommender's analytic screen comes to the simulator.
+
+For several deployments of llama-3.1-8b and llama-3.1-70b, with the Azure conversation sample's
+request lengths and P99 targets TTFT 2 s / TPOT 200 ms, compare the screen's capacity (requests/s
+one replica serves within the targets) with the simulator's: the highest Poisson arrival rate at
+which a fleet of ``--replicas`` replicas still meets both P99 targets over ``--minutes`` of
+simulated time, found by bisection. A ratio below 1 means the screen is conservative.
+
+    python benchmarks/screen_accuracy.py [--replicas 4] [--minutes 30] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.latency.model import LatencyModel
+from planner.latency.profile import choose_profile, load_bundled_profiles
+from planner.recommend.screen import Lengths, replica_capacity
+from planner.simulate.fleet import FleetConfig
+from planner.simulate.metrics import SLO
+from planner.simulate.run import ServingSpec, simulate
+from planner.simulate.workload import RateCurve, synthetic
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "data" / "samples" / "azure_llm_conv_2023.csv.gz"
+TARGET = SLO(ttft_s=2.0, tpot_s=0.2)
+CASES = [
+    ServingSpec("L4", "llama-3.1-8b", "fp8", max_seqs=128),
+    ServingSpec("A10G", "llama-3.1-8b", "bf16", max_seqs=128),
+    ServingSpec("L40S", "llama-3.1-8b", "fp8", max_seqs=256),
+    ServingSpec("A100-80GB", "llama-3.1-8b", "bf16", max_seqs=256),
+    ServingSpec("H100-SXM", "llama-3.1-8b", "fp8", max_seqs=256),
+    ServingSpec("H100-SXM", "llama-3.1-70b", "fp8", tp=4, max_seqs=256),
+    ServingSpec("H100-SXM", "llama-3.1-8b", "bf16", max_seqs=256, chunked_prefill=False),
+]
+
+
+def meets(
+    spec: ServingSpec, rps: float, replicas: int, minutes: float, lengths: Lengths
+) -> tuple[bool, float, float]:
+    profile = choose_profile(load_bundled_profiles(), spec.gpu)
+    hours = minutes / 60
+    curve = RateCurve(datetime(2025, 1, 6, tzinfo=UTC), np.array([rps * replicas * 3600.0]))
+    workload = synthetic(curve, lengths.inputs, lengths.outputs, seed=1)
+    workload = workload.window(0.0, hours * 3600)
+    result = simulate(
+        workload, spec, FleetConfig(replicas={"on-demand": replicas}), profile, slos={}
+    )
+    stats = result.summary["all"]
+    ttft, tpot = stats["ttft"]["p99"], stats["tpot"]["p99"]
+    ok = stats["rejected"] == 0 and ttft <= TARGET.ttft_s and tpot <= TARGET.tpot_s
+    return ok, ttft, tpot
+
+
+def one(spec: ServingSpec, replicas: int, minutes: float, lengths: Lengths) -> dict[str, Any]:
+    profile = choose_profile(load_bundled_profiles(), spec.gpu)
+    model = LatencyModel(spec.deployment(), profile)
+    screen = replica_capacity(
+        model, lengths, TARGET, max_seqs=spec.max_seqs, chunked_prefill=spec.chunked_prefill
+    )
+    low, high = 0.0, max(screen.max_rps, screen.rps) * 1.5
+    for _ in range(9):
+        mid = (low + high) / 2
+        ok, _, _ = meets(spec, mid, replicas, minutes, lengths)
+        low, high = (mid, high) if ok else (low, mid)
+    _, ttft, tpot = meets(spec, screen.rps, replicas, minutes, lengths)
+    return {
+        "deployment": f"{spec.model} {spec.precision} TP{spec.tp} on {spec.gpu}"
+        + ("" if spec.chunked_prefill else ", no chunked prefill"),
+        "screen_rps": round(screen.rps, 3),
+        "screen_binding": screen.binding,
+        "simulated_rps": round(low, 3),
+        "ratio": round(screen.rps / low, 3) if low else None,
+        "sim_p99_ttft_at_screen_s": round(ttft, 3),
+        "sim_p99_tpot_at_screen_s": round(tpot, 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", type=int, default=4)
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    frame = pd.read_csv(SAMPLE)
+    lengths = Lengths(
+        frame["ContextTokens"].to_numpy(np.int64), frame["GeneratedTokens"].to_numpy(np.int64)
+    )
+    began = time.perf_counter()
+    rows = [one(spec, args.replicas, args.minutes, lengths) for spec in CASES]
+    for r in rows:
+        print(
+            f"{r['deployment']:<55} screen {r['screen_rps']:7.2f} ({r['screen_binding']:<5}) "
+            f"simulated {r['simulated_rps']:7.2f}  ratio {r['ratio']}  sim P99 at screen: TTFT "
+            f"{r['sim_p99_ttft_at_screen_s']:.2f} s, TPOT {r['sim_p99_tpot_at_screen_s']:.3f} s"
+        )
+    ratios = [r["ratio"] for r in rows if r["ratio"]]
+    print(
+        f"ratio screen/simulated: median {np.median(ratios):.2f}, min {min(ratios):.2f}, "
+        f"max {max(ratios):.2f} ({time.perf_counter() - began:.0f} s)"
+    )
+    if args.json:
+        payload = {"machine": platform.platform(), "replicas": args.replicas, "rows": rows}
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
