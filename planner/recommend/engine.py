@@ -237,7 +237,20 @@ def recommend(
         if own_runner:
             active_runner.__exit__(None, None, None)
 
-    passed = sorted((s for s in verified if s.verified and s.verified.passed), key=_rank_key)
+    passed = []
+    for s in sorted((s for s in verified if s.verified and s.verified.passed), key=_rank_key):
+        if budget is not None and s.monthly_usd > budget:  # grown by failed verifications
+            rejected.append(
+                Rejection(
+                    "budget",
+                    "over-budget",
+                    f"${s.monthly_usd:,.0f}/month once verified ({len(s.verifications)} "
+                    f"simulations grew the fleet), budget ${budget:,.0f}",
+                    s.candidate.describe(),
+                )
+            )
+        else:
+            passed.append(s)
     for s in verified:
         if s.verified and not s.verified.passed:
             misses = "; ".join(m.describe() for m in s.verified.misses)
@@ -283,6 +296,12 @@ def recommend(
         plan = commitment_plan(winner.instances, winner.candidate.offer, constraints, spot, resize)
         hourly["replicas"] = winner.replicas.astype(float).tolist()
         hourly["instances"] = winner.instances.astype(float).tolist()
+    elif screened and not affordable and budget is not None:
+        cheapest_screened = min(s.monthly_usd for s in screened)
+        notes.append(
+            f"every configuration that passed the screen costs more than the ${budget:,.0f} "
+            f"budget (the cheapest ${cheapest_screened:,.0f}/month); nothing was simulated"
+        )
     else:
         notes.append(
             "no configuration met the targets in simulation: loosen a target, allow more GPU "
@@ -451,7 +470,10 @@ def _task(
 ) -> VerifyTask:
     """The peak window, plus the hour where this fleet's replicas are busiest if outside it."""
     rates = request.demand.curve.requests_per_hour
-    per_replica = np.where(s.replicas > 0, rates / np.maximum(s.replicas, 1), np.inf)
+    # load per replica; an hour with requests and no replica is the worst, an idle one the least
+    per_replica = np.where(
+        s.replicas > 0, rates / np.maximum(s.replicas, 1), np.where(rates > 0, np.inf, 0.0)
+    )
     busiest = int(np.argmax(per_replica))
     windows: list[Window] = [peak]
     if not peak[0] <= busiest < peak[1]:
@@ -529,19 +551,20 @@ def _row(s: Screened, request: Request, tokens: tuple[float, float]) -> dict[str
 
 def _pareto(passed: list[Screened]) -> list[int]:
     """Candidate ids on the cost-vs-P99 front: no other verified candidate is at least as
-    cheap and as fast (P99 TTFT and TPOT) and better in one."""
+    cheap, as fast (P99 TTFT and TPOT) and as accurate (quality loss) and better in one."""
     points = []
     for s in passed:
         v = s.verified
         assert v is not None
+        loss = -s.candidate.quality_delta_pct
         points.append(
-            (s.candidate.id, s.monthly_usd, v.worst("ttft") or 0.0, v.worst("tpot") or 0.0)
+            (s.candidate.id, (s.monthly_usd, v.worst("ttft") or 0.0, v.worst("tpot") or 0.0, loss))
         )
     front = []
-    for cid, cost, ttft, tpot in points:
+    for cid, mine in points:
         dominated = any(
-            c2 <= cost and t2 <= ttft and p2 <= tpot and (c2, t2, p2) != (cost, ttft, tpot)
-            for _, c2, t2, p2 in points
+            all(a <= b for a, b in zip(other, mine, strict=True)) and other != mine
+            for _, other in points
         )
         if not dominated:
             front.append(cid)

@@ -83,8 +83,13 @@ class Demand:
         if self.replay is not None:
             return self.replay.window(first_hour * HOUR_S, last_hour * HOUR_S)
         rates = self.curve.requests_per_hour[first_hour:last_hour]
-        curve = RateCurve(self.curve.start + timedelta(hours=first_hour), rates)
-        return synthetic(curve, self.inputs, self.outputs, seed=seed)
+        start = self.curve.start + timedelta(hours=first_hour)
+        if rates.sum() <= 0:  # idle hours: nothing to serve
+            empty = np.zeros(0, dtype=np.int64)
+            return Workload(
+                start, np.zeros(0), empty, empty, np.zeros(0, dtype=np.int16), self.classes
+            )
+        return synthetic(RateCurve(start, rates), self.inputs, self.outputs, seed=seed)
 
     def summary(self) -> dict[str, Any]:
         rates = self.curve.requests_per_hour

@@ -207,7 +207,7 @@ def enumerate_candidates(
                             "space",
                             "quality",
                             f"{precision.name} loses about {loss:g} accuracy points "
-                            f"({precision.quality_source.split(':')[0]}); at most "
+                            f"({precision.quality_source.split(': ')[0]}); at most "
                             f"{constraints.max_quality_loss_pct:g} allowed",
                             base,
                         )

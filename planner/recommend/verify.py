@@ -273,7 +273,12 @@ class Runner:
         from distributed import as_completed
 
         client = self._client
-        [shared] = client.scatter([dict(workloads)], broadcast=True)  # one object, every worker
+        # hash=False: a fresh key each run; content-hashed keys collide with the previous run's
+        # copy while it is being released and cancel the tasks (dask/distributed#8576).
+        # One object (the dict of windows), sent to every worker.
+        [shared] = client.scatter(
+            [dict(workloads)], broadcast=True, hash=False
+        )  # one object, every worker
         futures = [client.submit(verify, task, shared, pure=False) for task in tasks]
         for done, _ in enumerate(as_completed(futures), start=1):
             if progress:

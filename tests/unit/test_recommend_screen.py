@@ -1,0 +1,426 @@
+"""The recommender's analytic screen (planner.recommend.screen) and its search space
+(planner.recommend.space): capacity under P99 targets, hourly fleet sizes, the candidates the
+price sheets and the catalog allow, and how far the screen is from the simulator."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import cache
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.typing import NDArray
+
+from planner.errors import UsageError
+from planner.latency.model import LatencyModel
+from planner.latency.profile import Profile, choose_profile, load_bundled_profiles
+from planner.recommend.inputs import Constraints
+from planner.recommend.screen import (
+    Capacity,
+    Lengths,
+    hourly_instances,
+    hourly_replicas,
+    replica_capacity,
+)
+from planner.recommend.space import Candidate, Rejection, enumerate_candidates, offers
+from planner.simulate.fleet import FleetConfig
+from planner.simulate.metrics import SLO
+from planner.simulate.run import ServingSpec, simulate
+from planner.simulate.workload import HOUR_S, RateCurve, synthetic
+from pricing.model import PricePoint, Provider, PurchaseOption
+from tests.conftest import DEMO_SAMPLE
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+MODEL = "llama-3.1-8b"
+GPU = "H100-SXM"
+ALL_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4-awq")
+
+
+@cache
+def demo_lengths() -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(input, output) token counts of the demo sample (19,365 Azure conversation requests)."""
+    frame = pd.read_csv(DEMO_SAMPLE)
+    return (
+        frame["ContextTokens"].to_numpy(np.int64),
+        frame["GeneratedTokens"].to_numpy(np.int64),
+    )
+
+
+@cache
+def profile(gpu: str = GPU) -> Profile:
+    return choose_profile(load_bundled_profiles(), gpu)
+
+
+def serving(chunked_prefill: bool = True, max_seqs: int = 128) -> ServingSpec:
+    return ServingSpec(
+        gpu=GPU,
+        model=MODEL,
+        precision="bf16",
+        max_seqs=max_seqs,
+        chunked_prefill=chunked_prefill,
+    )
+
+
+def latency_model(spec: ServingSpec) -> LatencyModel:
+    return LatencyModel(spec.deployment(), profile(spec.gpu))
+
+
+def lengths() -> Lengths:
+    inputs, outputs = demo_lengths()
+    return Lengths.sample(inputs, outputs, 4096, seed=0)
+
+
+def capacity(slo: SLO, chunked_prefill: bool = True, max_seqs: int = 128) -> Capacity:
+    spec = serving(chunked_prefill, max_seqs)
+    return replica_capacity(
+        latency_model(spec), lengths(), slo, max_seqs=max_seqs, chunked_prefill=chunked_prefill
+    )
+
+
+# --- replica_capacity ------------------------------------------------------------------------
+
+
+def test_capacity_grows_as_the_ttft_target_loosens() -> None:
+    targets = (0.25, 0.3, 0.4)
+    found = [capacity(SLO(ttft_s=t, tpot_s=0.05)) for t in targets]
+    rates = [c.rps for c in found]
+    assert rates[0] > 0
+    assert rates == sorted(rates) and len(set(rates)) == len(rates)  # strictly increasing
+    for c in found:
+        assert c.binding == "ttft"  # the TTFT target is what stops each of them
+        assert c.rps < c.max_rps
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+@pytest.mark.parametrize(
+    ("ttft", "tpot", "e2e"),
+    [(0.3, 0.05, None), (0.4, 0.05, None), (1.0, 0.03, None), (2.0, 0.1, 30.0), (None, None, 8.0)],
+)
+def test_predicted_p99s_at_the_capacity_meet_the_targets(
+    chunked: bool, ttft: float | None, tpot: float | None, e2e: float | None
+) -> None:
+    slo = SLO(ttft_s=ttft, tpot_s=tpot, e2e_s=e2e)
+    c = capacity(slo, chunked_prefill=chunked)
+    assert c.rps > 0
+    assert c.miss(slo) is None
+    for value, target in ((c.ttft_p99_s, ttft), (c.tpot_p99_s, tpot), (c.e2e_p99_s, e2e)):
+        if target is not None:
+            assert value <= target
+    assert c.binding in ("ttft", "tpot", "e2e", "batch")
+    assert 0 < c.rps <= c.max_rps
+    assert 1 <= c.batch <= 128
+
+
+def test_no_capacity_when_the_ttft_target_is_below_the_unloaded_p99_prefill() -> None:
+    spec = serving()
+    model = latency_model(spec)
+    screen_lengths = lengths()
+    p99_prefill = float(model.prefill_time(screen_lengths.quantile_input(0.99))[()])
+    assert p99_prefill > 0.05  # a ~4,100-token prompt
+    slo = SLO(ttft_s=0.9 * p99_prefill, tpot_s=1.0)
+    c = replica_capacity(model, screen_lengths, slo, max_seqs=128, chunked_prefill=True)
+    assert c.rps == 0.0
+    assert c.binding == "ttft"
+    assert c.batch == 1.0  # the P99s reported are those at the lightest load
+    assert c.ttft_p99_s > slo.ttft_s  # type: ignore[operator]
+    miss = c.miss(slo)
+    assert miss is not None and miss[0] == "ttft"
+    assert c.max_rps > 0  # the replica can serve load; not within this target
+
+
+def test_capacity_is_zero_with_tpot_binding_below_one_decode_step() -> None:
+    c = capacity(SLO(ttft_s=5.0, tpot_s=1e-4))
+    assert (c.rps, c.binding) == (0.0, "tpot")
+
+
+# --- hourly fleet sizes ----------------------------------------------------------------------
+
+
+def test_hourly_replicas_round_up_and_keep_the_minimum() -> None:
+    rps = np.array([0.0, 0.5, 2.0, 2.0001, 5.9, 6.0]) * HOUR_S  # requests per hour
+    replicas = hourly_replicas(rps, 2.0, min_replicas=1)
+    assert replicas.tolist() == [1, 1, 1, 2, 3, 3]
+    assert replicas.dtype == np.int64
+    assert hourly_replicas(rps, 2.0, min_replicas=0).tolist() == [0, 1, 1, 2, 3, 3]
+    assert hourly_replicas(rps, 2.0, min_replicas=4).tolist() == [4, 4, 4, 4, 4, 4]
+    # a rate that is a float hair above a whole multiple is not another replica
+    assert hourly_replicas(np.array([3 * 7.2 * HOUR_S]), 7.2, 0).tolist() == [3]
+    with pytest.raises(ValueError, match="no capacity"):
+        hourly_replicas(rps, 0.0, 1)
+
+
+def test_hourly_instances_pack_replicas_per_instance() -> None:
+    replicas = np.array([0, 1, 2, 4, 5, 8, 9], dtype=np.int64)
+    assert hourly_instances(replicas, 1).tolist() == [0, 1, 2, 4, 5, 8, 9]
+    assert hourly_instances(replicas, 4).tolist() == [0, 1, 1, 1, 2, 2, 3]  # 8 GPUs at TP 2
+    assert hourly_instances(replicas, 8).tolist() == [0, 1, 1, 1, 1, 1, 2]
+
+
+# --- the search space ------------------------------------------------------------------------
+
+
+def point(
+    instance_type: str,
+    gpu: str,
+    gpus: int,
+    usd_per_hour: float,
+    option: PurchaseOption = PurchaseOption.ON_DEMAND,
+    provider: Provider = Provider.AWS,
+    region: str = "us-east-1",
+) -> PricePoint:
+    return PricePoint(
+        provider=provider,
+        region=region,
+        instance_type=instance_type,
+        gpu_model=gpu,
+        gpu_count=gpus,
+        purchase_option=option,
+        usd_per_hour=usd_per_hour,
+        source="test",
+        effective_date="2024-01-01",
+    )
+
+
+PRICES = [
+    point("g5.xlarge", "A10G", 1, 1.0),
+    point("g5.xlarge", "A10G", 1, 0.6, PurchaseOption.RESERVED_1Y),
+    point("g5.12xlarge", "A10G", 4, 5.7),
+    point("g6.xlarge", "L4", 1, 0.8),
+    point("p5.48xlarge", "H100-SXM", 8, 98.0),
+    point("p5.48xlarge", "H100-SXM", 8, 60.0, PurchaseOption.RESERVED_1Y),
+    point("g4dn.xlarge", "T4", 1, 0.5),
+    point("a3-highgpu-1g", "H100-SXM", 1, 11.0, provider=Provider.GCP, region="us-central1"),
+]
+
+
+def space(**overrides: object) -> tuple[list[Candidate], list[Rejection]]:
+    fields: dict[str, object] = {
+        "model": MODEL,
+        "precisions": ALL_PRECISIONS,
+        "max_seqs": (128,),
+        "chunked_prefill": (True,),
+    }
+    fields.update(overrides)
+    return enumerate_candidates(PRICES, Constraints(**fields))  # type: ignore[arg-type]
+
+
+def kinds(candidates: list[Candidate]) -> set[tuple[str, str, int]]:
+    return {(c.offer.instance_type, c.precision, c.tp) for c in candidates}
+
+
+def test_a_70b_model_does_not_fit_one_a10g() -> None:
+    candidates, rejected = space(
+        model="llama-3.1-70b", instance_types=("g5.xlarge",), precisions=("bf16",)
+    )
+    assert candidates == []
+    assert [(r.stage, r.reason) for r in rejected] == [("space", "does-not-fit")]
+    [rejection] = rejected
+    assert "does not fit" in rejection.detail
+    assert rejection.candidate["gpu"] == "A10G"
+    assert rejection.candidate["instance_type"] == "g5.xlarge"
+    assert rejection.to_dict()["reason"] == "does-not-fit"
+
+
+def test_no_quality_loss_keeps_only_full_precision() -> None:
+    candidates, rejected = space(gpus=("H100-SXM",), max_quality_loss_pct=0.0)
+    assert {c.precision for c in candidates} == {"bf16"}
+    assert all(c.quality_delta_pct == 0.0 for c in candidates)
+    quality = [r for r in rejected if r.reason == "quality"]
+    assert {r.candidate["precision"] for r in quality} == {"fp8", "int8", "int4-awq"}
+    assert all(r.stage == "space" for r in quality)
+    # a loss of half a point allows FP8 (about 0.3 points) but not INT8 or INT4 (1.5)
+    candidates, rejected = space(gpus=("H100-SXM",), max_quality_loss_pct=0.5)
+    assert {c.precision for c in candidates} == {"bf16", "fp8"}
+    assert {r.candidate["precision"] for r in rejected if r.reason == "quality"} == {
+        "int8",
+        "int4-awq",
+    }
+    # no limit: every precision the H100 runs
+    candidates, _ = space(gpus=("H100-SXM",))
+    assert {c.precision for c in candidates} == {"bf16", "fp8", "int8", "int4-awq"}
+
+
+def test_tp_degrees_stay_within_the_instance() -> None:
+    candidates, rejected = space(gpus=("A10G",), precisions=("bf16",), tp_degrees=(1, 2, 4, 8))
+    assert kinds(candidates) == {
+        ("g5.xlarge", "bf16", 1),
+        ("g5.12xlarge", "bf16", 1),
+        ("g5.12xlarge", "bf16", 2),
+        ("g5.12xlarge", "bf16", 4),
+    }
+    # nothing larger than the instance, and not rejected either: never generated
+    assert all(r.candidate.get("tp", 1) <= 4 for r in rejected)
+    by_tp = {c.tp: c for c in candidates if c.offer.instance_type == "g5.12xlarge"}
+    assert {tp: c.replicas_per_instance for tp, c in by_tp.items()} == {1: 4, 2: 2, 4: 1}
+    # max_tp caps the degree as well
+    candidates, _ = space(gpus=("H100-SXM",), precisions=("bf16",), max_tp=2)
+    assert {c.tp for c in candidates} == {1, 2}
+
+
+def test_fp16_is_only_the_fallback_where_bf16_is_missing() -> None:
+    # (a small model: llama-3.1-8b in fp16 does not fit a 16 GB T4)
+    candidates, rejected = space(
+        model="tinyllama-1.1b",
+        instance_types=("g5.xlarge", "g4dn.xlarge"),
+        precisions=("bf16", "fp16"),
+    )
+    # A10G has BF16: FP16 would duplicate it. T4 has none: BF16 refused, FP16 kept.
+    assert kinds(candidates) == {("g5.xlarge", "bf16", 1), ("g4dn.xlarge", "fp16", 1)}
+    assert [(r.reason, r.candidate["gpu"], r.candidate["precision"]) for r in rejected] == [
+        ("unsupported", "T4", "bf16")
+    ]
+    # FP16 alone is kept on a BF16 GPU (nothing duplicates it)
+    candidates, _ = space(instance_types=("g5.xlarge",), precisions=("fp16",))
+    assert kinds(candidates) == {("g5.xlarge", "fp16", 1)}
+    # and where it does not fit, it says so
+    _, rejected = space(instance_types=("g4dn.xlarge",), precisions=("fp16",))
+    assert [r.reason for r in rejected] == ["does-not-fit"]
+
+
+def test_precisions_the_gpu_lacks_are_unsupported() -> None:
+    candidates, rejected = space(instance_types=("g5.xlarge",), precisions=("bf16", "fp8"))
+    assert kinds(candidates) == {("g5.xlarge", "bf16", 1)}
+    [rejection] = rejected
+    assert (rejection.reason, rejection.candidate["precision"]) == ("unsupported", "fp8")
+    assert "FP8" in rejection.detail
+
+
+def test_engine_settings_multiply_the_candidates() -> None:
+    candidates, _ = space(
+        instance_types=("g6.xlarge",),
+        precisions=("bf16",),
+        max_seqs=(64, 256, 64),
+        chunked_prefill=(True, False),
+    )
+    assert [(c.max_seqs, c.chunked_prefill) for c in candidates] == [
+        (64, True),
+        (64, False),
+        (256, True),
+        (256, False),
+    ]
+    assert [c.id for c in candidates] == [0, 1, 2, 3]
+    spec = candidates[0].serving(Constraints(model=MODEL, kv_cache="fp8"))
+    assert (spec.gpu, spec.model, spec.precision, spec.kv_cache) == ("L4", MODEL, "bf16", "fp8")
+
+
+def test_an_instance_without_an_on_demand_price_is_not_offered() -> None:
+    points = [
+        point("g5.xlarge", "A10G", 1, 1.0),
+        point("g5.2xlarge", "A10G", 1, 0.7, PurchaseOption.RESERVED_1Y),  # reserved only
+        point("g6.xlarge", "L4", 1, 0.3, PurchaseOption.SPOT),  # spot only
+    ]
+    found = offers(points, Constraints(model=MODEL, max_spot_share=0.5))
+    assert [o.instance_type for o in found] == ["g5.xlarge"]
+    candidates, _ = enumerate_candidates(points, Constraints(model=MODEL, precisions=("bf16",)))
+    assert {c.offer.instance_type for c in candidates} == {"g5.xlarge"}
+
+
+def test_offers_group_the_prices_of_one_instance() -> None:
+    found = offers(PRICES, Constraints(model=MODEL, gpus=("H100-SXM",)))
+    assert [o.label for o in found] == [
+        "aws/us-east-1/p5.48xlarge",
+        "gcp/us-central1/a3-highgpu-1g",
+    ]
+    p5 = found[0]
+    assert (p5.gpu, p5.gpu_count, p5.on_demand) == ("H100-SXM", 8, 98.0)
+    reserved = p5.price(PurchaseOption.RESERVED_1Y)
+    assert reserved is not None and reserved.usd_per_hour == 60.0
+    assert p5.price(PurchaseOption.SPOT) is None
+    prices = p5.prices(commitment=PurchaseOption.RESERVED_1Y)
+    assert (prices.on_demand, prices.reserved) == (98.0, 60.0)
+    # provider and region filters
+    assert [o.label for o in offers(PRICES, Constraints(model=MODEL, providers=("gcp",)))] == [
+        "gcp/us-central1/a3-highgpu-1g"
+    ]
+    assert all(
+        o.region == "us-east-1"
+        for o in offers(PRICES, Constraints(model=MODEL, regions=("us-east-1",)))
+    )
+
+
+def test_offers_refuse_when_nothing_matches() -> None:
+    with pytest.raises(UsageError, match="no instance type with an on-demand price"):
+        offers(PRICES, Constraints(model=MODEL, gpus=("B200",)))
+    with pytest.raises(UsageError, match="no instance type"):
+        offers(PRICES, Constraints(model=MODEL, providers=("azure",)))
+    reserved_only = [point("g5.xlarge", "A10G", 1, 0.6, PurchaseOption.RESERVED_1Y)]
+    with pytest.raises(UsageError):
+        enumerate_candidates(reserved_only, Constraints(model=MODEL))
+
+
+def test_unknown_gpu_is_rejected_not_fatal() -> None:
+    points = [point("x1.big", "NotAGPU-9000", 1, 1.0), point("g6.xlarge", "L4", 1, 0.8)]
+    candidates, rejected = enumerate_candidates(
+        points, Constraints(model=MODEL, precisions=("bf16",), max_seqs=(128,))
+    )
+    assert {c.offer.gpu for c in candidates} == {"L4"}
+    assert [(r.stage, r.reason, r.candidate["instance_type"]) for r in rejected] == [
+        ("space", "unknown-gpu", "x1.big")
+    ]
+
+
+# --- the screen against the simulator ----------------------------------------------------------
+
+
+def simulated_p99(
+    slo: SLO, chunked_prefill: bool, rps: float, seed: int
+) -> tuple[float, float, int]:
+    """P99 TTFT and TPOT of one replica under Poisson arrivals at ``rps`` for 15 minutes."""
+    inputs, outputs = demo_lengths()
+    curve = RateCurve(START, np.array([rps * HOUR_S]))
+    work = synthetic(curve, inputs, outputs, seed=seed).window(0.0, 900.0)
+    result = simulate(
+        work,
+        serving(chunked_prefill),
+        FleetConfig(replicas={"on-demand": 1}),
+        profile(),
+        slos={"default": slo},
+    )
+    stats = result.summary["classes"]["default"]
+    return float(stats["ttft"]["p99"]), float(stats["tpot"]["p99"]), len(work)
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_screen_capacity_holds_in_the_simulator(chunked: bool) -> None:
+    """One H100-SXM replica of llama-3.1-8b (bf16, max 128 sequences) at the screen's capacity
+    for P99 TTFT 400 ms and TPOT 50 ms, demo-sample lengths, three 15-minute Poisson runs.
+
+    Measured simulated/target ratios (seeds 1, 2, 3), capacity TTFT-bound both ways:
+    chunked prefill, 13.09 rps: TTFT 0.939 0.911 0.933, TPOT 0.578 0.662 0.598;
+    no chunking,     13.48 rps: TTFT 0.855 0.924 0.896, TPOT 0.756 0.825 0.779.
+    The screen is conservative by 6-15% on TTFT here, the binding target.
+    """
+    slo = SLO(ttft_s=0.4, tpot_s=0.05)
+    c = capacity(slo, chunked_prefill=chunked)
+    assert c.binding == "ttft"
+    assert c.rps == pytest.approx(13.09 if chunked else 13.48, abs=0.01)
+    for seed in (1, 2, 3):
+        ttft, tpot, requests = simulated_p99(slo, chunked, c.rps, seed)
+        assert requests == pytest.approx(c.rps * 900, rel=0.05)
+        assert ttft <= 0.4 * 1.25, f"seed {seed}: TTFT {ttft / 0.4:.2f} x target"
+        assert tpot <= 0.05 * 1.25, f"seed {seed}: TPOT {tpot / 0.05:.2f} x target"
+        # near-conservative, not wildly so: the load is within a fifth of what fits
+        assert ttft >= 0.4 * 0.75
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="screen optimistic: at TPOT-bound capacity (14.74 rps) the simulated P99 TPOT is "
+    "1.243/1.286/1.335x the target (short-output requests make the tail); at batch-bound "
+    "capacity without chunked prefill (16.43 rps, 96% of max) P99 TTFT is 1.20/2.33/2.99x "
+    "(the wait for a free sequence slot is not modelled)",
+)
+@pytest.mark.parametrize(
+    ("ttft", "tpot", "chunked"),
+    [(1.0, 0.03, True), (1.0, 0.05, False)],
+    ids=["tpot-bound", "batch-bound-unchunked"],
+)
+def test_screen_capacity_known_optimistic(ttft: float, tpot: float, chunked: bool) -> None:
+    slo = SLO(ttft_s=ttft, tpot_s=tpot)
+    c = capacity(slo, chunked_prefill=chunked)
+    ratios = []
+    for seed in (1, 2, 3):
+        sim_ttft, sim_tpot, _ = simulated_p99(slo, chunked, c.rps, seed)
+        ratios.append(max(sim_ttft / ttft, sim_tpot / tpot))
+    assert max(ratios) <= 1.25
