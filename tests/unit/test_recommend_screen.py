@@ -82,7 +82,7 @@ def capacity(slo: SLO, chunked_prefill: bool = True, max_seqs: int = 128) -> Cap
 
 
 def test_capacity_grows_as_the_ttft_target_loosens() -> None:
-    targets = (0.25, 0.3, 0.4)
+    targets = (0.2, 0.25, 0.3)
     found = [capacity(SLO(ttft_s=t, tpot_s=0.05)) for t in targets]
     rates = [c.rps for c in found]
     assert rates[0] > 0
@@ -122,7 +122,7 @@ def test_no_capacity_when_the_ttft_target_is_below_the_unloaded_p99_prefill() ->
     c = replica_capacity(model, screen_lengths, slo, max_seqs=128, chunked_prefill=True)
     assert c.rps == 0.0
     assert c.binding == "ttft"
-    assert c.batch == 1.0  # the P99s reported are those at the lightest load
+    assert c.batch == 0.05  # the P99s reported are those at the lightest load on the grid
     assert c.ttft_p99_s > slo.ttft_s  # type: ignore[operator]
     miss = c.miss(slo)
     assert miss is not None and miss[0] == "ttft"
@@ -384,39 +384,39 @@ def simulated_p99(
 @pytest.mark.parametrize("chunked", [True, False])
 def test_screen_capacity_holds_in_the_simulator(chunked: bool) -> None:
     """One H100-SXM replica of llama-3.1-8b (bf16, max 128 sequences) at the screen's capacity
-    for P99 TTFT 400 ms and TPOT 50 ms, demo-sample lengths, three 15-minute Poisson runs.
+    for P99 TTFT 300 ms and TPOT 50 ms, demo-sample lengths, three 15-minute Poisson runs.
 
     Measured simulated/target ratios (seeds 1, 2, 3), capacity TTFT-bound both ways:
-    chunked prefill, 13.09 rps: TTFT 0.939 0.911 0.933, TPOT 0.578 0.662 0.598;
-    no chunking,     13.48 rps: TTFT 0.855 0.924 0.896, TPOT 0.756 0.825 0.779.
-    The screen is conservative by 6-15% on TTFT here, the binding target.
+    chunked prefill, 12.18 rps: TTFT 1.095 1.097 1.076, TPOT 0.531 0.581 0.527;
+    no chunking,     12.42 rps: TTFT 1.046 1.088 1.040, TPOT 0.631 0.756 0.645.
+    TTFT-bound, the screen is up to 10% optimistic (the verification's escalation absorbs it);
+    an earlier version that added the P99s of every delay was 6-15% conservative here but
+    rejected fleets the simulator accepts near the lightest load.
     """
-    slo = SLO(ttft_s=0.4, tpot_s=0.05)
+    slo = SLO(ttft_s=0.3, tpot_s=0.05)
     c = capacity(slo, chunked_prefill=chunked)
     assert c.binding == "ttft"
-    assert c.rps == pytest.approx(13.09 if chunked else 13.48, abs=0.01)
+    assert c.rps == pytest.approx(12.18 if chunked else 12.42, abs=0.01)
     for seed in (1, 2, 3):
         ttft, tpot, requests = simulated_p99(slo, chunked, c.rps, seed)
         assert requests == pytest.approx(c.rps * 900, rel=0.05)
-        assert ttft <= 0.4 * 1.25, f"seed {seed}: TTFT {ttft / 0.4:.2f} x target"
+        assert ttft <= 0.3 * 1.25, f"seed {seed}: TTFT {ttft / 0.3:.2f} x target"
         assert tpot <= 0.05 * 1.25, f"seed {seed}: TPOT {tpot / 0.05:.2f} x target"
-        # near-conservative, not wildly so: the load is within a fifth of what fits
-        assert ttft >= 0.4 * 0.75
+        # not wildly conservative either: the load is within a quarter of what fits
+        assert ttft >= 0.3 * 0.75
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="screen optimistic: at TPOT-bound capacity (14.74 rps) the simulated P99 TPOT is "
-    "1.243/1.286/1.335x the target (short-output requests make the tail); at batch-bound "
-    "capacity without chunked prefill (16.43 rps, 96% of max) P99 TTFT is 1.20/2.33/2.99x "
-    "(the wait for a free sequence slot is not modelled)",
-)
 @pytest.mark.parametrize(
     ("ttft", "tpot", "chunked"),
     [(1.0, 0.03, True), (1.0, 0.05, False)],
     ids=["tpot-bound", "batch-bound-unchunked"],
 )
-def test_screen_capacity_known_optimistic(ttft: float, tpot: float, chunked: bool) -> None:
+# Measured at the screen's capacity (seeds 1-3): TPOT-bound, chunked: P99 TPOT 1.08-1.20x the
+# target (the gamma tail of prefill stalls is still a little light); batch-bound, unchunked:
+# P99 TTFT 0.38-0.49x, TPOT 0.92-0.94x (throughput capped at 85% of saturation).
+def test_screen_capacity_with_tpot_or_batch_binding(
+    ttft: float, tpot: float, chunked: bool
+) -> None:
     slo = SLO(ttft_s=ttft, tpot_s=tpot)
     c = capacity(slo, chunked_prefill=chunked)
     ratios = []
