@@ -51,12 +51,12 @@ def week_demand() -> Demand:
     )
 
 
-def once(workers: int) -> dict[str, Any]:
+def once(workers: int, dask: str | None = None) -> dict[str, Any]:
     request = Request(
         week_demand(),
         Targets({"default": SLO(ttft_s=2.0, tpot_s=0.2)}),
         Constraints(model="llama-3.1-8b"),
-        SearchOptions(verify_top=20, workers=workers),
+        SearchOptions(verify_top=20, workers=workers, dask=dask),
     )
     prices = load_snapshot()
     began = time.perf_counter()
@@ -66,6 +66,7 @@ def once(workers: int) -> dict[str, Any]:
     winner = result.winner or {}
     return {
         "workers": workers,
+        "runner": stats["runner"],
         "configurations": stats["candidates"],
         "screened": stats["screened"],
         "verified": stats["verified"],
@@ -83,18 +84,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--serial", action="store_true", help="also run with one process")
+    parser.add_argument("--dask", action="store_true", help="also run on a Dask LocalCluster")
     parser.add_argument("--json", type=Path, help="write results here")
     args = parser.parse_args()
     runs = [once(args.workers)] + ([once(1)] if args.serial else [])
+    if args.dask:
+        runs.append(once(args.workers, "local"))
+    same = len({(r["winner"], r["winner_monthly_usd"]) for r in runs}) == 1
     for r in runs:
         verdict = "under" if r["total_s"] < TARGET_S else "OVER"
         print(
-            f"{r['workers']} worker(s): {r['configurations']:,} configurations, "
+            f"{r['runner']}: {r['configurations']:,} configurations, "
             f"{r['screened']:,} screened in {r['screen_s']:.2f} s "
             f"({r['screened_per_s']:,}/s); {r['verified']} verified ({r['simulations']} "
             f"simulations) in {r['verify_s']:.1f} s; total {r['total_s']:.1f} s ({verdict} the "
             f"{TARGET_S:.0f} s target); winner {r['winner']} ${r['winner_monthly_usd']:,}/month"
         )
+    print("same winner in every run" if same else "RUNS DISAGREE")
     if args.json:
         payload = {"machine": platform.platform(), "python": platform.python_version()}
         args.json.write_text(json.dumps({**payload, "runs": runs}, indent=2) + "\n")
