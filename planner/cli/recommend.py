@@ -166,7 +166,12 @@ def recommend_command(
     load_scale: float = typer.Option(1.0, "--load-scale", help="Scale the load (1.5: +50%)."),
     start: str | None = typer.Option(None, "--start", help="With --dataset: from this time."),
     end: str | None = typer.Option(None, "--end", help="With --dataset: until this time."),
-    model: str = typer.Option(..., "--model", help="Model to serve (`planner catalog models`)."),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        help="Model to serve (`planner catalog models`); a comma list allows alternatives "
+        "(the first is preferred on a cost tie).",
+    ),
     slo_ttft: str | None = typer.Option(
         None, "--slo-ttft-p99", help="P99 time to first token target, e.g. 2s."
     ),
@@ -252,8 +257,12 @@ def recommend_command(
         parse_duration("--slo-tpot-p99", slo_tpot),
         parse_duration("--slo-e2e-p99", slo_e2e),
     )
+    models = _items([model])
+    if not models:
+        raise UsageError("--model: name the model to serve (`planner catalog models`)")
     constraints = Constraints(
-        model=model,
+        model=models[0],
+        alternative_models=tuple(models[1:]),
         providers=tuple(p.lower() for p in _items(provider)),
         regions=tuple(_items(region)),
         gpus=tuple(_items(gpu)),
@@ -356,7 +365,8 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
         unit = chosen["commitment_unit"].replace("_", " ")
         stdout.print(
             f"\n[bold]recommended:[/] {w['provider']}/{w['region']} {w['instance_type']} "
-            f"({w['gpus_per_instance']} x {w['gpu']}), {w['precision']}, TP {w['tp']}, "
+            f"({w['gpus_per_instance']} x {w['gpu']}), {w['model']} {w['precision']}, "
+            f"TP {w['tp']}, "
             f"max {w['max_seqs']} sequences, chunked prefill "
             + ("on" if w["chunked_prefill"] else "off")
         )
@@ -399,7 +409,7 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
         table.add_row(
             str(row["id"]) + ("*" if row["id"] in pareto else ""),
             f"{row['provider']} {row['instance_type']} ({row['gpus_per_instance']}x{row['gpu']})",
-            f"{row['precision']} TP{row['tp']}",
+            f"{row['model']} {row['precision']} TP{row['tp']}",
             f"{row['max_seqs']} seqs" + (", chunked" if row["chunked_prefill"] else ""),
             _usd(row["monthly_usd"]),
             row["purchase"],
@@ -480,6 +490,6 @@ def show_command(
     for row in data["ranked"][:10]:
         stdout.print(
             f"  #{row['id']} {row['provider']}/{row['region']}/{row['instance_type']} "
-            f"{row['precision']} TP{row['tp']}: {_usd(row['monthly_usd'])}/month, "
+            f"{row['model']} {row['precision']} TP{row['tp']}: {_usd(row['monthly_usd'])}/month, "
             f"P99 TTFT {_ms(row['p99_ttft_s'])} ms, verified {'yes' if row['verified'] else 'no'}"
         )

@@ -163,7 +163,6 @@ def recommend(
             )
         else:
             affordable.append(s)
-    # cheapest first; on a tie the smaller quality loss, then the catalog order
     affordable.sort(key=_rank_key)
 
     screen_s = time.perf_counter() - began
@@ -343,20 +342,23 @@ def recommend(
     )
 
 
-def _rank_key(s: Screened) -> tuple[float, float, int]:
-    return (round(s.monthly_usd, 6), -s.candidate.quality_delta_pct, s.candidate.id)
+def _rank_key(s: Screened) -> tuple[float, float, bool, int]:
+    """Cheapest first; on a tie the smaller quality loss, the model asked for before its
+    alternatives, then the catalog order."""
+    c = s.candidate
+    return (round(s.monthly_usd, 6), -c.quality_delta_pct, c.alternative, c.id)
 
 
 def _next_batch(remaining: list[Screened], size: int, below: float) -> list[Screened]:
     """Take (from the cheapest) up to ``size`` candidates screened below ``below`` $/month,
     at most two engine settings per instance, precision and TP, so the alternatives differ."""
     batch: list[Screened] = []
-    per_group: Counter[tuple[str, str, int]] = Counter()
+    per_group: Counter[tuple[str, str, str, int]] = Counter()
     for s in list(remaining):
         if len(batch) >= size or s.monthly_usd >= below:
             break
         c = s.candidate
-        group = (c.offer.label, c.precision, c.tp)
+        group = (c.offer.label, c.model, c.precision, c.tp)
         if per_group[group] >= ENGINE_VARIANTS_PER_GROUP:
             continue
         per_group[group] += 1

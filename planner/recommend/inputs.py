@@ -151,6 +151,7 @@ class Constraints:
     """The space to search and the limits on it."""
 
     model: str
+    alternative_models: tuple[str, ...] = ()  # other models the service may run instead
     providers: tuple[str, ...] = ()  # empty: any
     regions: tuple[str, ...] = ()
     gpus: tuple[str, ...] = ()
@@ -193,6 +194,11 @@ class Constraints:
             raise UsageError(
                 "--max-quality-loss is a loss in accuracy points: 0 or more (0: full precision)"
             )
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The model, then its allowed alternatives (without repeats)."""
+        return tuple(dict.fromkeys((self.model, *self.alternative_models)))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

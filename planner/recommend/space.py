@@ -58,11 +58,13 @@ class Candidate:
 
     id: int
     offer: Offer
+    model: str
     precision: str
     tp: int
     max_seqs: int
     chunked_prefill: bool
     quality_delta_pct: float
+    alternative: bool = False  # an allowed alternative to the model asked for
 
     @property
     def replicas_per_instance(self) -> int:
@@ -71,7 +73,7 @@ class Candidate:
     def serving(self, constraints: Constraints) -> ServingSpec:
         return ServingSpec(
             gpu=self.offer.gpu,
-            model=constraints.model,
+            model=self.model,
             precision=self.precision,
             tp=self.tp,
             kv_cache=constraints.kv_cache,
@@ -79,8 +81,8 @@ class Candidate:
             chunked_prefill=self.chunked_prefill,
         )
 
-    def deployment_key(self) -> tuple[str, str, int]:
-        return (self.offer.gpu, self.precision, self.tp)
+    def deployment_key(self) -> tuple[str, str, str, int]:
+        return (self.offer.gpu, self.model, self.precision, self.tp)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -90,6 +92,8 @@ class Candidate:
             "instance_type": self.offer.instance_type,
             "gpu": self.offer.gpu,
             "gpus_per_instance": self.offer.gpu_count,
+            "model": self.model,
+            "alternative_model": self.alternative,
             "precision": self.precision,
             "tp": self.tp,
             "replicas_per_instance": self.replicas_per_instance,
@@ -157,11 +161,11 @@ def enumerate_candidates(
     """Every configuration the constraints allow, and the ones ruled out before any latency is
     computed (precision the GPU lacks, quality, TP that does not divide, does not fit)."""
     catalog = catalog or load_catalog()
-    model = catalog.models.get(constraints.model)
+    models = [catalog.models.get(name).name for name in constraints.models]
     precisions = [catalog.precisions.get(name) for name in constraints.precisions]
     candidates: list[Candidate] = []
     rejected: list[Rejection] = []
-    deployment_ok: dict[tuple[str, str, int], str | None] = {}
+    deployment_ok: dict[tuple[str, str, str, int], str | None] = {}
     for offer in offers(points, constraints):
         try:
             gpu = catalog.gpus.get(offer.gpu)
@@ -187,55 +191,59 @@ def enumerate_candidates(
                 and any(p.name == "bf16" for p in precisions)
             ):
                 continue
-            for tp in sorted(set(constraints.tp_degrees)):
-                if tp > constraints.max_tp or tp > offer.gpu_count or offer.gpu_count % tp:
-                    continue
-                base = {
-                    "provider": offer.provider,
-                    "region": offer.region,
-                    "instance_type": offer.instance_type,
-                    "gpu": offer.gpu,
-                    "precision": precision.name,
-                    "tp": tp,
-                }
-                loss = -precision.quality_delta_pct
-                if constraints.max_quality_loss_pct is not None and (
-                    loss > constraints.max_quality_loss_pct + 1e-12
-                ):
-                    rejected.append(
-                        Rejection(
-                            "space",
-                            "quality",
-                            f"{precision.name} loses about {loss:g} accuracy points "
-                            f"({precision.quality_source.split(': ')[0]}); at most "
-                            f"{constraints.max_quality_loss_pct:g} allowed",
-                            base,
-                        )
-                    )
-                    continue
-                key = (offer.gpu, precision.name, tp)
-                if key not in deployment_ok:
-                    deployment_ok[key] = _fits(
-                        gpu.name, model.name, precision.name, tp, constraints, catalog
-                    )
-                problem = deployment_ok[key]
-                if problem is not None:
-                    kind = "does-not-fit" if "does not fit" in problem else "unsupported"
-                    rejected.append(Rejection("space", kind, problem, base))
-                    continue
-                for max_seqs in sorted(set(constraints.max_seqs)):
-                    for chunked in constraints.chunked_prefill:
-                        candidates.append(
-                            Candidate(
-                                id=len(candidates),
-                                offer=offer,
-                                precision=precision.name,
-                                tp=tp,
-                                max_seqs=max_seqs,
-                                chunked_prefill=chunked,
-                                quality_delta_pct=precision.quality_delta_pct,
+            for model in models:
+                for tp in sorted(set(constraints.tp_degrees)):
+                    if tp > constraints.max_tp or tp > offer.gpu_count or offer.gpu_count % tp:
+                        continue
+                    base = {
+                        "provider": offer.provider,
+                        "region": offer.region,
+                        "instance_type": offer.instance_type,
+                        "gpu": offer.gpu,
+                        "model": model,
+                        "precision": precision.name,
+                        "tp": tp,
+                    }
+                    loss = -precision.quality_delta_pct
+                    if constraints.max_quality_loss_pct is not None and (
+                        loss > constraints.max_quality_loss_pct + 1e-12
+                    ):
+                        rejected.append(
+                            Rejection(
+                                "space",
+                                "quality",
+                                f"{precision.name} loses about {loss:g} accuracy points "
+                                f"({precision.quality_source.split(': ')[0]}); at most "
+                                f"{constraints.max_quality_loss_pct:g} allowed",
+                                base,
                             )
                         )
+                        continue
+                    key = (offer.gpu, model, precision.name, tp)
+                    if key not in deployment_ok:
+                        deployment_ok[key] = _fits(
+                            gpu.name, model, precision.name, tp, constraints, catalog
+                        )
+                    problem = deployment_ok[key]
+                    if problem is not None:
+                        kind = "does-not-fit" if "does not fit" in problem else "unsupported"
+                        rejected.append(Rejection("space", kind, problem, base))
+                        continue
+                    for max_seqs in sorted(set(constraints.max_seqs)):
+                        for chunked in constraints.chunked_prefill:
+                            candidates.append(
+                                Candidate(
+                                    id=len(candidates),
+                                    offer=offer,
+                                    model=model,
+                                    alternative=model != constraints.model,
+                                    precision=precision.name,
+                                    tp=tp,
+                                    max_seqs=max_seqs,
+                                    chunked_prefill=chunked,
+                                    quality_delta_pct=precision.quality_delta_pct,
+                                )
+                            )
     return candidates, rejected
 
 

@@ -34,12 +34,13 @@ def save_recommendation(session: Session, result: Recommendation) -> Recommendat
     data = _json_ready(result.to_dict())
     winner = result.winner
     plan = result.plan
+    constraints = result.request["constraints"]
     run = RecommendationRun(
         demand_source=str(result.demand["source"]),
-        model=str(result.request["constraints"]["model"]),
+        model=", ".join([constraints["model"], *constraints["alternative_models"]]),
         winner=(
             f"{winner['provider']}/{winner['region']}/{winner['instance_type']} "
-            f"{winner['precision']} TP{winner['tp']}"
+            f"{winner['model']} {winner['precision']} TP{winner['tp']}"
             if winner
             else None
         ),

@@ -181,3 +181,23 @@ def test_help() -> None:
     assert result.returncode == 0
     for option in ("--slo-ttft-p99", "--dask", "--max-quality-loss", "--json", "--budget"):
         assert option in result.stdout
+
+
+def test_a_comma_list_of_models_allows_alternatives(home: Path) -> None:
+    result = run(
+        home,
+        "recommend",
+        "--dataset",
+        "demo",
+        "--model",
+        "llama-3.1-8b,qwen2.5-7b",
+        "--slo-ttft-p99",
+        "2s",
+        *SMALL,
+        "--no-save",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["request"]["constraints"]["alternative_models"] == ["qwen2.5-7b"]
+    assert {row["model"] for row in data["ranked"]} == {"llama-3.1-8b", "qwen2.5-7b"}

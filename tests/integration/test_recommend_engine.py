@@ -492,3 +492,26 @@ def test_the_winner_is_tightened_onto_fewer_replicas_when_the_simulator_allows(
     # the tightened fleet is the one that was simulated last, and it passed
     assert tight["verification"]["passed"] and tight["verification"]["attempt"] == tight["attempts"]
     assert tight["p99_ttft_s"] <= 2.0 and tight["p99_tpot_s"] <= 0.1
+
+
+# --- alternative models ---------------------------------------------------------------------
+
+
+def test_alternative_models_are_searched_and_the_asked_for_one_wins_a_tie() -> None:
+    req = request(
+        SLO(ttft_s=2.0, tpot_s=0.1),
+        gpus=("H100-SXM",),
+        alternative_models=("qwen2.5-7b", "llama-3.1-70b"),
+    )
+    data = run(req, [H100])
+    models = {row["model"] for row in data["ranked"]}
+    assert {"llama-3.1-8b", "qwen2.5-7b"} <= models
+    # one H100 serves this load with either small model: the model asked for wins the tie
+    winner = data["winner"]
+    assert winner["model"] == "llama-3.1-8b" and winner["alternative_model"] is False
+    tied = [r for r in data["ranked"] if r["model"] == "qwen2.5-7b"]
+    assert tied and all(r["alternative_model"] for r in tied)
+    assert tied[0]["monthly_usd"] == winner["monthly_usd"]
+    # 70B in bf16 does not fit one 80 GB H100: rejected before any latency is computed
+    big = [r for r in data["rejected"] if r.get("model") == "llama-3.1-70b"]
+    assert big and all(r["reason"] == "does-not-fit" for r in big)
