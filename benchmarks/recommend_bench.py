@@ -5,8 +5,9 @@ request lengths from the bundled Azure conversation sample; prices from the bund
 multi-cloud snapshot; the default search space for llama-3.1-8b (every instance type x
 precision x TP x max sequences x chunked prefill the catalog allows). Timed: candidate
 enumeration + analytic screen, and verification of the 20 cheapest (plus the cheapest of every
-other GPU type) by simulating the peak hour and each fleet's busiest hour. Target: at least
-1,000 configurations screened and the top 20 verified in under 60 s on the 2-core machine.
+other GPU type) by simulating the peak hour and each fleet's busiest hour; then the winner's
+tightening and load-growth check. Target: at least 1,000 configurations screened and the top
+20 verified in under 60 s on the 2-core machine.
 
     python benchmarks/recommend_bench.py [--workers 2] [--serial] [--json OUT]
 """
@@ -72,7 +73,9 @@ def once(workers: int, dask: str | None = None) -> dict[str, Any]:
         "verified": stats["verified"],
         "simulations": stats["simulations"],
         "screen_s": round(stats["screen_s"], 2),
-        "verify_s": round(total - stats["screen_s"], 2),
+        "verify_s": round(stats["verify_s"], 2),
+        "refine_s": round(total - stats["screen_s"] - stats["verify_s"], 2),
+        "screen_and_verify_s": round(stats["screen_s"] + stats["verify_s"], 2),
         "total_s": round(total, 2),
         "screened_per_s": round(stats["screened"] / stats["screen_s"]),
         "winner": f"{winner.get('instance_type')} {winner.get('precision')} TP{winner.get('tp')}",
@@ -92,13 +95,14 @@ def main() -> None:
         runs.append(once(args.workers, "local"))
     same = len({(r["winner"], r["winner_monthly_usd"]) for r in runs}) == 1
     for r in runs:
-        verdict = "under" if r["total_s"] < TARGET_S else "OVER"
+        verdict = "under" if r["screen_and_verify_s"] < TARGET_S else "OVER"
         print(
             f"{r['runner']}: {r['configurations']:,} configurations, "
             f"{r['screened']:,} screened in {r['screen_s']:.2f} s "
-            f"({r['screened_per_s']:,}/s); {r['verified']} verified ({r['simulations']} "
-            f"simulations) in {r['verify_s']:.1f} s; total {r['total_s']:.1f} s ({verdict} the "
-            f"{TARGET_S:.0f} s target); winner {r['winner']} ${r['winner_monthly_usd']:,}/month"
+            f"({r['screened_per_s']:,}/s); {r['verified']} verified in {r['verify_s']:.1f} s: "
+            f"{r['screen_and_verify_s']:.1f} s ({verdict} the {TARGET_S:.0f} s target); "
+            f"tightening and growth check {r['refine_s']:.1f} s; {r['simulations']} simulations, "
+            f"total {r['total_s']:.1f} s; winner {r['winner']} ${r['winner_monthly_usd']:,}/month"
         )
     print("same winner in every run" if same else "RUNS DISAGREE")
     if args.json:

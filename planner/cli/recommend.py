@@ -233,6 +233,16 @@ def recommend_command(
     tighten_steps: int = typer.Option(
         3, "--tighten-steps", min=0, help="Tries to serve the winner's load on fewer replicas."
     ),
+    tighten_margin: float = typer.Option(
+        0.1,
+        "--tighten-margin",
+        help="A tightened fleet must also pass its peak hour at this much more load (0.1).",
+    ),
+    growth_check: bool = typer.Option(
+        True,
+        "--growth-check/--no-growth-check",
+        help="Simulate the winner's peak hour at +10% to +100% load: the growth it absorbs.",
+    ),
     compare_gpus: bool = typer.Option(
         True,
         "--compare-gpus/--no-compare-gpus",
@@ -286,7 +296,9 @@ def recommend_command(
         verify_hours=verify_hours,
         max_attempts=max_attempts,
         compare_gpus=compare_gpus,
+        growth_check=growth_check,
         tighten_steps=tighten_steps,
+        tighten_margin=tighten_margin,
         seed=seed,
         workers=workers,
         dask=dask,
@@ -386,6 +398,15 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
             f"(saves {result.plan['savings_vs_on_demand_pct']:.1f}%); "
             f"${w['usd_per_million_tokens']:,.3f} per million tokens"
         )
+        growth = w.get("load_headroom")
+        if growth is not None:
+            holds = growth["holds_up_to"]
+            stdout.print(
+                f"  as built, the fleet holds the targets at {holds:.0%} of the peak hour's load "
+                "(simulated)"
+                if holds > 1
+                else "  as built, the fleet has no room for more peak load: +10% misses a target"
+            )
         for case in result.plan["sensitivity"]:
             stdout.print(
                 f"  load {case['load']}: {case['peak_instances']} instances at peak, "

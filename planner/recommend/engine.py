@@ -35,6 +35,7 @@ ProfileFor = Callable[[str], Profile]
 Progress = Callable[[str, int, int], None]
 SENSITIVITY = {"-20%": 0.8, "+20%": 1.2}
 ENGINE_VARIANTS_PER_GROUP = 2
+GROWTH_FACTORS = (1.1, 1.2, 1.3, 1.5, 1.75, 2.0)  # peak-hour load multiples tried on the winner
 TIGHTEN_FACTOR = 1.05  # load per replica added at each tightening step (then rounded up)
 
 
@@ -50,6 +51,7 @@ class Screened:
     plan: PlanChoice
     verifications: list[Verification] = field(default_factory=list)
     tightened: int = 0  # steps the winner's fleet shrank below the screen's size, verified
+    load_headroom: dict[str, Any] | None = None  # growth the winner's fleet absorbs as it is
 
     @property
     def monthly_usd(self) -> float:
@@ -176,6 +178,7 @@ def recommend(
     rounds = 0
     compared = False
     simulated: dict[tuple[Any, ...], Verification] = {}
+    verify_s = 0.0
     own_runner = runner is None
     active_runner = runner or Runner(options.workers, options.dask)
     if own_runner:
@@ -213,6 +216,7 @@ def recommend(
                 # the best of every other GPU type, so the table answers "what would X cost"
                 compared = True
                 queue = _best_per_gpu(remaining, {s.candidate.offer.gpu for s in verified})
+        verify_s = time.perf_counter() - began - screen_s
         leaders = [s for s in verified if s.verified and s.verified.passed]
         if leaders and options.tighten_steps:
             # the screen is conservative (docs/recommender.md): try the winner on fewer replicas
@@ -224,14 +228,24 @@ def recommend(
                 task = _task(
                     smaller, len(leader.verifications) + 1, peak, request, profiles, workloads
                 )
+                # a smaller fleet must also keep a margin: its peak hour at more load
+                tasks = [task]
+                if options.tighten_margin > 0:
+                    margin = 1 + options.tighten_margin
+                    tasks.append(replace(task, windows=(peak,), load_scale=margin, attempt=0))
                 stage = f"tighten (step {leader.tightened + 1})"
                 report = partial(progress, stage) if progress else None
-                [result] = _run_once_each(active_runner, [task], workloads, simulated, report)
-                if not result.passed:
+                results = _run_once_each(active_runner, tasks, workloads, simulated, report)
+                if not all(r.passed for r in results):
                     break
                 _adopt(leader, smaller)
-                leader.verifications.append(result)
+                leader.verifications.append(results[0])
                 leader.tightened += 1
+        if leaders and options.growth_check:
+            leader = min(leaders, key=_rank_key)
+            leader.load_headroom = _load_headroom(
+                leader, peak, request, profiles, workloads, simulated, active_runner, progress
+            )
     finally:
         if own_runner:
             active_runner.__exit__(None, None, None)
@@ -335,6 +349,7 @@ def recommend(
             "peak_window_hours": list(peak),
             "runner": active_runner.description,
             "screen_s": screen_s,
+            "verify_s": verify_s,  # the candidates; the rest of wall_s tightens and checks growth
             "wall_s": time.perf_counter() - began,
         },
         hourly=hourly,
@@ -387,6 +402,43 @@ def _run_once_each(
         replace(simulated[t.simulation_key()], candidate_id=t.candidate_id, attempt=t.attempt)
         for t in tasks
     ]
+
+
+def _load_headroom(
+    s: Screened,
+    peak: Window,
+    request: Request,
+    profiles: dict[str, Profile],
+    workloads: dict[Window, Workload],
+    simulated: dict[tuple[Any, ...], Verification],
+    runner: Runner,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    """How much more peak load the winner's fleet holds as it is: its peak window simulated at
+    each of GROWTH_FACTORS times the load (all at once, on the runner)."""
+    base = _task(s, len(s.verifications) + 1, peak, request, profiles, workloads)
+    tasks = [
+        replace(base, windows=(peak,), load_scale=factor, attempt=0) for factor in GROWTH_FACTORS
+    ]
+    report = partial(progress, "load growth check") if progress else None
+    results = _run_once_each(runner, tasks, workloads, simulated, report)
+    holds = 1.0
+    for factor, result in zip(GROWTH_FACTORS, results, strict=True):
+        if not result.passed:
+            break
+        holds = factor
+    return {
+        "holds_up_to": holds,
+        "checked": [
+            {
+                "load": factor,
+                "passed": result.passed,
+                "p99": result.p99,
+                "misses": [m.describe() for m in result.misses],
+            }
+            for factor, result in zip(GROWTH_FACTORS, results, strict=True)
+        ],
+    }
 
 
 def _best_per_gpu(remaining: list[Screened], done: set[str]) -> list[Screened]:
@@ -525,6 +577,7 @@ def _row(s: Screened, request: Request, tokens: tuple[float, float]) -> dict[str
         "verified": bool(v and v.passed),
         "attempts": len(s.verifications),
         "tightened_steps": s.tightened,
+        "load_headroom": s.load_headroom,
         "monthly_usd": monthly,
         "on_demand_monthly_usd": next(
             c.monthly_usd

@@ -215,6 +215,8 @@ class SearchOptions:
     max_attempts: int = 3  # a candidate that misses is re-verified with more replicas
     escalation: float = 0.85  # capacity per replica kept at each new attempt
     tighten_steps: int = 3  # tries to serve the winner's load with fewer replicas
+    tighten_margin: float = 0.1  # a tightened fleet must also pass its peak hour at +10% load
+    growth_check: bool = True  # simulate the winner's peak hour at more load (+10% .. +100%)
     compare_gpus: bool = True  # also verify the cheapest candidate of every other GPU type
     seed: int = 0
     workers: int = 0  # processes for the verification; 0: one per core
@@ -228,6 +230,10 @@ class SearchOptions:
             raise UsageError("--verify-hours must be at least 1")
         if self.tighten_steps < 0:
             raise UsageError("--tighten-steps cannot be negative")
+        if not 0 <= self.tighten_margin <= 1:
+            raise UsageError(
+                f"--tighten-margin {self.tighten_margin}: expected a share of load in [0, 1]"
+            )
         if self.max_attempts < 1 or not 0 < self.escalation < 1:
             raise UsageError("attempts must be >= 1 and the escalation factor in (0, 1)")
 

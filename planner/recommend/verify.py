@@ -37,12 +37,21 @@ class VerifyTask:
     slos: dict[str, SLO]
     min_attainment: float | None
     seed: int
+    load_scale: float = 1.0  # the windows' requests at this multiple of their rate
 
     def simulation_key(self) -> tuple[Any, ...]:
         """What the simulation depends on besides the shared targets: candidates on different
         instance types or regions with the same replicas and engine simulate identically."""
         fleet = tuple(tuple(self.replicas[a:b]) for a, b in self.windows)
-        return (self.serving, self.profile, self.windows, fleet, self.gpus_per_replica, self.seed)
+        return (
+            self.serving,
+            self.profile,
+            self.windows,
+            fleet,
+            self.gpus_per_replica,
+            self.seed,
+            self.load_scale,
+        )
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,8 @@ def verify(task: VerifyTask, workloads: Mapping[Window, Workload]) -> Verificati
         workload = workloads[(first, last)]
         if len(workload) == 0:
             continue
+        if task.load_scale != 1.0:
+            workload = workload.scaled(task.load_scale, task.seed)
         schedule = list(task.replicas[first:last])
         result = simulate(
             workload,

@@ -90,6 +90,31 @@ class Workload:
         """Seconds from time zero to the last arrival (0 when empty)."""
         return float(self.arrival_s[-1]) if len(self.arrival_s) else 0.0
 
+    def scaled(self, scale: float, seed: int = 0, *, mean_gap_s: float | None = None) -> Workload:
+        """The same traffic at ``scale`` times the rate: below 1 a random subset of requests;
+        above, every request plus copies shifted by up to ``mean_gap_s`` (default: the mean
+        gap between arrivals), so bursts keep their shape. Deterministic for ``seed``."""
+        if not (math.isfinite(scale) and scale > 0):
+            raise UsageError(f"a load scale must be a positive number, got {scale}")
+        if mean_gap_s is None:
+            n = len(self.arrival_s)
+            mean_gap_s = self.duration_s / (n - 1) if n > 1 else 0.0
+        order, arrival_s = _scale_load(
+            np.random.default_rng(seed), self.arrival_s, scale, mean_gap_s
+        )
+        return Workload(
+            start=self.start,
+            arrival_s=arrival_s,
+            input_tokens=self.input_tokens[order],
+            output_tokens=self.output_tokens[order],
+            class_index=self.class_index[order],
+            classes=self.classes,
+            prefix_blocks=(
+                None if self.prefix_blocks is None else [self.prefix_blocks[i] for i in order]
+            ),
+            prefix_block_tokens=self.prefix_block_tokens,
+        )
+
     def window(self, start_s: float, end_s: float) -> Workload:
         """The requests with ``start_s <= arrival < end_s``, with time zero moved to ``start_s``."""
         if end_s < start_s:
@@ -183,23 +208,7 @@ def from_dataset(
     if block_ids.notna().any():
         blocks = [tuple(map(int, ids.split())) if ids else () for ids in block_ids]
 
-    rows = len(frame)
-    if load_scale != 1.0:
-        mean_gap_s = (int(last_us) - int(first_us)) / 1e6 / (count - 1) if count > 1 else 0.0
-        rng = np.random.default_rng(seed)
-        order, arrival_s = _scale_load(rng, arrival_s, load_scale, mean_gap_s)
-        if not len(order):
-            raise UsageError(
-                f"--load-scale {load_scale} kept none of the {rows} requests of dataset "
-                f"{name!r}; use a larger scale"
-            )
-        input_tokens = input_tokens[order]
-        output_tokens = output_tokens[order]
-        class_index = class_index[order]
-        if blocks is not None:
-            blocks = [blocks[i] for i in order.tolist()]
-
-    return Workload(
+    workload = Workload(
         start=_from_micros(zero_us),
         arrival_s=arrival_s,
         input_tokens=input_tokens,
@@ -209,6 +218,16 @@ def from_dataset(
         prefix_blocks=blocks,
         prefix_block_tokens=MOONCAKE_BLOCK_TOKENS,
     )
+    if load_scale == 1.0:
+        return workload
+    mean_gap_s = (int(last_us) - int(first_us)) / 1e6 / (count - 1) if count > 1 else 0.0
+    scaled = workload.scaled(load_scale, seed, mean_gap_s=mean_gap_s)
+    if not len(scaled):
+        raise UsageError(
+            f"--load-scale {load_scale} kept none of the {len(workload)} requests of dataset "
+            f"{name!r}; use a larger scale"
+        )
+    return scaled
 
 
 def _scale_load(

@@ -94,7 +94,7 @@ def request(
         demand=load or demand(),
         targets=Targets({"default": slo}),
         constraints=Constraints(model=MODEL, gpus=gpus, **fields),
-        options=options or SearchOptions(verify_top=3, workers=1),
+        options=options or SearchOptions(verify_top=3, growth_check=False, workers=1),
     )
 
 
@@ -287,7 +287,9 @@ def test_failed_verification_escalates_until_it_passes() -> None:
     # real arrivals come 10 at once every 2 s, which one replica cannot take in 500 ms
     load = bursty_demand(10, 2.0)
     assert load.replay is not None and load.curve.requests_per_hour.tolist() == [18000, 18000]
-    data = run(request(SLO(ttft_s=0.5, tpot_s=0.05), gpus=("H100-SXM",), load=load), [H100])
+    options = SearchOptions(verify_top=3, growth_check=False, workers=1, tighten_steps=0)
+    req = request(SLO(ttft_s=0.5, tpot_s=0.05), gpus=("H100-SXM",), load=load, options=options)
+    data = run(req, [H100])
     winner = data["winner"]
     assert winner["attempts"] > 1
     assert winner["replica_capacity_rps"] < winner["screen"]["rps"]  # sized for less load
@@ -432,32 +434,32 @@ def one_round(options: SearchOptions) -> dict[str, Any]:
 
 
 def test_serial_and_process_pool_give_the_same_answer() -> None:
-    serial = sweep(SearchOptions(verify_top=4, workers=1))
+    serial = sweep(SearchOptions(verify_top=4, growth_check=False, workers=1))
     assert serial["stats"]["runner"] == "serial"
     assert serial["stats"]["verify_rounds"] > 1
     assert serial["stats"]["verifications"] > serial["stats"]["verified"] >= 4  # escalations
     assert serial["winner"]["gpu"] == "H100-SXM" and serial["winner"]["attempts"] == 2
-    pool = sweep(SearchOptions(verify_top=4, workers=2))
+    pool = sweep(SearchOptions(verify_top=4, growth_check=False, workers=2))
     assert pool["stats"]["runner"] == "2 local processes"
     assert scrub(pool) == scrub(serial)
 
 
 def test_dask_gives_the_same_answer() -> None:
-    serial = one_round(SearchOptions(verify_top=4, workers=1))
+    serial = one_round(SearchOptions(verify_top=4, growth_check=False, workers=1))
     assert (serial["stats"]["verify_rounds"], serial["stats"]["simulations"]) == (1, 4)
-    dask = one_round(SearchOptions(verify_top=4, workers=2, dask="local"))
+    dask = one_round(SearchOptions(verify_top=4, growth_check=False, workers=2, dask="local"))
     assert dask["stats"]["runner"] == "dask local"
     assert scrub(dask) == scrub(serial)
 
 
 def test_dask_gives_the_same_answer_over_several_rounds() -> None:
-    serial = sweep(SearchOptions(verify_top=4, workers=1))
-    dask = sweep(SearchOptions(verify_top=4, workers=2, dask="local"))
+    serial = sweep(SearchOptions(verify_top=4, growth_check=False, workers=1))
+    dask = sweep(SearchOptions(verify_top=4, growth_check=False, workers=2, dask="local"))
     assert scrub(dask) == scrub(serial)
 
 
 def test_a_runner_can_be_shared_between_sweeps() -> None:
-    options = SearchOptions(verify_top=2, workers=2)
+    options = SearchOptions(verify_top=2, growth_check=False, workers=2)
     req = request(SLO(ttft_s=2.0, tpot_s=0.1), options=options)
     with Runner(workers=2) as runner:
         first = recommend(req, [A10G, H100], runner=runner).to_dict()
@@ -478,7 +480,7 @@ def test_the_winner_is_tightened_onto_fewer_replicas_when_the_simulator_allows(
     load = demand([peak_per_hour // 4, peak_per_hour // 2, peak_per_hour, peak_per_hour // 2])
 
     def winner(steps: int) -> dict[str, Any]:
-        options = SearchOptions(verify_top=2, workers=1, tighten_steps=steps)
+        options = SearchOptions(verify_top=2, growth_check=False, workers=1, tighten_steps=steps)
         req = request(SLO(ttft_s=2.0, tpot_s=0.1), gpus=("H100-SXM",), load=load, options=options)
         found: dict[str, Any] = run(req, [H100])["winner"]
         return found
@@ -515,3 +517,26 @@ def test_alternative_models_are_searched_and_the_asked_for_one_wins_a_tie() -> N
     # 70B in bf16 does not fit one 80 GB H100: rejected before any latency is computed
     big = [r for r in data["rejected"] if r.get("model") == "llama-3.1-70b"]
     assert big and all(r["reason"] == "does-not-fit" for r in big)
+
+
+# --- load growth -----------------------------------------------------------------------------
+
+
+def test_the_growth_check_says_how_much_more_peak_load_the_winner_holds() -> None:
+    load = demand([18000, 36000, 72000, 36000])
+    options = SearchOptions(verify_top=2, workers=1, tighten_steps=3, tighten_margin=0.1)
+    req = request(SLO(ttft_s=2.0, tpot_s=0.1), gpus=("H100-SXM",), load=load, options=options)
+    winner = run(req, [H100])["winner"]
+    growth = winner["load_headroom"]
+    checked = growth["checked"]
+    assert [c["load"] for c in checked] == [1.1, 1.2, 1.3, 1.5, 1.75, 2.0]
+    # holds_up_to is the last load before the first miss, and misses carry their reason
+    passed = [c["passed"] for c in checked]
+    first_miss = passed.index(False) if False in passed else len(passed)
+    assert growth["holds_up_to"] == (checked[first_miss - 1]["load"] if first_miss else 1.0)
+    assert all(c["misses"] for c in checked if not c["passed"])
+    if winner["tightened_steps"]:
+        # a tightened fleet was required to hold +10% at peak, and the check agrees
+        assert growth["holds_up_to"] >= 1.1
+    # at double the load a fleet sized for this one must miss
+    assert checked[-1]["passed"] is False
