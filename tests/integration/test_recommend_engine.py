@@ -23,10 +23,11 @@ from numpy.typing import NDArray
 from planner.latency.catalog import load_catalog
 from planner.latency.model import LatencyModel
 from planner.latency.profile import choose_profile, load_bundled_profiles
-from planner.recommend.engine import Recommendation, Screened, _escalate, _size, recommend
+from planner.recommend.engine import Recommendation, recommend
 from planner.recommend.inputs import Constraints, Demand, Request, SearchOptions, Targets
 from planner.recommend.screen import Lengths, replica_capacity
 from planner.recommend.space import enumerate_candidates
+from planner.recommend.sweep import Screened, Sweep, adopt, size
 from planner.recommend.verify import Runner
 from planner.simulate.metrics import SLO
 from planner.simulate.workload import RateCurve, Workload
@@ -327,16 +328,22 @@ def screened_on(instance: PricePoint) -> tuple[Screened, Request]:
     capacity = replica_capacity(
         model, lengths, req.targets.strictest(), max_seqs=128, chunked_prefill=True
     )
-    rates = req.demand.curve.requests_per_hour
-    return _size(cand, capacity, capacity.rps, rates, req, 0.0), req
+    return size(cand, capacity, capacity.rps, req, 0.0), req
+
+
+def escalate(screened: Screened, req: Request) -> None:
+    """One escalation step of the verification: 15% less load per replica until it grows."""
+    with Runner(workers=1) as runner:
+        bigger = Sweep(req, 0.0, {}, runner).resized(screened, 0.85)
+    assert bigger is not None
+    adopt(screened, bigger)
 
 
 def test_escalate_grows_the_fleet() -> None:
     screened, req = screened_on(H100)
     assert screened.instances.tolist() == [1, 1, 1, 1]  # ~10 rps each, 1.7 rps at peak
     before, cost = screened.instances.copy(), screened.monthly_usd
-    rates = req.demand.curve.requests_per_hour
-    _escalate(screened, 0.85, rates, req, 0.0)
+    escalate(screened, req)
     assert np.all(screened.instances >= before)
     assert np.any(screened.instances > before)
     assert screened.instances.tolist() == [1, 1, 2, 1]  # the peak hour first
@@ -355,7 +362,7 @@ def test_escalate_grows_a_many_replica_instance() -> None:
     screened, req = screened_on(H100_X8)
     assert screened.instances.tolist() == [1, 1, 1, 1]
     before = screened.instances.copy()
-    _escalate(screened, 0.85, req.demand.curve.requests_per_hour, req, 0.0)
+    escalate(screened, req)
     assert np.any(screened.instances > before)
     assert screened.instances.tolist() == [1, 1, 2, 1]
     assert np.array_equal(screened.replicas, screened.instances * 8)
