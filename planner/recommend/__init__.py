@@ -2,7 +2,8 @@
 
 Stages, one module each: ``inputs`` (demand, targets, constraints) -> ``space`` (the candidate
 configurations from price sheets and the catalog) -> ``screen`` (analytic capacity per replica
-under the targets, hourly fleet sizes, cost) -> ``verify`` (the best candidates through the
-discrete-event simulator, on a local pool or Dask) -> ``plan`` (what to buy) -> ``engine``
-(``recommend()``, which runs them in order) -> ``store``.
+under the targets, hourly fleet sizes, cost) -> ``sweep`` (the cheapest candidates verified in
+rounds, escalated on a miss; the winner tightened and its growth checked) over ``verify`` (one
+simulation task; serial, a local pool or Dask) -> ``plan`` (what to buy) -> ``engine``
+(``recommend()``, which runs them in order and assembles the result) -> ``store``.
 """
