@@ -255,6 +255,9 @@ def recommend_command(
     engine: str = typer.Option(DEFAULT_ENGINE, "--engine", help="Engine whose calibration to use."),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same result)."),
     out: Path | None = typer.Option(None, "--out", help="Write the whole result as JSON here."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Write an interactive chart (HTML): fleet by hour, cost vs P99."
+    ),
     save: bool = typer.Option(True, "--save/--no-save", help="Store the recommendation."),
     rows: int = typer.Option(10, "--rows", min=1, help="Alternatives to print."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON."),
@@ -340,6 +343,11 @@ def recommend_command(
         if save:
             with store.session() as session:
                 data["id"] = save_recommendation(session, result).id
+    if plot is not None:
+        from planner.recommend.plot import write_html
+
+        write_html(data, plot)
+        data["plot"] = str(plot)
     if out is not None:
         out.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
     if as_json:
@@ -489,6 +497,7 @@ def list_command(
 def show_command(
     ctx: typer.Context,
     recommendation_id: int = typer.Argument(..., help="Recommendation id."),
+    plot: Path | None = typer.Option(None, "--plot", help="Write its chart (HTML)."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON."),
 ) -> None:
     """One stored recommendation."""
@@ -496,6 +505,10 @@ def show_command(
         run = load_recommendation(session, recommendation_id)
         data = run.result
         header = brief(run)
+    if plot is not None:
+        from planner.recommend.plot import write_html
+
+        write_html(data, plot)
     if as_json:
         print_json({**header, "result": data})
         return

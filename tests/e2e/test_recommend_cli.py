@@ -44,6 +44,7 @@ def demand_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_recommend_demand_csv_json_and_stored(home: Path, demand_csv: Path, tmp_path: Path) -> None:
     out = tmp_path / "result.json"
+    chart = tmp_path / "chart.html"
     result = run(
         home,
         "recommend",
@@ -55,11 +56,16 @@ def test_recommend_demand_csv_json_and_stored(home: Path, demand_csv: Path, tmp_
         *SMALL,
         "--out",
         str(out),
+        "--plot",
+        str(chart),
         "--json",
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert json.loads(out.read_text(encoding="utf-8"))["winner"] == data["winner"]
+    html = chart.read_text(encoding="utf-8")
+    for trace in ("demand (req", "instances", "Pareto front", data["winner"]["gpu"]):
+        assert f'"name":"{trace}' in html
     winner = data["winner"]
     assert winner["verified"] and winner["verification"]["passed"]
     assert winner["gpu"] in ("L4", "H100-SXM")
@@ -82,8 +88,9 @@ def test_recommend_demand_csv_json_and_stored(home: Path, demand_csv: Path, tmp_
     shown = run(home, "recommendations", "show", str(data["id"]), "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["result"]["winner"]["id"] == winner["id"]
-    text = run(home, "recommendations", "show", str(data["id"]))
+    text = run(home, "recommendations", "show", str(data["id"]), "--plot", str(chart))
     assert text.returncode == 0 and "verified yes" in text.stdout
+    assert '"name":"Pareto front"' in chart.read_text(encoding="utf-8")
 
 
 def test_recommend_replays_a_dataset_and_prints_a_table(home: Path) -> None:

@@ -1,0 +1,138 @@
+"""Charts of a recommendation: the winner's fleet hour by hour against the demand, and every
+simulated alternative's cost against its P99s with the Pareto front. They read the result's
+dict (``Recommendation.to_dict()`` or a stored one), so the dashboard and reports draw the same."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+
+def figure(result: dict[str, Any]) -> Any:
+    """A Plotly figure (plotly is imported here: only charts need it)."""
+    import plotly.graph_objects as go  # type: ignore[import-untyped]
+    from plotly.subplots import make_subplots  # type: ignore[import-untyped]
+
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        vertical_spacing=0.16,
+        specs=[[{"secondary_y": True}], [{}]],
+        subplot_titles=(
+            "demand and the recommended fleet, per hour (UTC)",
+            "simulated alternatives: cost against P99 time to first token",
+        ),
+    )
+    hourly = result["hourly"]
+    hours = [datetime.fromtimestamp(t, UTC) for t in hourly["hour_start"]]
+    fig.add_trace(
+        go.Scatter(
+            x=hours,
+            y=[r / 3600 for r in hourly["requests"]],
+            mode="lines",
+            line={"color": "rgb(31, 119, 180)"},
+            name="demand (req/s)",
+        ),
+        row=1,
+        col=1,
+    )
+    if "instances" in hourly:
+        fig.add_trace(
+            go.Scatter(
+                x=hours,
+                y=hourly["instances"],
+                mode="lines",
+                line={"color": "rgb(214, 39, 40)", "shape": "hv"},
+                name="instances",
+            ),
+            row=1,
+            col=1,
+            secondary_y=True,
+        )
+        plan = result.get("plan") or {}
+        chosen = plan.get("chosen") or {}
+        if chosen.get("commitment_unit") == "instances" and chosen.get("commitment_level"):
+            level = chosen["commitment_level"]
+            fig.add_trace(
+                go.Scatter(
+                    x=[hours[0], hours[-1]],
+                    y=[level, level],
+                    mode="lines",
+                    line={"color": "rgb(44, 160, 44)", "dash": "dash"},
+                    name=f"committed ({chosen['option']})",
+                ),
+                row=1,
+                col=1,
+                secondary_y=True,
+            )
+    pareto = set(result.get("pareto", []))
+    rows = [r for r in result["ranked"] if r.get("p99_ttft_s") is not None]
+    for gpu in sorted({r["gpu"] for r in rows}):
+        mine = [r for r in rows if r["gpu"] == gpu]
+        fig.add_trace(
+            go.Scatter(
+                x=[r["p99_ttft_s"] * 1e3 for r in mine],
+                y=[r["monthly_usd"] for r in mine],
+                mode="markers",
+                marker={
+                    "size": [12 if r["id"] in pareto else 8 for r in mine],
+                    "symbol": ["circle" if r["verified"] else "x" for r in mine],
+                },
+                text=[
+                    f"#{r['id']} {r['provider']} {r['instance_type']} {r['model']} "
+                    f"{r['precision']} TP{r['tp']}, {r['max_seqs']} seqs"
+                    + (", chunked" if r["chunked_prefill"] else "")
+                    + ("" if r["verified"] else " (missed a target)")
+                    for r in mine
+                ],
+                hovertemplate="%{text}<br>P99 TTFT %{x:,.0f} ms<br>$%{y:,.0f}/month",
+                name=gpu,
+            ),
+            row=2,
+            col=1,
+        )
+    front = sorted(
+        (r for r in rows if r["id"] in pareto), key=lambda r: (r["p99_ttft_s"], r["monthly_usd"])
+    )
+    if front:
+        fig.add_trace(
+            go.Scatter(
+                x=[r["p99_ttft_s"] * 1e3 for r in front],
+                y=[r["monthly_usd"] for r in front],
+                mode="lines",
+                line={"color": "grey", "dash": "dot"},
+                name="Pareto front",
+                hoverinfo="skip",
+            ),
+            row=2,
+            col=1,
+        )
+    winner = result.get("winner")
+    title = "no configuration met the targets"
+    if winner is not None:
+        title = (
+            f"recommended: {winner['provider']} {winner['instance_type']} "
+            f"({winner['gpus_per_instance']} x {winner['gpu']}), {winner['model']} "
+            f"{winner['precision']} TP{winner['tp']}: ${winner['monthly_usd']:,.0f}/month"
+        )
+    fig.update_yaxes(title_text="requests/s", row=1, col=1, secondary_y=False)
+    fig.update_yaxes(
+        title_text="instances", row=1, col=1, secondary_y=True, rangemode="tozero", showgrid=False
+    )
+    fig.update_xaxes(title_text="P99 TTFT (ms), simulated", type="log", row=2, col=1)
+    fig.update_yaxes(title_text="$ per month", type="log", row=2, col=1)
+    fig.update_layout(
+        title={"text": f"{title}<br><sup>{result['demand']['source']}</sup>"},
+        template="plotly_white",
+        height=900,
+        legend={"orientation": "h", "y": -0.08},
+    )
+    return fig
+
+
+def write_html(result: dict[str, Any], path: Path | str) -> Path:
+    """A self-contained HTML file (plotly.js embedded: opens offline)."""
+    path = Path(path)
+    figure(result).write_html(str(path), include_plotlyjs=True, full_html=True)
+    return path
