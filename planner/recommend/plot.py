@@ -116,9 +116,16 @@ def figure(result: dict[str, Any]) -> Any:
             f"({winner['gpus_per_instance']} x {winner['gpu']}), {winner['model']} "
             f"{winner['precision']} TP{winner['tp']}: ${winner['monthly_usd']:,.0f}/month"
         )
-    fig.update_yaxes(title_text="requests/s", row=1, col=1, secondary_y=False)
+    fig.update_yaxes(title_text="requests/s", row=1, col=1, secondary_y=False, rangemode="tozero")
+    top = max(hourly.get("instances", [1.0]))
     fig.update_yaxes(
-        title_text="instances", row=1, col=1, secondary_y=True, rangemode="tozero", showgrid=False
+        title_text="instances",
+        row=1,
+        col=1,
+        secondary_y=True,
+        range=[0, top * 1.15],
+        dtick=max(1, round(top / 6)),  # whole instances
+        showgrid=False,
     )
     fig.update_xaxes(title_text="P99 TTFT (ms), simulated", type="log", row=2, col=1)
     fig.update_yaxes(title_text="$ per month", type="log", row=2, col=1)
