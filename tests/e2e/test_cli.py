@@ -208,6 +208,7 @@ def test_make_demo_runs_as_the_readme_says(tmp_path: Path) -> None:
     assert "19,366 requests" in result.stdout
     assert "time per output token" in result.stdout  # the latency step of the demo
     assert "SLO attainment" in result.stdout  # and the simulation
+    assert "recommended:" in result.stdout and "committed" in result.stdout  # the recommendation
 
 
 @pytest.mark.parametrize("command", [["datasets", "list"], ["db", "status"], ["db", "upgrade"]])
