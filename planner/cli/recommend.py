@@ -402,6 +402,11 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
                 if chosen["option"] != "on-demand"
                 else ""
             )
+            + (
+                f", {chosen['spot_share']:.0%} of the load above it on spot"
+                if chosen["spot_share"]
+                else ""
+            )
             + f"; all on-demand {_usd(result.plan['all_on_demand_monthly_usd'])} "
             f"(saves {result.plan['savings_vs_on_demand_pct']:.1f}%); "
             f"${w['usd_per_million_tokens']:,.3f} per million tokens"

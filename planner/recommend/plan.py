@@ -156,8 +156,9 @@ def commitment_plan(
     hourly instances at that load)."""
     choices = purchase_plans(instances, offer, constraints, spot)
     best = cheapest(choices)
-    on_demand = next(c for c in choices if c.option == "on-demand")
     demand = instances.astype(np.float64)
+    # the list-price baseline: every instance-hour on demand, no spot, no commitment
+    on_demand = fleet_cost(demand, offer.prices(), Plan())
     sensitivity = []
     for label, moved in resize.items():
         kept = fleet_cost(moved.astype(np.float64), best.prices, best.plan)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import DEMO_SAMPLE, ROOT
@@ -211,3 +212,67 @@ def test_a_comma_list_of_models_allows_alternatives(home: Path) -> None:
     seen = {row["model"] for row in data["ranked"]} | {r["model"] for r in data["rejected"]}
     assert seen == {"llama-3.1-8b", "qwen2.5-7b"}
     assert data["winner"]["model"] in seen
+
+
+def test_request_classes_have_their_own_targets_and_spot_tolerance(
+    home: Path, tmp_path: Path
+) -> None:
+    # an hour of a log with two classes: 70% chat, 30% batch (which tolerates interruption)
+    rng = np.random.default_rng(7)
+    arrival = np.sort(rng.uniform(0, 3600, 5400))
+    kind = np.where(rng.random(5400) < 0.3, "batch", "chat")
+    lines = [
+        f"{t:.3f},{int(i)},{int(o)},{k}"
+        for t, i, o, k in zip(
+            arrival, rng.integers(200, 2000, 5400), rng.integers(20, 400, 5400), kind, strict=True
+        )
+    ]
+    path = tmp_path / "classes.csv"
+    path.write_text("t,in,out,kind\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    ingest = run(
+        home,
+        "ingest",
+        str(path),
+        "--name",
+        "classes",
+        *("--map", "arrival=t", "--map", "input_tokens=in", "--map", "output_tokens=out"),
+        *("--map", "priority_class=kind", "--time-kind", "relative", "--time-unit", "s"),
+        "--start",
+        "2025-01-06T00:00:00Z",
+    )
+    assert ingest.returncode == 0, ingest.stderr
+    result = run(
+        home,
+        "recommend",
+        "--dataset",
+        "classes",
+        *TARGETS,
+        "--slo",
+        "batch:ttft=60s,tpot=1s",
+        "--spot-class",
+        "batch",
+        "--max-spot-share",
+        "0.6",
+        "--provider",
+        "gcp",  # GCP's L4 instances have spot prices in the bundled sheet
+        "--purchase",
+        "on-demand",  # no commitment: the spot share applies to the whole fleet
+        *SMALL,
+        "--no-save",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    slos = data["request"]["targets"]["slos"]
+    assert slos["chat"]["ttft_s"] == 2.0 and slos["batch"]["ttft_s"] == 60.0
+    batch_share = float((kind == "batch").mean())
+    assert data["request"]["spot_share"] == pytest.approx(0.6 * batch_share)
+    verification = data["winner"]["verification"]
+    assert set(verification["p99"]) == {"batch", "chat"}  # each class checked on its own
+    assert verification["p99"]["chat"]["ttft"] <= 2.0
+    assert data["plan"]["chosen"]["spot_share"] == pytest.approx(0.6 * batch_share)
+    cost = data["plan"]["chosen"]["cost"]
+    assert data["plan"]["chosen"]["option"] == "on-demand"
+    assert cost["spot_usd"] > 0 and cost["on_demand_usd"] > 0
+    # spot, cheaper than on-demand, runs the tolerant share: the plan saves against on-demand
+    assert data["plan"]["chosen"]["monthly_usd"] < data["plan"]["all_on_demand_monthly_usd"]

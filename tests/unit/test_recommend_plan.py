@@ -181,7 +181,9 @@ def test_spot_share_applies_above_the_reserved_base() -> None:
     assert best.option == "reserved-1y"
     assert best.to_dict()["spot_share"] == 0.5
     plan = commitment_plan(HOURS, OFFER, constraints, 0.5, {})
-    assert plan["savings_vs_on_demand_monthly_usd"] == pytest.approx(monthly(182.0 - 174.0))
+    # savings are against the list-price baseline: all 28 instance-hours on demand, $280
+    assert plan["all_on_demand_monthly_usd"] == pytest.approx(monthly(280.0))
+    assert plan["savings_vs_on_demand_monthly_usd"] == pytest.approx(monthly(280.0 - 174.0))
 
 
 def test_spot_interruptions_fall_back_to_on_demand() -> None:
