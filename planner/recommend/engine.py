@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ from planner.latency.catalog import load_catalog
 from planner.latency.model import LatencyModel
 from planner.latency.profile import Profile, choose_profile, load_bundled_profiles
 from planner.recommend.inputs import POOL_SAMPLE, Request
-from planner.recommend.plan import commitment_plan, purchase_plans, spot_share
+from planner.recommend.plan import commitment_plan, list_price_cost, spot_share
 from planner.recommend.screen import (
     METRICS,
     Capacity,
@@ -100,11 +101,9 @@ def recommend(
     affordable.sort(key=rank_key)
     screen_s = time.perf_counter() - began
 
-    own_runner = runner is None
-    active_runner = runner or Runner(options.workers, options.dask)
-    if own_runner:
-        active_runner.__enter__()
-    try:
+    # a runner given by the caller stays open for its next sweep; our own closes here
+    owned = nullcontext(runner) if runner is not None else Runner(options.workers, options.dask)
+    with owned as active_runner:
         sweep = Sweep(request, spot, profiles, active_runner, progress)
         verified, remaining = sweep.verify_cheapest(affordable)
         verify_s = time.perf_counter() - began - screen_s
@@ -113,9 +112,6 @@ def recommend(
             sweep.tighten(leaders[0])
         if leaders and options.growth_check:
             leaders[0].load_headroom = sweep.growth(leaders[0])
-    finally:
-        if own_runner:
-            active_runner.__exit__(None, None, None)
 
     passed = []
     for s in sorted((s for s in verified if s.passed), key=rank_key):
@@ -324,11 +320,7 @@ def _row(s: Screened, request: Request, tokens: tuple[float, float]) -> dict[str
         "tightened_steps": s.tightened,
         "load_headroom": s.load_headroom,
         "monthly_usd": monthly,
-        "on_demand_monthly_usd": next(
-            c.monthly_usd
-            for c in purchase_plans(s.instances, s.candidate.offer, request.constraints, 0.0)
-            if c.option == "on-demand"
-        ),
+        "on_demand_monthly_usd": list_price_cost(s.instances, s.candidate.offer).monthly_usd,
         "purchase": s.plan.option,
         "usd_per_million_tokens": monthly / tokens[0] * 1e6 if tokens[0] else None,
         "usd_per_million_output_tokens": monthly / tokens[1] * 1e6 if tokens[1] else None,

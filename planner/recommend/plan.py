@@ -10,7 +10,7 @@ where allowed. The cheapest of these, and all-on-demand, is the plan.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -98,45 +98,27 @@ def purchase_plans(
     )
     plain = offer.prices()
     choices = [PlanChoice("on-demand", base, plain, fleet_cost(demand, plain, base), 0.0, None)]
-    for option in COMMITMENTS:
-        if option in allowed and offer.price(option) is not None:
-            prices = offer.prices(commitment=option)
-            found = optimize_reserved(demand, prices, base)
-            choices.append(
-                PlanChoice(
-                    option.value,
-                    Plan(
-                        reserved=int(found.level),
-                        spot_share=base.spot_share,
-                        interruption_rate=base.interruption_rate,
-                        replacement_hours=base.replacement_hours,
-                    ),
-                    prices,
-                    found.cost,
-                    found.level,
-                    found.break_even,
-                )
-            )
-    for option in SAVINGS_PLANS:
-        if option in allowed and offer.price(option) is not None:
+    for option in (*COMMITMENTS, *SAVINGS_PLANS):
+        if option not in allowed or offer.price(option) is None:
+            continue
+        if option in SAVINGS_PLANS:
             prices = offer.prices(savings_plan=option)
             found = optimize_savings_plan(demand, prices, base)
-            choices.append(
-                PlanChoice(
-                    option.value,
-                    Plan(
-                        savings_plan_usd_per_hour=found.level,
-                        spot_share=base.spot_share,
-                        interruption_rate=base.interruption_rate,
-                        replacement_hours=base.replacement_hours,
-                    ),
-                    prices,
-                    found.cost,
-                    found.level,
-                    found.break_even,
-                )
-            )
+            plan = replace(base, savings_plan_usd_per_hour=found.level)
+        else:
+            prices = offer.prices(commitment=option)
+            found = optimize_reserved(demand, prices, base)
+            plan = replace(base, reserved=int(found.level))
+        choices.append(
+            PlanChoice(option.value, plan, prices, found.cost, found.level, found.break_even)
+        )
     return choices
+
+
+def list_price_cost(instances: NDArray[np.int64], offer: Offer) -> FleetCost:
+    """The baseline savings are measured against: every instance-hour on demand at the list
+    price, no spot, no commitment."""
+    return fleet_cost(instances.astype(np.float64), offer.prices(), Plan())
 
 
 def cheapest(choices: list[PlanChoice]) -> PlanChoice:
@@ -157,8 +139,7 @@ def commitment_plan(
     choices = purchase_plans(instances, offer, constraints, spot)
     best = cheapest(choices)
     demand = instances.astype(np.float64)
-    # the list-price baseline: every instance-hour on demand, no spot, no commitment
-    on_demand = fleet_cost(demand, offer.prices(), Plan())
+    on_demand = list_price_cost(instances, offer)
     sensitivity = []
     for label, moved in resize.items():
         kept = fleet_cost(moved.astype(np.float64), best.prices, best.plan)

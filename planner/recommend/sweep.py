@@ -126,6 +126,7 @@ class Sweep:
     workloads: dict[Window, Workload] = field(default_factory=dict)
     simulated: dict[tuple[Any, ...], Verification] = field(default_factory=dict)
     rounds: int = 0
+    peak: Window = field(init=False)  # the verification window every candidate shares
 
     def __post_init__(self) -> None:
         options = self.request.options

@@ -184,10 +184,6 @@ def verify(task: VerifyTask, workloads: Mapping[Window, Workload]) -> Verificati
 # --- running many: serially, on a process pool, on Dask ----------------------------------------
 
 
-def _verify_own(task: VerifyTask, workloads: dict[Window, Workload]) -> Verification:
-    return verify(task, workloads)
-
-
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 
@@ -265,7 +261,7 @@ class Runner:
             self._pool = ProcessPoolExecutor(max_workers=self.workers)
         # each task carries only its own windows' requests
         futures = [
-            self._pool.submit(_verify_own, task, {w: workloads[w] for w in task.windows})
+            self._pool.submit(verify, task, {w: workloads[w] for w in task.windows})
             for task in tasks
         ]
         results = []
