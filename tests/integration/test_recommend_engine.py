@@ -547,3 +547,25 @@ def test_the_growth_check_says_how_much_more_peak_load_the_winner_holds() -> Non
         assert growth["holds_up_to"] >= 1.1
     # at double the load a fleet sized for this one must miss
     assert checked[-1]["passed"] is False
+
+
+def test_tightening_keeps_a_margin_at_the_peak() -> None:
+    # every tightening step also simulates the peak hour at +margin load; a fleet that only
+    # just serves the demand is not taken
+    load = demand([18000, 36000, 72000, 36000])
+
+    def result(margin: float) -> dict[str, Any]:
+        options = SearchOptions(
+            verify_top=2, workers=1, growth_check=False, tighten_steps=3, tighten_margin=margin
+        )
+        req = request(SLO(ttft_s=2.0, tpot_s=0.1), gpus=("H100-SXM",), load=load, options=options)
+        return run(req, [H100])
+
+    bare, kept = result(0.0), result(0.5)
+    assert bare["winner"]["tightened_steps"] >= 1
+    # measured: without a margin one step (1 winner + 1 tighten simulations besides the
+    # verification); with +50% the first step's peak-hour check at 1.5x load fails
+    assert bare["stats"]["simulations"] - bare["stats"]["verifications"] == 1
+    assert kept["stats"]["simulations"] - kept["stats"]["verifications"] == 2
+    assert kept["winner"]["tightened_steps"] < bare["winner"]["tightened_steps"]
+    assert kept["winner"]["monthly_usd"] > bare["winner"]["monthly_usd"]

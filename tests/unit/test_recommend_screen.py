@@ -19,9 +19,11 @@ from planner.recommend.inputs import Constraints
 from planner.recommend.screen import (
     Capacity,
     Lengths,
+    erlang_c,
     hourly_instances,
     hourly_replicas,
     replica_capacity,
+    tpot_p99,
 )
 from planner.recommend.space import Candidate, Rejection, enumerate_candidates, offers
 from planner.simulate.fleet import FleetConfig
@@ -424,3 +426,26 @@ def test_screen_capacity_with_tpot_or_batch_binding(
         sim_ttft, sim_tpot, _ = simulated_p99(slo, chunked, c.rps, seed)
         ratios.append(max(sim_ttft / ttft, sim_tpot / tpot))
     assert max(ratios) <= 1.25
+
+
+# --- the queueing pieces ----------------------------------------------------------------------
+
+
+def test_erlang_c_matches_known_values() -> None:
+    # one server: an arrival waits with probability rho; two servers at 1 Erlang: 1/3;
+    # textbook M/M/10 at 8 Erlangs: 0.409; at or past the servers every arrival waits
+    got = erlang_c(1, np.array([0.3]))
+    assert got[0] == pytest.approx(0.3)
+    assert erlang_c(2, np.array([1.0]))[0] == pytest.approx(1 / 3)
+    assert erlang_c(10, np.array([8.0]))[0] == pytest.approx(0.4092, abs=1e-4)
+    assert erlang_c(4, np.array([4.0, 5.0])).tolist() == [1.0, 1.0]
+
+
+def test_tpot_tail_comes_from_short_outputs() -> None:
+    steps = np.array([1.0, 10.0, 100.0, 1000.0])
+    assert tpot_p99(0.02, 0.0, steps, 0.1, 0.02) == 0.02  # no prefills land: the bare step
+    light = tpot_p99(0.02, 0.01, steps, 0.1, 0.02)
+    heavy = tpot_p99(0.02, 0.05, steps, 0.1, 0.02)
+    assert 0.02 < light < heavy
+    # the same stall rate spread over long outputs only: a much lighter tail
+    assert tpot_p99(0.02, 0.05, np.array([1000.0] * 4), 0.1, 0.02) < heavy / 2
