@@ -10,9 +10,10 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from planner.cli.context import print_json, stderr, stdout, store_from
+from planner.common.text import closest
 from planner.errors import UsageError
 from planner.ingest import FORMAT_NAMES, IngestOptions, TimeKind, TimeSpec, TimeUnit, ingest_file
-from planner.ingest.formats import FIELDS, closest, parse_mapping
+from planner.ingest.formats import FIELDS, parse_mapping
 
 
 def parse_start(value: str | None, option: str = "--start") -> datetime | None:

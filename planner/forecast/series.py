@@ -23,8 +23,8 @@ from numpy.typing import NDArray
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from planner.common.text import closest
 from planner.errors import InputFileError, NotFoundError, RowProblem, UsageError
-from planner.ingest.formats import closest
 from planner.store.models import Dataset, Request
 from planner.store.queries import get_dataset
 from planner.workload.hourly_csv import (

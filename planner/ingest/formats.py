@@ -6,11 +6,11 @@ The built-in formats cover the public traces; ``generic`` is built from ``--map`
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from planner.common.text import closest
 from planner.errors import UsageError
 from planner.store.models import REQUEST_COLUMNS
 
@@ -117,13 +117,6 @@ BURSTGPT = LogFormat(
 )
 BUILTIN_FORMATS: dict[str, LogFormat] = {f.name: f for f in (AZURE_LLM, MOONCAKE, BURSTGPT)}
 FORMAT_NAMES: tuple[str, ...] = (*BUILTIN_FORMATS, "generic")
-
-
-def closest(name: str, known: Sequence[str]) -> str:
-    """Known names, closest to ``name`` first, for error messages."""
-    by_lower = {k.lower(): k for k in known}
-    ranked = difflib.get_close_matches(name.lower(), list(by_lower), n=len(known), cutoff=0.0)
-    return ", ".join(by_lower[k] for k in ranked)
 
 
 def builtin_format(name: str) -> LogFormat:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from planner.common.text import closest
 from planner.errors import PlannerError, UsageError
-from planner.ingest.formats import closest
 from planner.paths import data_dir
 
 GIB = 1024**3

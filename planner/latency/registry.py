@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from planner.ingest.formats import closest
+from planner.common.text import closest
 from planner.latency.calibration import CalibrationReport
 from planner.latency.profile import (
     DEFAULT_ENGINE,

@@ -8,8 +8,8 @@ import pandas as pd
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from planner.common.text import closest
 from planner.errors import NotFoundError
-from planner.ingest.formats import closest
 from planner.store.models import Dataset, Request
 
 # Columns of request_frame, with their pandas dtypes.

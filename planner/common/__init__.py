@@ -1,0 +1,1 @@
+"""Helpers every stage uses: names and values in messages, output files."""

@@ -1,0 +1,37 @@
+"""Names and values as they appear in messages: suggestions, and values made safe to echo."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+# Longest value quoted in a message: a 400 MB cell must not become a 400 MB error.
+MAX_SHOWN_CHARS = 80
+
+
+def closest(name: str, known: Sequence[str]) -> str:
+    """Known names, closest to ``name`` first, for error messages."""
+    by_lower = {k.lower(): k for k in known}
+    ranked = difflib.get_close_matches(name.lower(), list(by_lower), n=len(known), cutoff=0.0)
+    return ", ".join(by_lower[k] for k in ranked)
+
+
+def shown(value: object, limit: int = MAX_SHOWN_CHARS) -> str:
+    """``repr``-style quoting of a user's value for a message: control characters (ANSI escapes,
+    newlines, NUL) escaped so a terminal never interprets them, and cut to ``limit`` characters.
+    """
+    text = value if isinstance(value, str) else str(value)
+    cut = len(text) > limit
+    quoted = repr(text[:limit])
+    if cut:
+        quoted += f"... ({len(text):,} characters)"
+    return quoted
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """``text`` with control characters escaped (for tables and plain output), optionally cut."""
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "…"
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
