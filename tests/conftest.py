@@ -1,4 +1,8 @@
-"""Shared fixtures: real stores (SQLite always, PostgreSQL when configured) and the real traces."""
+"""Shared fixtures: real stores (SQLite always, PostgreSQL when configured) and the real traces.
+
+Every file a test reads lies in this repository (``tests/fixtures``, ``data/``): a clone with
+nothing beside it passes the suite.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +18,14 @@ from sqlalchemy.engine import make_url
 from planner.store import Store, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_TRACES = ROOT.parent / "shared" / "data" / "traces"
-AZURE_CODE = SHARED_TRACES / "AzureLLMInferenceTrace_code_2023.csv"
-AZURE_CONV = SHARED_TRACES / "AzureLLMInferenceTrace_conv_2023.csv"
-MOONCAKE = SHARED_TRACES / "mooncake_conversation_trace.jsonl"
-DEMO_SAMPLE = ROOT / "data" / "samples" / "azure_llm_conv_2023.csv.gz"
+TRACES = ROOT / "tests" / "fixtures" / "traces"
+SAMPLES = ROOT / "data" / "samples"
+AZURE_CODE = TRACES / "AzureLLMInferenceTrace_code_2023.csv.gz"
+MOONCAKE = TRACES / "mooncake_conversation_trace.jsonl.gz"
+DEMO_SAMPLE = SAMPLES / "azure_llm_conv_2023.csv.gz"
+AZURE_CONV = DEMO_SAMPLE  # the Azure conversation trace, bundled as the demo's sample
+AZURE_CONV_NAME = "azure_llm_conv_2023"  # its dataset name when ingested
+SERVEGEN = SAMPLES / "servegen_rates_10min.csv"
 POSTGRES_ENV = "PLANNER_TEST_POSTGRES_URL"
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]

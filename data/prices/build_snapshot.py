@@ -1,6 +1,6 @@
-"""Rebuild ``gpu_prices_snapshot.csv`` from the public figures gathered in ``shared/data/prices/``.
+"""Rebuild ``gpu_prices_snapshot.csv`` from the public figures bundled in ``sources/`` beside it.
 
-    python data/prices/build_snapshot.py [SHARED_PRICES_DIR]
+    python data/prices/build_snapshot.py [SOURCES_DIR]
 
 Only figures with a public, dated source are written; an unknown price is left out (no row),
 never written as zero. What was taken, converted or left out, and why: README.md beside this file.
@@ -10,15 +10,17 @@ The output is deterministic: rerunning on the same inputs gives the same bytes.
 from __future__ import annotations
 
 import csv
+import gzip
 import re
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from pricing.snapshot import COLUMNS  # one definition of a price sheet's columns
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-DEFAULT_SHARED = ROOT.parent / "shared" / "data" / "prices"
+SOURCES = HERE / "sources"  # the gathered public files, unchanged (the GCP one gzipped)
 OUTPUT = HERE / "gpu_prices_snapshot.csv"
 GPU_CATALOG = ROOT / "data" / "catalog" / "gpus.csv"
 
@@ -27,7 +29,7 @@ HOURS_PER_MONTH = 730  # the month the GCP committed-use figures are quoted for
 HOURS_3Y = 3 * 8760
 
 KARPENTER_FILE = "aws_on_demand_gpu_karpenter_2026-07-20.csv"
-CYCLENERD_FILE = "gcp_gpu_instances_cyclenerd_2026-07-30.csv"
+CYCLENERD_FILE = "gcp_gpu_instances_cyclenerd_2026-07-30.csv.gz"
 
 AWS_OD_SOURCE = (
     "aws/karpenter-provider-aws@1d927085 pkg/providers/pricing/zz_generated.pricing_aws.go "
@@ -200,8 +202,15 @@ def _row(**values: str) -> dict[str, str]:
     return row
 
 
-def aws_rows(shared: Path, memory: dict[str, str]) -> list[dict[str, str]]:
-    with (shared / KARPENTER_FILE).open(newline="", encoding="utf-8") as fh:
+def open_source(path: Path) -> TextIO:
+    """A source file as text, gunzipped when its name ends in ``.gz``."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", newline="", encoding="utf-8")
+    return path.open(newline="", encoding="utf-8")
+
+
+def aws_rows(sources: Path, memory: dict[str, str]) -> list[dict[str, str]]:
+    with open_source(sources / KARPENTER_FILE) as fh:
         prices = {
             (r["region"], r["instance_type"]): r["on_demand_usd_hr"] for r in csv.DictReader(fh)
         }
@@ -229,8 +238,8 @@ def aws_rows(shared: Path, memory: dict[str, str]) -> list[dict[str, str]]:
     return rows
 
 
-def gcp_rows(shared: Path, memory: dict[str, str]) -> list[dict[str, str]]:
-    with (shared / CYCLENERD_FILE).open(newline="", encoding="utf-8") as fh:
+def gcp_rows(sources: Path, memory: dict[str, str]) -> list[dict[str, str]]:
+    with open_source(sources / CYCLENERD_FILE) as fh:
         table = {(r["machine_type"], r["region"]): r for r in csv.DictReader(fh)}
     rows = []
     for region in GCP_REGIONS:
@@ -290,9 +299,9 @@ def extra_rows(memory: dict[str, str]) -> list[dict[str, str]]:
     return rows
 
 
-def build(shared: Path = DEFAULT_SHARED, output: Path = OUTPUT) -> int:
+def build(sources: Path = SOURCES, output: Path = OUTPUT) -> int:
     memory = _gpu_memory()
-    rows = aws_rows(shared, memory) + gcp_rows(shared, memory) + extra_rows(memory)
+    rows = aws_rows(sources, memory) + gcp_rows(sources, memory) + extra_rows(memory)
     order = {"on-demand": 0, "spot": 1}
     rows.sort(
         key=lambda r: (
@@ -314,5 +323,5 @@ def build(shared: Path = DEFAULT_SHARED, output: Path = OUTPUT) -> int:
 
 
 if __name__ == "__main__":
-    source = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_SHARED
+    source = Path(sys.argv[1]) if len(sys.argv) > 1 else SOURCES
     print(f"wrote {build(source)} rows to {OUTPUT}")

@@ -39,9 +39,8 @@ from planner.store import Store
 from planner.store.forecast_models import ForecastPoint, ForecastRun
 from planner.store.models import Base
 from planner.store.queries import delete_dataset
-from tests.conftest import AZURE_CODE, SHARED_TRACES
+from tests.conftest import AZURE_CODE, SERVEGEN
 
-SERVEGEN = SHARED_TRACES / "servegen_rates_10min.csv"
 START_S = 1_736_121_600  # 2025-01-06T00:00:00Z, a Monday
 HOURS = 5 * 24
 

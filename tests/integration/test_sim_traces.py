@@ -25,9 +25,9 @@ from planner.simulate.fleet import Fleet, FleetConfig
 from planner.simulate.run import ServingSpec, SimulationResult, simulate
 from planner.simulate.workload import Workload, from_dataset
 from planner.store import Store
-from tests.conftest import AZURE_CODE, AZURE_CONV, MOONCAKE
+from tests.conftest import AZURE_CODE, AZURE_CONV, AZURE_CONV_NAME, MOONCAKE
 
-CONV = "AzureLLMInferenceTrace_conv_2023"
+CONV = AZURE_CONV_NAME
 CODE = "AzureLLMInferenceTrace_code_2023"
 MOONCAKE_NAME = "mooncake_conversation_trace"
 SERVING = ServingSpec(gpu="H100-SXM", model="llama-3.1-8b", precision="fp8")

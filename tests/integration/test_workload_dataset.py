@@ -19,10 +19,10 @@ from planner.simulate.workload import (
 )
 from planner.store import Store
 from planner.store.queries import get_dataset, request_frame
-from tests.conftest import AZURE_CONV, MOONCAKE, WriteFile
+from tests.conftest import AZURE_CONV, AZURE_CONV_NAME, MOONCAKE, WriteFile
 
 START = datetime(2024, 6, 1, tzinfo=UTC)
-CONV = "AzureLLMInferenceTrace_conv_2023"
+CONV = AZURE_CONV_NAME
 
 
 def load(store: Store, name: str = CONV, **options: object) -> Workload:

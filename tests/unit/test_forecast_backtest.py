@@ -22,9 +22,7 @@ from planner.forecast.backtest import (
 )
 from planner.forecast.model import ForecastSettings
 from planner.forecast.series import HourlySeries, read_servegen
-from tests.conftest import SHARED_TRACES
-
-SERVEGEN = SHARED_TRACES / "servegen_rates_10min.csv"
+from tests.conftest import SERVEGEN
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,8 @@ from planner.errors import InputFileError, UsageError
 from planner.forecast.backtest import backtest, calibrate, holdout_plan
 from planner.forecast.model import Event, ForecastSettings, forecast, read_events
 from planner.forecast.series import HourlySeries, read_servegen
-from tests.conftest import SHARED_TRACES, WriteFile
+from tests.conftest import SERVEGEN, WriteFile
 
-SERVEGEN = SHARED_TRACES / "servegen_rates_10min.csv"
 HELD_OUT = 48  # the last two days
 
 

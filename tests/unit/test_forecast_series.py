@@ -17,14 +17,7 @@ from planner.forecast.series import (
     read_series_csv,
     read_servegen,
 )
-from tests.conftest import ROOT, SHARED_TRACES, WriteFile
-
-SERVEGEN = SHARED_TRACES / "servegen_rates_10min.csv"
-BUNDLED = ROOT / "data" / "samples" / "servegen_rates_10min.csv"
-
-
-def test_bundled_servegen_sample_is_the_shared_file() -> None:
-    assert BUNDLED.read_bytes() == SERVEGEN.read_bytes()
+from tests.conftest import SERVEGEN, WriteFile
 
 
 def test_csv_series_with_missing_rows_empty_values_and_zeros(write: WriteFile) -> None:

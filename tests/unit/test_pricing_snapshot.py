@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import importlib.util
 from collections import defaultdict
 from datetime import date
@@ -17,7 +18,7 @@ from pricing.model import PricePoint, Provider, PurchaseOption
 from pricing.snapshot import COLUMNS, load_snapshot, snapshot_path
 from tests.conftest import ROOT
 
-SHARED_PRICES = ROOT.parent / "shared" / "data" / "prices"
+SOURCES = ROOT / "data" / "prices" / "sources"
 
 # Plausible on-demand $/GPU-hour for each GPU (list prices of the three clouds, 2024-2026).
 # The cheapest instance of a GPU must fall in its band; a one-GPU instance with a big host
@@ -141,17 +142,15 @@ def _build_module() -> ModuleType:
     return module
 
 
-@pytest.mark.skipif(not SHARED_PRICES.is_dir(), reason="shared/data/prices is not beside the repo")
-def test_the_build_script_reproduces_the_snapshot_from_the_shared_data(tmp_path: Path) -> None:
+def test_the_build_script_reproduces_the_snapshot_from_its_bundled_sources(tmp_path: Path) -> None:
     out = tmp_path / "snapshot.csv"
-    rows = _build_module().build(SHARED_PRICES, out)
+    rows = _build_module().build(SOURCES, out)
     assert rows == 179
     assert out.read_bytes() == snapshot_path().read_bytes()
 
 
-@pytest.mark.skipif(not SHARED_PRICES.is_dir(), reason="shared/data/prices is not beside the repo")
 def test_gcp_rows_match_the_cyclenerd_file(points: list[PricePoint]) -> None:
-    with (SHARED_PRICES / "gcp_gpu_instances_cyclenerd_2026-07-30.csv").open() as fh:
+    with gzip.open(SOURCES / "gcp_gpu_instances_cyclenerd_2026-07-30.csv.gz", "rt") as fh:
         table = {(r["machine_type"], r["region"]): r for r in csv.DictReader(fh)}
     column = {
         "on-demand": ("on_demand_usd_hr", 1.0),
