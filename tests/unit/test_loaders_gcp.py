@@ -182,7 +182,7 @@ def test_g2_reproduces_the_published_machine_prices(
     client, _ = two_pages
     points = gcp.fetch("us-central1", client=client, now=NOW)
     table = prices(points)
-    # Cyclenerd pricing 2026-07-30, us-central1 (../shared/data/prices/gcp_gpu_instances_...)
+    # Cyclenerd pricing 2026-07-30, us-central1 (data/prices/sources/gcp_gpu_instances_...)
     published = {
         "g2-standard-4": 0.706832255,
         "g2-standard-8": 0.853624271,
