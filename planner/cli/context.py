@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,8 +23,19 @@ INTERNAL_ERROR_EXIT = 70
 P = ParamSpec("P")
 R = TypeVar("R")
 
+
+class _ResultConsole(Console):
+    """stdout's console: a reader that stops reading (`| head`) ends the command successfully
+    (rich's default exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _silence_stdout()
+        raise SystemExit(0)
+
+
 # Results go to stdout; progress and notes to stderr, so `--json` output stays parseable.
-stdout = Console(highlight=False, soft_wrap=True)
+stdout = _ResultConsole(highlight=False, soft_wrap=True)
 stderr = Console(stderr=True, highlight=False)
 
 
@@ -58,7 +70,19 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(command)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return command(*args, **kwargs)
+            result = command(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+            return result
+        except BrokenPipeError:
+            # The reader (`| head`) has what it wanted: stop quietly, as a successful command.
+            _silence_stdout()
+            raise typer.Exit(0) from None
+        except MemoryError:
+            stderr.print(
+                "error: out of memory; try a smaller input or load (e.g. a lower --load-scale)",
+                markup=False,
+            )
+            raise typer.Exit(1) from None
         except PlannerError as exc:
             stderr.print(f"error: {exc}", markup=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from exc
@@ -76,3 +100,10 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(INTERNAL_ERROR_EXIT) from exc
 
     return run
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

@@ -1,0 +1,39 @@
+"""Conventions every command keeps: a closed pipe is not an error, results fit a terminal."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_cli import PLANNER
+
+
+def environment(home: Path, columns: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLANNER_")}
+    env.update(PLANNER_HOME=str(home), COLUMNS=str(columns))
+    return env
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["prices", "list", "--json"], ["prices", "list"]],  # typer.echo, and a rich table
+)
+def test_output_piped_into_head_exits_cleanly(tmp_path: Path, args: list[str]) -> None:
+    # `planner ... | head -1`: the reader closes the pipe after one line. The pipe holds one
+    # page, far less than the output (tens of kB), so planner is still writing when it closes.
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    with subprocess.Popen(
+        [PLANNER, *args], stdout=write_end, stderr=subprocess.PIPE, env=environment(tmp_path, 200)
+    ) as process:
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as reader:
+            assert reader.readline()
+        assert process.stderr is not None
+        errors = process.stderr.read().decode()
+        assert process.wait(timeout=60) == 0, errors
+    assert "rror" not in errors and "Exception" not in errors
