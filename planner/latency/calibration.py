@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import hashlib
+import io
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from planner.common.text import shown
 from planner.errors import InputFileError, PlannerError, RowProblem, UsageError
 from planner.latency.catalog import Catalog, UnsupportedError, load_catalog
 from planner.latency.model import Deployment, LatencyModel
@@ -76,12 +78,10 @@ class Excluded:
 
 def _parse_load(text: str) -> tuple[LoadKind, float] | None:
     """``1`` -> batch 1; ``QPS=2``; ``concurrency=50``; ``QPS=INF`` -> None (a burst)."""
-    name, sep, value = text.strip().lower().partition("=")
+    name, sep, value = (part.strip() for part in text.strip().lower().partition("="))
     kind: LoadKind
     if not sep:
         kind, value = "batch", name
-    elif value in ("inf", "infinity"):
-        return None
     else:
         kinds: dict[str, LoadKind] = {
             "qps": "qps",
@@ -90,18 +90,29 @@ def _parse_load(text: str) -> tuple[LoadKind, float] | None:
             "batch": "batch",
         }
         if name not in kinds:
-            raise ValueError(f"expected 1, QPS=N, concurrency=N or batch=N, got {text!r}")
+            raise ValueError(f"expected 1, QPS=N, concurrency=N or batch=N, got {shown(text)}")
         kind = kinds[name]
+        if kind == "qps" and value in ("inf", "infinity"):
+            return None
     try:
         load = float(value)
     except ValueError:
-        raise ValueError(f"expected a positive number of {kind}, got {text!r}") from None
-    if not (math.isfinite(load) and load > 0):
-        raise ValueError(f"expected a positive number of {kind}, got {text!r}")
+        load = math.nan
+    if kind == "qps":
+        if not (math.isfinite(load) and load > 0):
+            raise ValueError(f"expected a positive number of qps, got {shown(text)}")
+    elif not (math.isfinite(load) and load.is_integer() and load >= 1):
+        what = "sequences" if kind == "batch" else "clients"
+        raise ValueError(
+            f"expected a whole number of {what} ({kind}), at least 1, got {shown(text)}"
+        )
     return kind, load
 
 
 BURST_REASON = "a burst at infinite rate: queueing, not iteration speed (the simulator's job)"
+MAX_LATENCY_MS = 86_400_000.0  # a day: no measured latency of one request is longer
+MAX_FILE_BYTES = 100 * 1024**2  # measurement files are small; this is not one
+KV_CACHES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
 
 
 class _BadValueError(Exception):
@@ -110,33 +121,92 @@ class _BadValueError(Exception):
         self.column = column
 
 
+def _text(path: Path) -> str:
+    """The file's text (UTF-8, a byte-order mark dropped); bad bytes name their line."""
+    if path.is_dir():
+        raise InputFileError(path, "is a folder; expected a measurement CSV file")
+    if not path.exists():
+        raise InputFileError(path, "file not found")
+    if not path.is_file():
+        raise InputFileError(path, "not a regular file; expected a measurement CSV file")
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise InputFileError(
+                path, f"larger than {MAX_FILE_BYTES // 1024**2} MB; not a measurement file"
+            )
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputFileError(path, f"cannot be read ({exc.strerror or exc})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        problem = RowProblem(None, None, "not UTF-8 text; save the file as UTF-8", line)
+        raise InputFileError(path, problem) from None
+
+
 def read_measurements(
     path: Path, catalog: Catalog | None = None
 ) -> tuple[list[Measurement], list[Excluded]]:
     """Measurements of a CSV file, with catalog names resolved; rows that cannot be modelled
-    (a burst of infinite rate) are returned as excluded with the reason."""
+    (a burst of infinite rate) are returned as excluded with the reason. Anything else that is
+    not a measurement is an :class:`InputFileError` with its row, line and column."""
     catalog = catalog or load_catalog()
-    if not path.exists():
-        raise InputFileError(path, "file not found")
+    text = _text(path)
+    if not text.strip():
+        needs = ", ".join(REQUIRED_COLUMNS)
+        raise InputFileError(path, f"empty file; expected a header row with {needs}")
     points: list[Measurement] = []
     excluded: list[Excluded] = []
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        header = reader.fieldnames or []
+        missing = [c for c in REQUIRED_COLUMNS if c not in header]
         if missing:
             needs = ", ".join(REQUIRED_COLUMNS)
-            raise InputFileError(path, f"missing required column {missing[0]!r} (needs {needs})")
-        for row_number, row in enumerate(reader, start=1):
+            found = ", ".join(shown(c, 40) for c in header[:12])
+            raise InputFileError(
+                path,
+                f"missing required column {missing[0]!r} (needs {needs}; found {found})",
+            )
+        row_number = 0
+        line = reader.line_num + 1
+        for row in reader:
+            row_number += 1
+            line = reader.line_num - _lines_in(row) + 1
             try:
                 point = _measurement(row, catalog)
             except _BadValueError as bad:
-                problem = RowProblem(row_number, bad.column, str(bad), row_number + 1)
+                problem = RowProblem(row_number, bad.column, str(bad), line)
                 raise InputFileError(path, problem) from None
             if point is None:
                 excluded.append(Excluded(row_number, BURST_REASON))
             else:
                 points.append(replace(point, row=row_number))
+            line = reader.line_num + 1
+    except csv.Error as exc:
+        problem = RowProblem(None, None, f"not a readable CSV file ({exc})", reader.line_num)
+        raise InputFileError(path, problem) from None
+    if row_number == 0:
+        raise InputFileError(path, "no measurement rows after the header")
     return points, excluded
+
+
+def _lines_in(row: dict[str | None, Any]) -> int:
+    """Physical lines one record spans (quoted cells may hold newlines)."""
+    cells = [v for v in row.values() if isinstance(v, str)]
+    rest = row.get(None)
+    if isinstance(rest, list):
+        cells += [v for v in rest if isinstance(v, str)]
+    return 1 + sum(v.count("\n") for v in cells)
+
+
+def _cell(row: dict[str, str], column: str) -> str:
+    value = row.get(column)
+    if value is None or not value.strip():
+        short = " (the row has fewer cells than the header)" if value is None else ""
+        raise _BadValueError(column, f"missing value{short}")
+    return value
 
 
 def _catalog_name(table: Any, column: str, text: str) -> str:
@@ -151,43 +221,102 @@ def _catalog_name(table: Any, column: str, text: str) -> str:
         raise _BadValueError(column, str(exc)) from None
 
 
-def _number(row: dict[str, str], column: str, kind: type[int] | type[float]) -> Any:
+def _number(row: dict[str, str], column: str) -> float:
+    text = _cell(row, column)
     try:
-        return kind(row[column])
-    except (TypeError, ValueError):
-        raise _BadValueError(column, f"expected a number, got {row[column]!r}") from None
+        return float(text)
+    except ValueError:
+        raise _BadValueError(column, f"expected a number, got {shown(text)}") from None
+
+
+def _whole(row: dict[str, str], column: str, what: str) -> int:
+    """A whole number of ``what``, at least 1 (``1024`` or ``1024.0``)."""
+    text = _cell(row, column)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value.is_integer() and value >= 1):
+        raise _BadValueError(
+            column, f"expected a whole number of {what}, at least 1, got {shown(text)}"
+        )
+    return int(value)
 
 
 def _measurement(row: dict[str, str], catalog: Catalog) -> Measurement | None:
-    gpu = _catalog_name(catalog.gpus, "gpu", row["gpu"])
-    model = _catalog_name(catalog.models, "model", row["model"])
-    precision = _catalog_name(catalog.precisions, "precision", row["precision"])
+    gpu = catalog.gpus.get(_catalog_name(catalog.gpus, "gpu", _cell(row, "gpu")))
+    model = catalog.models.get(_catalog_name(catalog.models, "model", _cell(row, "model")))
+    precision = _catalog_name(catalog.precisions, "precision", _cell(row, "precision"))
+    tp_text = _cell(row, "num_gpus")
     try:
-        load = _parse_load(row["batch_or_concurrency"])
+        tp = int(float(tp_text)) if float(tp_text).is_integer() else 0
+    except (ValueError, OverflowError):
+        tp = 0
+    if tp < 1 or tp & (tp - 1) or tp > gpu.max_gpus_per_node:
+        raise _BadValueError(
+            "num_gpus",
+            f"expected a power of two from 1 to {gpu.max_gpus_per_node}, got {shown(tp_text)} "
+            f"(tensor-parallel GPUs in one {gpu.name} node)",
+        )
+    input_tokens = _whole(row, "input_len", "tokens")
+    output_tokens = _whole(row, "output_len", "tokens")
+    if input_tokens + output_tokens > model.max_context:
+        raise _BadValueError(
+            "input_len",
+            f"{input_tokens:,} input + {output_tokens:,} output = "
+            f"{input_tokens + output_tokens:,} tokens exceed the {model.max_context:,}-token "
+            f"context of {model.name}",
+        )
+    try:
+        load = _parse_load(_cell(row, "batch_or_concurrency"))
     except ValueError as exc:
         raise _BadValueError("batch_or_concurrency", str(exc)) from None
-    if load is None:
-        return None
-    metric = row["metric"].strip().lower().removeprefix("mean_")
+    metric_text = _cell(row, "metric")
+    metric = metric_text.strip().lower().removeprefix("mean_")
     if metric not in METRICS:
         raise _BadValueError(
-            "metric", f"expected TTFT, ITL, TPOT or E2E (optionally mean_), got {row['metric']!r}"
+            "metric",
+            f"expected TTFT, ITL, TPOT or E2E (optionally mean_), got {shown(metric_text)}",
         )
-    unit = row["unit"].strip().lower()
+    unit_text = _cell(row, "unit")
+    unit = unit_text.strip().lower()
     if unit not in UNITS:
-        raise _BadValueError("unit", f"expected ms or s, got {row['unit']!r}")
-    value = _number(row, "value", float) * UNITS[unit]
+        raise _BadValueError("unit", f"expected ms or s, got {shown(unit_text)}")
+    value = _number(row, "value") * UNITS[unit]
     if not math.isfinite(value) or value <= 0:
-        raise _BadValueError("value", f"expected a positive latency, got {row['value']!r}")
+        raise _BadValueError("value", f"expected a positive latency, got {shown(row['value'])}")
+    if value > MAX_LATENCY_MS:
+        raise _BadValueError(
+            "value", f"expected a latency under a day, got {shown(row['value'])} {unit}"
+        )
+    kv_text = (row.get("kv_cache") or "fp16").strip()
+    kv_cache = kv_text.lower()
+    if kv_cache not in KV_CACHES:
+        raise _BadValueError("kv_cache", f"expected fp16, bf16 or fp8, got {shown(kv_text)}")
+    try:  # what the hardware and model cannot run at all
+        Deployment(
+            gpu=gpu,
+            model=model,
+            precision=catalog.precisions.get(precision),
+            tp=tp,
+            kv_bytes=KV_CACHES[kv_cache],
+        )
+    except UnsupportedError as exc:
+        column = "kv_cache" if "KV cache" in str(exc) else "num_gpus"
+        if "tensor-core peak" in str(exc):
+            column = "precision"
+        raise _BadValueError(column, str(exc)) from None
+    if load is None:
+        return None
     return Measurement(
-        gpu=gpu,
-        model=model,
+        gpu=gpu.name,
+        model=model.name,
         precision=precision,
-        tp=_number(row, "num_gpus", int),
+        tp=tp,
         engine=(row.get("engine") or DEFAULT_ENGINE).strip(),
-        kv_cache=(row.get("kv_cache") or "fp16").strip().lower(),
-        input_tokens=_number(row, "input_len", int),
-        output_tokens=_number(row, "output_len", int),
+        kv_cache=kv_cache,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         load_kind=load[0],
         load=load[1],
         metric=METRICS[metric],
@@ -204,7 +333,7 @@ def predict(point: Measurement, profile: Profile, catalog: Catalog | None = None
         model=catalog.models.get(point.model),
         precision=catalog.precisions.get(point.precision),
         tp=point.tp,
-        kv_bytes=1.0 if point.kv_cache == "fp8" else 2.0,
+        kv_bytes=KV_CACHES.get(point.kv_cache, 2.0),
     )
     latency = steady_state(
         LatencyModel(deployment, profile),
@@ -276,36 +405,83 @@ class CalibrationReport:
     after: list[PointError]  # final profile, every point
 
     def summary(self) -> dict[str, Any]:
+        """Everything worth showing, JSON-ready: an empty error summary has null errors."""
+
         def split(errors: list[PointError], which: str) -> ErrorSummary:
             return ErrorSummary.of([e for e in errors if e.split == which])
 
-        return {
-            "profile": self.profile.to_dict(),
-            "points": len(self.points),
-            "excluded": [asdict(e) for e in self.excluded],
-            "before_all": asdict(ErrorSummary.of(self.before)),
-            "before_test": asdict(split(self.before, "test")),
-            "heldout_train": asdict(split(self.heldout, "train")),
-            "heldout_test": asdict(split(self.heldout, "test")),
-            "after_all": asdict(ErrorSummary.of(self.after)),
-            "per_point": [
-                {
-                    "key": b.key,
-                    "split": b.split,
-                    "measured_ms": b.measured_ms,
-                    "before_ms": b.predicted_ms,
-                    "heldout_ms": h.predicted_ms,
-                    "after_ms": a.predicted_ms,
-                }
-                for b, h, a in zip(self.before, self.heldout, self.after, strict=True)
-            ],
-        }
+        summary: dict[str, Any] = _finite_or_none(
+            {
+                "profile": self.profile.to_dict(),
+                "points": len(self.points),
+                "excluded": [asdict(e) for e in self.excluded],
+                "before_all": asdict(ErrorSummary.of(self.before)),
+                "before_test": asdict(split(self.before, "test")),
+                "heldout_train": asdict(split(self.heldout, "train")),
+                "heldout_test": asdict(split(self.heldout, "test")),
+                "after_all": asdict(ErrorSummary.of(self.after)),
+                "per_point": [
+                    {
+                        "key": b.key,
+                        "split": b.split,
+                        "measured_ms": b.measured_ms,
+                        "before_ms": b.predicted_ms,
+                        "heldout_ms": h.predicted_ms,
+                        "after_ms": a.predicted_ms,
+                    }
+                    for b, h, a in zip(self.before, self.heldout, self.after, strict=True)
+                ],
+            }
+        )
+        return summary
+
+
+def _finite_or_none(value: Any) -> Any:
+    """``value`` with NaN and infinities replaced by None, so it is valid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_none(v) for v in value]
+    return value
+
+
+def errors_under(
+    points: Sequence[Measurement], profile: Profile, catalog: Catalog | None = None
+) -> ErrorSummary:
+    """How wrong ``profile`` is on ``points`` (a saturated prediction is infinitely wrong)."""
+    catalog = catalog or load_catalog()
+    return ErrorSummary.of(_errors(points, profile, set(), catalog))
+
+
+# A fit counts as worse than the profile it would replace only beyond this much MAPE: two fits
+# of the same points differ in the last digits.
+FIT_TOLERANCE = 0.001
+
+
+def compare_fit(
+    fitted_mape: float, baseline_mape: float, baseline: str = "the default"
+) -> str | None:
+    """Why a fitted profile must not be stored: its error is not finite, or it is worse than
+    the profile it would replace on the same points; None when it may be stored."""
+    if not math.isfinite(fitted_mape):
+        return (
+            f"the fitted profile's error is not finite (MAPE {fitted_mape}): it finds some "
+            "measured loads saturated; check the measurements"
+        )
+    if math.isfinite(baseline_mape) and fitted_mape > baseline_mape + FIT_TOLERANCE:
+        return (
+            f"the fitted profile (MAPE {fitted_mape:.1%}) is worse than {baseline} "
+            f"(MAPE {baseline_mape:.1%}) on the same points"
+        )
+    return None
 
 
 def split_points(points: Sequence[Measurement], holdout: float) -> set[str]:
     """A stable held-out set: the points whose key hashes lowest, about ``holdout`` of them."""
     if not 0 <= holdout < 1:
-        raise UsageError(f"--holdout {holdout}: expected a fraction in [0, 1)")
+        raise UsageError(f"--holdout {holdout:g}: expected a fraction in [0, 1)")
     ranked = sorted(points, key=lambda p: hashlib.sha256(p.key.encode()).hexdigest())
     return {p.key for p in ranked[: round(len(ranked) * holdout)]}
 
@@ -400,11 +576,32 @@ def _unusable_reason(point: Measurement, start: Profile, catalog: Catalog) -> st
     """Why the model cannot predict a point (under the starting profile), or None."""
     try:
         predict(point, start, catalog)
+        if point.load_kind == "batch":
+            _check_batch_fits(point, catalog)
     except SaturatedError as exc:
         return f"{point.key}: the load model finds this load saturated ({exc})"
     except UnsupportedError as exc:
         return f"{point.key}: {exc}"
     return None
+
+
+def _check_batch_fits(point: Measurement, catalog: Catalog) -> None:
+    """A static batch whose KV cache exceeds the deployment's cannot run as measured."""
+    deployment = Deployment(
+        gpu=catalog.gpus.get(point.gpu),
+        model=catalog.models.get(point.model),
+        precision=catalog.precisions.get(point.precision),
+        tp=point.tp,
+        kv_bytes=KV_CACHES.get(point.kv_cache, 2.0),
+    )
+    per_sequence = point.input_tokens + point.output_tokens
+    need = int(point.load) * per_sequence
+    capacity = deployment.kv_capacity_tokens
+    if need > capacity:
+        raise UnsupportedError(
+            f"a batch of {int(point.load):,} sequences needs {need:,} tokens of KV cache; "
+            f"the model finds room for {capacity:,} ({capacity // per_sequence:,} sequences)"
+        )
 
 
 def select(points: Iterable[Measurement], *, engine: str, gpu: str | None) -> list[Measurement]:

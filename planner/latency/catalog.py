@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
-from planner.common.text import closest
+from planner.common.text import MAX_SHOWN_CHARS, closest, shown
 from planner.errors import PlannerError, UsageError
 from planner.paths import data_dir
 
@@ -174,8 +174,9 @@ class Table(Generic[T]):
             return self._by_key[name.strip().lower()]
         except KeyError:
             names = [e.name for e in self.entries]
+            near = closest(name[:MAX_SHOWN_CHARS], names)
             raise UsageError(
-                f"unknown {self.kind} {name!r}; known {self.kind}s: {closest(name, names)}"
+                f"unknown {self.kind} {shown(name)}; known {self.kind}s: {near}"
             ) from None
 
     def names(self) -> list[str]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from planner.common.text import shown
 from planner.errors import UsageError
 from planner.paths import data_dir
 
@@ -70,9 +72,42 @@ def load_bundled_profiles(path: Path | None = None) -> list[Profile]:
         return []
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ProfileError(f"{path}: not valid JSON ({exc})") from exc
-    return [Profile.from_dict(p["profile"]) for p in payload["profiles"]]
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{path}: not a readable JSON file ({exc})") from exc
+    return profiles_in(payload, path)
+
+
+def profiles_in(payload: Any, path: Path) -> list[Profile]:
+    """The profiles of a profiles file's content (``{"profiles": [{"profile": {...}}, ...]}``),
+    every parameter checked: a malformed file is a :class:`ProfileError` naming it."""
+    entries = payload.get("profiles") if isinstance(payload, dict) else None
+    if not isinstance(entries, list):
+        raise ProfileError(f'{path}: not a profiles file (expected {{"profiles": [...]}})')
+    profiles = []
+    for number, entry in enumerate(entries, start=1):
+        data = entry.get("profile") if isinstance(entry, dict) else None
+        try:
+            if not isinstance(data, dict):
+                raise TypeError("no 'profile' object")
+            profile = Profile.from_dict(data)
+            _check(profile)
+        except (TypeError, ValueError) as exc:
+            raise ProfileError(f"{path}: profile {number}: {exc}") from None
+        profiles.append(profile)
+    return profiles
+
+
+def _check(profile: Profile) -> None:
+    if not isinstance(profile.name, str) or not isinstance(profile.engine, str):
+        raise ValueError("name and engine must be text")
+    if profile.gpu is not None and not isinstance(profile.gpu, str):
+        raise ValueError("gpu must be text or null")
+    for name in (*FIT_BOUNDS, "comm_eff"):
+        value = getattr(profile, name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"{name} must be a number, got {shown(value)}")
+        if not math.isfinite(value) or value < 0 or (value == 0 and name.endswith("_eff")):
+            raise ValueError(f"{name} = {value!r} is out of range")
 
 
 def choose_profile(profiles: list[Profile], gpu: str, engine: str = DEFAULT_ENGINE) -> Profile:
@@ -85,7 +120,7 @@ def choose_profile(profiles: list[Profile], gpu: str, engine: str = DEFAULT_ENGI
             return profile
     engines = sorted({p.engine for p in profiles})
     raise ProfileError(
-        f"no calibration profile for engine {engine!r}"
+        f"no calibration profile for engine {shown(engine)}"
         + (f"; engines with profiles: {', '.join(engines)}" if engines else "")
         + " (fit one with `planner calibrate`)"
     )

@@ -11,7 +11,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from planner.common.text import closest
+from planner.common.files import check_output_path, write_text_atomic
+from planner.common.text import MAX_SHOWN_CHARS, closest, shown
+from planner.errors import UsageError
 from planner.latency.calibration import CalibrationReport
 from planner.latency.profile import (
     DEFAULT_ENGINE,
@@ -19,6 +21,7 @@ from planner.latency.profile import (
     ProfileError,
     choose_profile,
     load_bundled_profiles,
+    profiles_in,
 )
 from planner.store.models import CalibrationProfile
 
@@ -48,8 +51,8 @@ def resolve_profile(
         if profile.name == name:
             return profile
     raise ProfileError(
-        f"no calibration profile named {name!r}; "
-        f"known profiles: {closest(name, [p.name for p in profiles])}"
+        f"no calibration profile named {shown(name)}; "
+        f"known profiles: {closest(name[:MAX_SHOWN_CHARS], [p.name for p in profiles])}"
     )
 
 
@@ -74,11 +77,35 @@ def save_profile(session: Session, report: CalibrationReport, sources: list[str]
     )
 
 
-def export_profile(path: Path, report: CalibrationReport, sources: list[str]) -> None:
-    """Write (or replace, by name) a profile in a bundled-profiles JSON file."""
-    payload: dict[str, Any] = {"profiles": []}
-    if path.exists():
+EXPORT_OPTION = "--export"
+
+
+def read_export(path: Path) -> dict[str, Any]:
+    """The content of a profiles file ``--export`` will extend (empty when it does not exist),
+    checked before any work: a file that is not a profiles file is refused, never overwritten."""
+    check_output_path(path, EXPORT_OPTION)
+    if not path.exists():
+        return {"profiles": []}
+    try:
         payload = json.loads(path.read_text(encoding="utf-8"))
+        profiles_in(payload, path)
+    except (OSError, ValueError, ProfileError) as exc:
+        raise UsageError(
+            f"{EXPORT_OPTION} {path}: not a profiles file planner can extend ({exc}); "
+            "give a new file or a profiles.json written by `planner calibrate --export`"
+        ) from None
+    return dict(payload)
+
+
+def export_profile(
+    path: Path,
+    report: CalibrationReport,
+    sources: list[str],
+    payload: dict[str, Any] | None = None,
+) -> None:
+    """Write (or replace, by name) a profile in a bundled-profiles JSON file, atomically;
+    ``payload`` is the file's content from :func:`read_export` (read now when not given)."""
+    payload = read_export(path) if payload is None else payload
     summary = report.summary()
     entry = {
         "profile": report.profile.to_dict(),
@@ -89,10 +116,8 @@ def export_profile(path: Path, report: CalibrationReport, sources: list[str]) ->
         "heldout_test": summary["heldout_test"],
         "after_all": summary["after_all"],
     }
-    payload["profiles"] = [
-        p for p in payload["profiles"] if p["profile"]["name"] != report.profile.name
-    ]
-    payload["profiles"].append(entry)
-    payload["profiles"].sort(key=lambda p: (p["profile"]["engine"], p["profile"]["gpu"] or ""))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    profiles = [p for p in payload["profiles"] if p["profile"]["name"] != report.profile.name]
+    profiles.append(entry)
+    profiles.sort(key=lambda p: (p["profile"]["engine"], p["profile"]["gpu"] or ""))
+    text = json.dumps({**payload, "profiles": profiles}, indent=2, allow_nan=False) + "\n"
+    write_text_atomic(path, text, EXPORT_OPTION)

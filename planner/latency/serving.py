@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from planner.errors import UsageError
+from planner.errors import PlannerError, UsageError
 from planner.latency.model import DEFAULT_MAX_SEQS, DoesNotFitError, LatencyModel
 
 LoadKind = Literal["batch", "qps", "concurrency"]
@@ -34,7 +34,7 @@ class RequestLatency:
         return asdict(self)
 
 
-class SaturatedError(ValueError):
+class SaturatedError(PlannerError, ValueError):
     """The load exceeds what the deployment can serve: queues grow without bound."""
 
 
@@ -101,8 +101,8 @@ def steady_state(
     """Mean TTFT and time per output token under a load: ``batch`` (a static batch of that
     many), ``qps`` (Poisson arrivals per second) or ``concurrency`` (that many clients, each
     sending its next request when the last one ends)."""
-    if not load > 0:
-        raise UsageError(f"a {kind} load must be positive, got {load:g}")
+    if not (math.isfinite(load) and load > 0):
+        raise UsageError(f"a {kind} load must be positive and finite, got {load:g}")
     if kind == "batch":
         return at_batch(model, input_tokens, output_tokens, int(load))
     capacity = max_batch(model, input_tokens, output_tokens, max_seqs)
@@ -154,3 +154,24 @@ def steady_state(
         low, high = (rate, high) if rate * cycle < batch else (low, rate)
     ttft += max(0.0, load - capacity) / rate  # waiting for a free slot
     return result(ttft, step, batch)
+
+
+def saturation_qps(
+    model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int = DEFAULT_MAX_SEQS
+) -> float:
+    """The highest Poisson rate (requests/s, to 0.1%) that :func:`steady_state` serves without
+    saturating: the capacity a ``qps`` load is measured against."""
+
+    def served(rate: float) -> bool:
+        try:
+            steady_state(model, input_tokens, output_tokens, "qps", rate, max_seqs)
+        except SaturatedError:
+            return False
+        return True
+
+    prefill = _scalar(model.prefill_time(input_tokens))
+    low, high = 0.0, 1.0 / prefill  # prefills alone saturate at 1 / prefill
+    while high - low > 1e-3 * high:
+        middle = (low + high) / 2
+        low, high = (middle, high) if served(middle) else (low, middle)
+    return low
