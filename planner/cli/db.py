@@ -2,63 +2,89 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from planner.cli.context import CliState, print_json, stdout, user_errors
-from planner.config import database_url
+from planner.config import database_url_and_source
 from planner.store.db import (
+    bring_up_to_date,
+    check_schema,
     create_store_engine,
-    current_revision,
-    head_revision,
     redact_url,
-    store_errors,
-    upgrade,
+    schema_state,
 )
 
 app = typer.Typer(help="The store's database: schema version and upgrades.", no_args_is_help=True)
 
+JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
 
-def _url(ctx: typer.Context) -> str:
+
+def _url(ctx: typer.Context) -> tuple[str, str]:
     state: CliState = ctx.find_root().obj or CliState()
-    return database_url(state.db_url)
+    return database_url_and_source(state.db_url)
 
 
 @app.command("status")
 @user_errors
-def status_command(
-    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print as JSON.")
-) -> None:
+def status_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Show the store's URL and whether its schema is up to date."""
-    url = _url(ctx)
+    url, source = _url(ctx)
     engine = create_store_engine(url)
     try:
-        with store_errors(url):
-            current = current_revision(engine)
+        state = schema_state(engine, url)
+        if not state.newer:
+            check_schema(state, url, engine=engine)  # damaged, or not a planner store
     finally:
         engine.dispose()
-    head = head_revision()
-    data = {
+    if state.newer:
+        summary = "newer than this planner (upgrade planner)"
+    elif state.up_to_date:
+        summary = "up to date"
+    else:
+        summary = "behind (run `planner db upgrade`)"
+    data: dict[str, Any] = {
         "url": redact_url(url),
-        "revision": current,
-        "latest": head,
-        "up_to_date": current == head,
+        "source": source,
+        "revision": state.revision,
+        "latest": state.head,
+        "up_to_date": state.up_to_date,
+        "newer": state.newer,
     }
     if as_json:
         print_json(data)
     else:
-        state = "up to date" if current == head else "behind (run `planner db upgrade`)"
-        stdout.print(f"store {data['url']}: schema {current or 'empty'}, latest {head}: {state}")
+        stdout.print(
+            f"store {data['url']}: schema {state.revision or 'empty'}, latest {state.head}: "
+            f"{summary}",
+            markup=False,
+        )
 
 
 @app.command("upgrade")
 @user_errors
-def upgrade_command(ctx: typer.Context) -> None:
+def upgrade_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Bring the store's schema up to the latest version, keeping its data."""
-    url = _url(ctx)
+    url, _source = _url(ctx)
     engine = create_store_engine(url)
     try:
-        with store_errors(url):
-            upgrade(engine)
-            stdout.print(f"store schema at {current_revision(engine)}")
+        before = bring_up_to_date(engine, url)
     finally:
         engine.dispose()
+    data = {
+        "url": redact_url(url),
+        "from": before.revision,
+        "revision": before.head,
+        "upgraded": not before.up_to_date,
+    }
+    if as_json:
+        print_json(data)
+    elif data["upgraded"]:
+        stdout.print(
+            f"store {data['url']}: schema upgraded from {before.revision or 'empty'} "
+            f"to {before.head}",
+            markup=False,
+        )
+    else:
+        stdout.print(f"store {data['url']}: schema already at {before.head}", markup=False)

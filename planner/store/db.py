@@ -1,10 +1,20 @@
-"""Opening the store: engine, SQLite settings, and bringing the schema up to date with Alembic."""
+"""Opening the store: engine, SQLite settings, and bringing the schema up to date with Alembic.
+
+Everything that can go wrong with the database a user points planner at (a file that is not a
+database, a damaged one, one written by a newer planner, another process writing to it, a server
+that cannot be reached) becomes a :class:`~planner.errors.StoreError` naming the store by its
+URL without any password, and saying what to do.
+"""
 
 from __future__ import annotations
 
+import functools
+import re
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,46 +22,365 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from alembic.util import CommandError
+from sqlalchemy import Connection, Engine, create_engine, event, inspect
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    IntegrityError,
+    NoSuchModuleError,
+)
+from sqlalchemy.exc import (
+    TimeoutError as PoolTimeoutError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
-from planner.config import database_url
+from planner.common.text import printable, shown
+from planner.config import BUSY_TIMEOUT_ENV, busy_timeout_seconds, database_url
 from planner.errors import StoreError
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+VERSION_TABLE = "alembic_version"
+
+
+class StoreBusyError(StoreError):
+    """Another process holds the store's write lock for longer than planner waits."""
+
+
+class StoreConflictError(StoreError):
+    """A write collided with what another writer stored first (a unique name, a foreign key)."""
+
+
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [DBAPIError, PoolTimeoutError, sqlite3.Error]
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - the postgres extra is not installed
+        pass
+    else:
+        errors.append(psycopg.Error)
+    return tuple(errors)
+
+
+# Errors of the database layer: SQLAlchemy's wrappers, and the drivers' own errors, which the
+# bulk loader's raw cursors raise unwrapped.
+DATABASE_ERRORS = _driver_errors()
+
+
+# --- URLs in messages -------------------------------------------------------------------------
+
+_MASK = "***"
+_MARKER = "PLANNERREDACTEDVALUE"  # survives URL rendering unencoded, then becomes ***
+_SECRET_WORDS = r"pass|pwd|secret|token|credential|auth|key|odbc_connect|dsn"
+_SECRET_KEY = re.compile(_SECRET_WORDS, re.IGNORECASE)
+# key=value pairs whose key names a secret, in a query string or a libpq "k=v k=v" string.
+_SECRET_PAIR = re.compile(
+    rf"((?:^|[?&;\s])[\w.-]*(?:{_SECRET_WORDS})[\w.-]*\s*=\s*)('[^']*'|[^\s&;]*)",
+    re.IGNORECASE,
+)
+
+
+def _parse(url: str) -> URL | None:
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError, TypeError):
+        return None
+
+
+def _ambiguous(parsed: URL) -> bool:
+    """An unencoded '@' in the password: SQLAlchemy cuts the password at the first '@' and
+    takes the rest of it for the host or the database."""
+    return parsed.password is not None and (
+        "@" in (parsed.host or "") or "@" in (parsed.database or "")
+    )
+
+
+def _mask_raw(url: str) -> str:
+    """A URL that cannot be parsed: everything between ``://`` and the last ``@`` (or before the
+    last ``@`` when there is no ``://``) is masked, and so are secret-looking ``key=value``s."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    at = rest.rfind("@")
+    if at >= 0:
+        rest = _MASK + rest[at:]
+    rest = _SECRET_PAIR.sub(lambda m: m.group(1) + _MASK, rest)
+    return scheme + sep + rest
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, in any form SQLAlchemy accepts (``user:password@``, a
+    ``password=`` query parameter, an unencoded ``@`` in the password), safe to print."""
+    parsed = _parse(url)
+    if parsed is None or _ambiguous(parsed):
+        return printable(_mask_raw(url))
+    query = {k: (_MARKER if _SECRET_KEY.search(k) else v) for k, v in parsed.query.items()}
+    parsed = parsed.set(query=query)
+    if parsed.get_backend_name() == "sqlite" and parsed.password is None:
+        # A path as the user wrote it (no %40 for an @ in a folder name).
+        text = f"{parsed.drivername}:///{parsed.database or ''}"
+        rendered_query = parsed.render_as_string().partition("?")[2]
+        if rendered_query:
+            text += "?" + rendered_query
+        if not parsed.database:
+            text = text.replace(":///", "://", 1)
+    else:
+        text = parsed.render_as_string(hide_password=True)
+    return printable(text.replace(_MARKER, _MASK))
+
+
+def _secrets(url: str) -> list[str]:
+    """Every secret in ``url``, longest first, to scrub from a driver's message."""
+    found: set[str] = set()
+    parsed = _parse(url)
+    if parsed is not None:
+        if parsed.password:
+            found.add(str(parsed.password))
+        for key, value in parsed.query.items():
+            if _SECRET_KEY.search(key):
+                found.update([value] if isinstance(value, str) else value)
+    _, sep, rest = url.partition("://")
+    at = rest.rfind("@")
+    if sep and at > 0 and ":" in rest[:at]:
+        found.add(rest[:at].split(":", 1)[1])
+        if parsed is not None and parsed.password and _ambiguous(parsed):
+            found.update(rest[:at].split(":", 1)[1].split("@"))
+    for match in _SECRET_PAIR.finditer(url):
+        found.add(match.group(2).strip("'"))
+    return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)
+
+
+def _scrub(text: str, url: str) -> str:
+    for secret in _secrets(url):
+        text = text.replace(secret, _MASK)
+    return text
+
+
+# --- Errors -----------------------------------------------------------------------------------
+
+_BUSY_STATES = {"40001", "40P01", "55P03", "55006"}  # serialization, deadlock, lock not available
+
+
+def _reason(error: BaseException, url: str) -> str:
+    """The database's own words, without SQL, on one line, without secrets."""
+    diag = getattr(error, "diag", None)
+    primary = getattr(diag, "message_primary", None) if diag is not None else None
+    if primary:
+        detail = getattr(diag, "message_detail", None)
+        text = f"{primary} ({detail})" if detail else str(primary)
+    else:
+        text = str(error)
+        # SQLAlchemy's wrappers append the statement and a link; drivers' first line is enough.
+        text = text.split("\n[SQL:", 1)[0].split("\n(Background on this error", 1)[0]
+        text = text.split("\nLINE ", 1)[0]
+    text = " ".join(text.split())
+    return printable(_scrub(text, url), limit=300)
+
+
+def store_error(exc: BaseException, url: str) -> StoreError:
+    """A database failure as a message for the user, naming the store and what to do."""
+    where = redact_url(url)
+    error: BaseException = exc
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        error = exc.orig
+    reason = _reason(error, url)
+    low = reason.lower()
+    state = str(getattr(error, "sqlstate", "") or "")
+    if isinstance(exc, PoolTimeoutError) or state in _BUSY_STATES or "is locked" in low:
+        return StoreBusyError(
+            f"the store {where} is busy: another planner process is writing to it; try again "
+            f"(waited {busy_timeout_seconds():g} s; {BUSY_TIMEOUT_ENV} sets how many seconds)"
+        )
+    if isinstance(exc, IntegrityError) or state.startswith("23") or "constraint failed" in low:
+        return StoreConflictError(f"conflicting write to the store {where}: {reason}")
+    if "file is not a database" in low or "not a database" in low:
+        return StoreError(
+            f"{where} is not a planner store: the file is not a SQLite database; "
+            "point --db at a planner store, or at a new file"
+        )
+    if "malformed" in low or "corrupt" in low:
+        return StoreError(
+            f"the store {where} is damaged ({reason}); restore a backup or point --db elsewhere"
+        )
+    missing = re.search(r'no such table: (\S+)|relation "([^"]+)" does not exist', reason)
+    if missing or state == "42P01":
+        table = next((g for g in missing.groups() if g), "?") if missing else "?"
+        return StoreError(
+            f"the store {where} is damaged: table {table} is missing; "
+            "restore a backup or point --db elsewhere"
+        )
+    if "no such column" in low or state == "42703":
+        return StoreError(
+            f"the store {where} is damaged ({reason}); restore a backup or point --db elsewhere"
+        )
+    if "readonly" in low or "read-only" in low or state == "25006":
+        return StoreError(
+            f"cannot write to the store {where}: {reason}; check the permissions of the file "
+            "and of its folder (SQLite writes its journal next to the file)"
+        )
+    if "unable to open database file" in low:
+        return StoreError(
+            f"cannot open the store at {where}: {reason}; check that the path names a file in a "
+            "folder planner may write to"
+        )
+    if "disk is full" in low or "disk i/o error" in low or state == "53100":
+        return StoreError(f"the store {where} could not be written: {reason}")
+    if state.startswith("08") or state.startswith("28") or state == "3D000" or not state:
+        return StoreError(f"cannot open the store at {where}: {reason}")
+    return StoreError(f"the store {where} failed: {reason}")
+
+
+@contextmanager
+def store_errors(url: str) -> Iterator[None]:
+    """Turn a database failure into a StoreError naming the store (without its password)."""
+    try:
+        yield
+    except DATABASE_ERRORS as exc:
+        raise store_error(exc, url) from exc
+
+
+# --- Engines ----------------------------------------------------------------------------------
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")  # ON DELETE CASCADE needs it
-    cursor.execute("PRAGMA journal_mode=WAL")  # readers (the dashboard) don't block an ingest
-    cursor.execute("PRAGMA synchronous=NORMAL")  # safe with WAL, and much faster to commit
-    cursor.close()
-
-
-def create_store_engine(url: str) -> Engine:
-    """An engine for ``url``, creating the SQLite file's folder where needed."""
     try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        raise StoreError(f"not a database URL: {url!r} (expected e.g. sqlite:///path.db)") from exc
-    if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    elif parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
+        cursor.execute("PRAGMA foreign_keys=ON")  # ON DELETE CASCADE needs it
+        cursor.execute("PRAGMA journal_mode=WAL")  # readers (the dashboard) don't block an ingest
+        cursor.execute("PRAGMA synchronous=NORMAL")  # safe with WAL, and much faster to commit
+    finally:
+        cursor.close()
+
+
+def _sqlite_autobegin_off(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None  # we say BEGIN ourselves (below)
+
+
+def _sqlite_begin_immediate(conn: Connection) -> None:
+    # Take the write lock up front: a second migrator waits for the first (busy timeout), then
+    # finds the schema already up to date, instead of both creating the same tables.
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def is_memory_url(parsed: URL) -> bool:
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    return (
+        database in ("", ":memory:")
+        or database.startswith("file::memory:")
+        or parsed.query.get("mode") == "memory"
+        or "mode=memory" in database
+    )
+
+
+def _sqlite_file(parsed: URL, where: str) -> URL:
+    """Check the SQLite file's path and create its folder; ``~`` is the home folder."""
+    database = parsed.database or ""
+    if database.startswith("file:"):  # a SQLite URI (?uri=true): SQLite checks it
+        return parsed
+    path = Path(database).expanduser()
+    if str(path) != database:
+        parsed = parsed.set(database=str(path))
+    if path.is_dir():
+        raise StoreError(
+            f"the store {where} is a folder, not a database file; name a file in it, e.g. "
+            f"sqlite:///{printable(str(path / 'planner.db'))}"
+        )
+    if path.exists() and not path.is_file():
+        raise StoreError(
+            f"the store {where} is not a regular file (a device, a pipe or a socket); "
+            "name a database file"
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the folder {shown(str(path.parent))} for the store {where}: "
+            f"{exc.strerror or exc}; set --db, PLANNER_DATABASE_URL or PLANNER_HOME to a "
+            "place planner may write to"
+        ) from exc
+    return parsed
+
+
+def _known_backend(backend: str) -> bool:
+    try:
+        URL.create(backend).get_dialect()
+    except (NoSuchModuleError, ImportError):
+        return False
+    return True
+
+
+def create_store_engine(url: str, *, memory: bool = False, immediate: bool = False) -> Engine:
+    """An engine for ``url``, creating the SQLite file's folder where needed.
+
+    An in-memory SQLite database is refused unless ``memory``: nothing in it would outlive the
+    command. ``immediate`` makes every SQLite transaction take the write lock when it begins.
+    """
+    where = redact_url(url)
+    parsed = _parse(url)
+    if parsed is None:
+        hint = ""
+        try:
+            make_url(url)
+        except ValueError:
+            hint = "; its port must be a number"
+        except (ArgumentError, TypeError):
+            pass
+        if "://" not in url and "@" not in url and not _SECRET_PAIR.search(url):
+            hint = f"; for a SQLite file write sqlite:///{printable(url, limit=80)}"
+        raise StoreError(
+            f"not a database URL: {shown(where)} (expected e.g. sqlite:///path.db or "
+            f"postgresql://user@host/db){hint}"
+        )
+    if _ambiguous(parsed):
+        raise StoreError(
+            f"cannot read the database URL {where}: it has more than one '@' before the host; "
+            "write an '@' in the user name or password as %40"
+        )
+    backend = parsed.get_backend_name()
+    connect_args: dict[str, Any] = {}
+    if backend == "sqlite":
+        if is_memory_url(parsed) and not memory:
+            raise StoreError(
+                f"{where} is an in-memory database: nothing stored in it would outlive the "
+                "command; name a file, e.g. sqlite:///planner.db"
+            )
+        if not is_memory_url(parsed):
+            parsed = _sqlite_file(parsed, where)
+        if "timeout" not in parsed.query:
+            connect_args["timeout"] = busy_timeout_seconds()
+    elif backend == "postgresql" and parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")  # psycopg 3, not psycopg2
     try:
-        engine = create_engine(parsed)
-    except (NoSuchModuleError, ModuleNotFoundError) as exc:
+        engine = create_engine(parsed, connect_args=connect_args)
+    except NoSuchModuleError as exc:
+        if _known_backend(backend):
+            raise StoreError(
+                f"no database driver for {shown(parsed.drivername)} in {where}; planner works "
+                "with SQLite (built in) and PostgreSQL (postgresql://, install planner[postgres])"
+            ) from exc
         raise StoreError(
-            f"no database driver for {parsed.drivername!r}: {exc}. "
-            "For PostgreSQL install planner[postgres]."
+            f"unknown kind of database {shown(parsed.drivername)} in {where}: planner keeps its "
+            "store in SQLite (sqlite:///path.db) or PostgreSQL (postgresql://user@host/db)"
         ) from exc
+    except ImportError as exc:
+        raise StoreError(
+            f"no database driver for {shown(parsed.drivername)} is installed ({exc}); planner "
+            "works with SQLite (built in) and PostgreSQL (postgresql://, install planner[postgres])"
+        ) from exc
+    except (ArgumentError, TypeError, ValueError) as exc:
+        raise StoreError(f"cannot use the database URL {where}: {_reason(exc, url)}") from exc
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+        if immediate:
+            event.listen(engine, "connect", _sqlite_autobegin_off)
+            event.listen(engine, "begin", _sqlite_begin_immediate)
     return engine
+
+
+# --- Schema -----------------------------------------------------------------------------------
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -61,10 +390,20 @@ def alembic_config(engine: Engine) -> Config:
     return cfg
 
 
+@functools.cache
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory(str(MIGRATIONS_DIR))
+
+
 def head_revision() -> str:
-    head = ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
+    head = _scripts().get_current_head()
     assert head is not None, "the migrations folder has no head revision"
     return head
+
+
+@functools.cache
+def known_revisions() -> frozenset[str]:
+    return frozenset(script.revision for script in _scripts().walk_revisions())
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -73,8 +412,122 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Apply migrations up to ``revision``; data already stored is kept."""
-    command.upgrade(alembic_config(engine), revision)
+    """Apply migrations up to ``revision``; data already stored is kept.
+
+    On SQLite the migrations run in one transaction that holds the write lock from its start,
+    so a migration stopped half-way leaves nothing behind and two processes never race.
+    """
+    if engine.dialect.name != "sqlite" or is_memory_url(engine.url):
+        command.upgrade(alembic_config(engine), revision)  # (a second engine: another memory)
+        return
+    migrator = create_store_engine(
+        engine.url.render_as_string(hide_password=False), memory=True, immediate=True
+    )
+    try:
+        command.upgrade(alembic_config(migrator), revision)
+    finally:
+        migrator.dispose()
+
+
+def _model_tables() -> set[str]:
+    from planner.store.models import Base  # every model module is imported by planner.store
+
+    return set(Base.metadata.tables)
+
+
+@dataclass
+class SchemaState:
+    """What is in the database, compared with what this planner expects."""
+
+    revision: str | None
+    head: str
+    tables: set[str] = field(default_factory=set)
+
+    @property
+    def newer(self) -> bool:
+        return self.revision is not None and self.revision not in known_revisions()
+
+    @property
+    def missing(self) -> list[str]:
+        return sorted(_model_tables() - self.tables)
+
+    @property
+    def foreign(self) -> list[str]:
+        return sorted(self.tables - _model_tables() - {VERSION_TABLE})
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.revision == self.head
+
+
+def schema_state(engine: Engine, url: str) -> SchemaState:
+    """The store's schema version and tables; a version table planner cannot read is an
+    error."""
+    with store_errors(url):
+        try:
+            revision = current_revision(engine)
+        except CommandError as exc:  # e.g. more than one row in alembic_version
+            raise StoreError(
+                f"the store {redact_url(url)} is damaged: its schema version cannot be read "
+                f"({printable(str(exc), limit=200)}); restore a backup or point --db elsewhere"
+            ) from exc
+        tables = set(inspect(engine).get_table_names())
+    return SchemaState(revision=revision, head=head_revision(), tables=tables)
+
+
+def check_schema(state: SchemaState, url: str, *, engine: Engine | None = None) -> None:
+    """Raise a StoreError when this planner cannot use the store as it is."""
+    where = redact_url(url)
+    if state.newer:
+        raise StoreError(
+            f"the store {where} was written by a newer planner (schema {shown(state.revision)}; "
+            f"this planner knows schemas up to {state.head}); upgrade planner, or point --db "
+            "elsewhere"
+        )
+    if state.revision is None:
+        ours = sorted(_model_tables() & state.tables)
+        if ours:
+            raise StoreError(
+                f"the store {where} is damaged: it has planner's tables ({', '.join(ours[:3])}"
+                f"{', ...' if len(ours) > 3 else ''}) but no schema version; restore a backup or "
+                "point --db elsewhere"
+            )
+        sqlite = engine is not None and engine.dialect.name == "sqlite"
+        if state.foreign and sqlite:
+            shown_tables = ", ".join(printable(t, limit=40) for t in state.foreign[:5])
+            raise StoreError(
+                f"{where} is not a planner store: it is another program's SQLite database "
+                f"(tables {shown_tables}{', ...' if len(state.foreign) > 5 else ''}); point "
+                "--db at a planner store, or at a new file"
+            )
+    if state.up_to_date and state.missing:
+        raise StoreError(
+            f"the store {where} is damaged: table {', '.join(state.missing)} "
+            f"{'is' if len(state.missing) == 1 else 'are'} missing; restore a backup or point "
+            "--db elsewhere"
+        )
+
+
+def bring_up_to_date(engine: Engine, url: str, *, migrate: bool = True) -> SchemaState:
+    """Check the store's schema and, with ``migrate``, upgrade it; returns the state before."""
+    before = schema_state(engine, url)
+    check_schema(before, url, engine=engine)
+    if migrate and not before.up_to_date:
+        for attempt in range(3):
+            try:
+                with store_errors(url):
+                    upgrade(engine)
+                break
+            except StoreError:
+                # Another process may have upgraded it meanwhile (PostgreSQL: both create the
+                # same table, the second one fails): fine if the schema is now the latest.
+                if schema_state(engine, url).up_to_date:
+                    break
+                if attempt == 2:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        check_schema(schema_state(engine, url), url, engine=engine)
+    return before
 
 
 @dataclass
@@ -89,8 +542,12 @@ class Store:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A session in one transaction: committed on success, rolled back on any error."""
-        with self._sessions.begin() as session:
+        """A session in one transaction: committed on success, rolled back on any error.
+
+        A database failure (busy, damaged, a conflicting write) is a :class:`StoreError`:
+        :class:`StoreBusyError` and :class:`StoreConflictError` for those two.
+        """
+        with store_errors(self.url), self._sessions.begin() as session:
             yield session
 
     def close(self) -> None:
@@ -103,33 +560,17 @@ class Store:
         self.close()
 
 
-def open_store(url: str | None = None, *, migrate: bool = True) -> Store:
-    """Open the store at ``url`` (or the configured default), upgrading its schema to the latest."""
+def open_store(url: str | None = None, *, migrate: bool = True, memory: bool = False) -> Store:
+    """Open the store at ``url`` (or the configured default), upgrading its schema to the latest.
+
+    Refuses a store this planner cannot use (not a database, damaged, newer schema) with a
+    StoreError, and an in-memory SQLite database unless ``memory``.
+    """
     resolved = database_url(url)
-    engine = create_store_engine(resolved)
+    engine = create_store_engine(resolved, memory=memory)
     try:
-        with store_errors(resolved):
-            if migrate and current_revision(engine) != head_revision():
-                upgrade(engine)
-    except StoreError:
+        bring_up_to_date(engine, resolved, migrate=migrate)
+    except BaseException:
         engine.dispose()
         raise
     return Store(engine=engine, url=resolved)
-
-
-@contextmanager
-def store_errors(url: str) -> Iterator[None]:
-    """Turn a failure to reach the database into a StoreError naming it (without its password)."""
-    try:
-        yield
-    except OperationalError as exc:
-        reason = " ".join(str(exc.orig if exc.orig is not None else exc).split())
-        raise StoreError(f"cannot open the store at {redact_url(url)}: {reason}") from exc
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
