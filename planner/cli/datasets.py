@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from planner.cli.context import print_json, stdout, store_from, user_errors
+from planner.common.text import printable
 from planner.store.queries import delete_dataset, get_dataset, list_datasets, request_frame
 from planner.workload import DatasetSummary, summarize
 
@@ -47,8 +48,8 @@ def list_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     table.columns.insert(0, table.columns.pop())
     for r in rows:
         table.add_row(
-            escape(str(r["name"])),
-            str(r["format"]),
+            _safe(str(r["name"])),
+            _safe(str(r["format"])),
             f"{r['rows']:,}",
             f"{r['start_at']:%Y-%m-%d %H:%M}",
             f"{r['end_at']:%Y-%m-%d %H:%M}",
@@ -78,7 +79,8 @@ def show_command(
         print_json({**header, **summary.to_dict()})
         return
     stdout.print(
-        f"[bold]{escape(dataset.name)}[/] ({dataset.format}) from {escape(dataset.source_path)}"
+        f"[bold]{_safe(dataset.name)}[/] ({_safe(dataset.format)}) "
+        f"from {_safe(dataset.source_path)}"
     )
     stdout.print(
         f"{summary.rows:,} requests, {summary.start_at:%Y-%m-%d %H:%M:%S} to "
@@ -87,8 +89,8 @@ def show_command(
     groups = [summary, *summary.by_model]
     table = Table(
         "",
-        "all models" if summary.by_model else escape(summary.model or "all requests"),
-        *(escape(g.model or "(none)") for g in summary.by_model),
+        "all models" if summary.by_model else _safe(summary.model or "all requests"),
+        *(_safe(g.model or "(none)") for g in summary.by_model),
     )
     hourly_note = "" if summary.per_hour.span_covers_window else " *"
     metrics: list[tuple[str, Callable[[DatasetSummary], str]]] = [
@@ -137,4 +139,9 @@ def delete_command(
     if as_json:
         print_json({"deleted": name, "rows": removed})
     else:
-        stdout.print(f"deleted dataset {escape(name)} ({removed:,} rows)")
+        stdout.print(f"deleted dataset {_safe(name)} ({removed:,} rows)")
+
+
+def _safe(text: str) -> str:
+    """Stored text for the terminal: control characters escaped, Rich markup escaped."""
+    return escape(printable(text))

@@ -5,16 +5,18 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from planner.common.text import shown
 from planner.errors import InputFileError, PlannerError, RowProblem, UsageError
 from planner.ingest.formats import (
     BUILTIN_FORMATS,
@@ -24,14 +26,23 @@ from planner.ingest.formats import (
     detect_format,
     generic_format,
 )
-from planner.ingest.normalize import PROBLEM_EXAMPLES, normalize_chunk
+from planner.ingest.normalize import (
+    ARRIVAL_MAX_US,
+    ARRIVAL_MIN_US,
+    ARRIVAL_RANGE,
+    EPOCH,
+    PROBLEM_EXAMPLES,
+    TEXT_LIMITS,
+    normalize_chunk,
+)
 from planner.ingest.readers import estimate_rows, inspect_file, iter_chunks, read_columns
 from planner.store.bulk import insert_requests
-from planner.store.db import Store
+from planner.store.db import Store, StoreConflictError
 from planner.store.models import Dataset
 
 OnError = Literal["fail", "skip"]
 Progress = Callable[[int, int | None], None]  # (rows done, estimated total)
+MAX_NAME_CHARS = 200  # the store's datasets.name column
 KNOWN_SUFFIXES = (".gz", ".csv", ".tsv", ".txt", ".jsonl", ".ndjson", ".json", ".parquet", ".pq")
 
 
@@ -78,6 +89,36 @@ def default_dataset_name(path: Path) -> str:
         name = stem
 
 
+def check_name(name: str, what: str = "--name") -> str:
+    """A dataset name the store keeps the same on every backend: not empty, at most 200
+    characters, no control characters (newlines, ANSI escapes, NUL)."""
+    if not name.strip():
+        raise UsageError(f"{what}: the dataset name is empty")
+    if len(name) > MAX_NAME_CHARS:
+        raise UsageError(
+            f"{what} {shown(name)}: a dataset name has at most {MAX_NAME_CHARS} characters "
+            f"(this one has {len(name):,})"
+        )
+    if not name.isprintable():
+        raise UsageError(
+            f"{what} {shown(name)}: a dataset name cannot hold control characters "
+            "(newlines, tabs, escape sequences)"
+        )
+    return name
+
+
+def check_model(model: str | None) -> str | None:
+    """The --model value, checked like a model name read from a log."""
+    if model is None:
+        return None
+    limit = TEXT_LIMITS["model"]
+    if not model.strip() or "\x00" in model or len(model.strip()) > limit:
+        raise UsageError(
+            f"--model {shown(model)}: expected a model name of 1 to {limit} characters without NUL"
+        )
+    return model.strip()
+
+
 def sha256_of(path: Path, block: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -95,23 +136,55 @@ def choose_format(path: Path, columns: Sequence[str], options: IngestOptions) ->
         return builtin_format(options.format)
     detected = detect_format(columns)
     if detected is None:
+        listed = ", ".join(shown(c, 40) for c in columns[:20])
+        if len(columns) > 20:
+            listed += f", ... ({len(columns)} columns)"
+        hint = _delimiter_hint(columns)
         raise InputFileError(
             path,
-            f"cannot tell the log format from its columns ({', '.join(columns)}); "
+            f"cannot tell the log format from its columns ({listed}); {hint}"
             f"pass --format ({', '.join(BUILTIN_FORMATS)}) or --format generic with "
             "--map arrival=COLUMN --map input_tokens=COLUMN --map output_tokens=COLUMN",
         )
     return detected
 
 
+def _delimiter_hint(columns: Sequence[str]) -> str:
+    """A note when one header 'column' looks like several run together."""
+    if len(columns) == 1:
+        for delimiter, label in ((":", "':'"), (" ", "space")):
+            if columns[0].count(delimiter) >= 2:
+                return (
+                    f"the header looks {label}-delimited; planner reads CSV separated by commas, "
+                    "tabs, ';' or '|': "
+                )
+    return ""
+
+
+def _check_columns(path: Path, fields: dict[str, str], columns: Sequence[str]) -> None:
+    """Every column read is in the header exactly once."""
+    for column in dict.fromkeys(fields.values()):
+        places = [i + 1 for i, c in enumerate(columns) if c == column]
+        if len(places) > 1:
+            raise InputFileError(
+                path,
+                f"column {shown(column)} appears {len(places)} times in the header "
+                f"(columns {', '.join(map(str, places))}); planner cannot tell which to read: "
+                "rename one, or map another column with --format generic --map",
+            )
+
+
 def _utc_micros(moment: datetime) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return int(pd.Timestamp(moment).tz_convert("UTC").value // 1000)
+    micros = (moment - EPOCH) // timedelta(microseconds=1)
+    if not ARRIVAL_MIN_US <= micros < ARRIVAL_MAX_US:
+        raise UsageError(f"--start {moment.isoformat()}: out of range; {ARRIVAL_RANGE}")
+    return int(micros)
 
 
 def _from_micros(micros: int) -> datetime:
-    return pd.Timestamp(micros * 1000, tz="UTC").to_pydatetime()
+    return pd.Timestamp(micros, unit="us", tz="UTC").to_pydatetime()
 
 
 def ingest_file(
@@ -130,20 +203,69 @@ def ingest_file(
     fields = fmt.resolve(columns)
     missing = [c for f, c in fields.items() if c not in columns]
     if missing:
+        listed = ", ".join(shown(c, 40) for c in columns[:20])
         raise InputFileError(
             path,
-            f"missing required column {missing[0]!r} for format {fmt.name} "
-            f"(it reads {', '.join(fmt.columns.values())}; the file has {', '.join(columns)})",
+            f"missing required column {shown(missing[0])} for format {fmt.name} "
+            f"(it reads {', '.join(fmt.columns.values())}; the file has {listed})",
         )
+    _check_columns(path, fields, columns)
     if fmt.needs_start and options.start is None:
         raise UsageError(
             f"format {fmt.name} gives times relative to the start of the log: "
             "pass --start, e.g. --start 2024-05-01T00:00:00Z"
         )
     start_us = _utc_micros(options.start) if options.start else None
-    name = options.name or default_dataset_name(path)
+    if options.name is not None:
+        name = check_name(options.name)
+    else:
+        name = check_name(
+            default_dataset_name(path), "dataset name (from the file name; choose one with --name)"
+        )
+    options = replace(options, model=check_model(options.model))
     digest = sha256_of(path)
+    try:
+        return _ingest(
+            store, path, source, fmt, fields, start_us, name, digest, options, progress, began
+        )
+    except (IntegrityError, StoreConflictError) as exc:
+        if not _names_clash(store, name, exc):
+            raise
+        raise StoreConflictError(
+            f"dataset {shown(name)} was created by another process while this ingest ran; "
+            "nothing of this ingest was stored; rerun with --replace to replace it, or with "
+            "--name to choose another name"
+        ) from exc
 
+
+def _names_clash(store: Store, name: str, exc: Exception) -> bool:
+    """Whether ``exc`` is the unique dataset name, taken by a concurrent ingest."""
+    cause = exc.orig if isinstance(exc, IntegrityError) else exc
+    text = str(cause).lower()
+    if ("datasets.name" in text) or ("uq_datasets_name" in text):
+        return True
+    try:
+        with store.session() as session:
+            return (
+                session.scalars(select(Dataset.id).where(Dataset.name == name)).first() is not None
+            )
+    except PlannerError:  # the store is unreachable now: not a clash to explain
+        return False
+
+
+def _ingest(
+    store: Store,
+    path: Path,
+    source: Any,
+    fmt: LogFormat,
+    fields: dict[str, str],
+    start_us: int | None,
+    name: str,
+    digest: str,
+    options: IngestOptions,
+    progress: Progress | None,
+    began: float,
+) -> IngestResult:
     with store.session() as session:
         same_file = session.scalars(select(Dataset).where(Dataset.sha256 == digest)).first()
         same_name = session.scalars(select(Dataset).where(Dataset.name == name)).first()

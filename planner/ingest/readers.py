@@ -21,16 +21,22 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from planner.common.text import shown
 from planner.errors import InputFileError, RowProblem
 
 CHUNK_ROWS = 250_000
 CSV_BLOCK_BYTES = 8 << 20
+MAX_LINE_BYTES = 64 << 20  # a longer JSON line is a bad row, not a reason to exhaust memory
 SNIFF_BYTES = 64 << 10
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
+UTF8_BOM = b"\xef\xbb\xbf"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+OTHER_DELIMITERS = ("\t", ";", "|")
 
 
 class FileKind(StrEnum):
@@ -48,8 +54,9 @@ class RawChunk:
     lines: Sequence[int] | None = None
     problems: list[RowProblem] = field(default_factory=list)  # rows the reader itself rejected
     # CSV numbers data rows by physical line (row = line - header lines, rejected rows count);
-    # JSON Lines counts objects, skipping blank lines.
+    # JSON Lines counts objects, skipping blank lines, and gives each row's number in ``rows``.
     header_lines: int | None = None
+    rows: Sequence[int] | None = None
 
     @property
     def num_rows(self) -> int:
@@ -57,6 +64,8 @@ class RawChunk:
 
     def row_of(self, index: int) -> tuple[int, int | None]:
         """(data row, physical line) of the chunk's ``index``-th row."""
+        if self.rows is not None:
+            return self.rows[index], None if self.lines is None else self.lines[index]
         if self.lines is None:
             return self.first_row + index, None
         line = self.lines[index]
@@ -73,6 +82,7 @@ class SourceFile:
     kind: FileKind
     gzipped: bool
     size_bytes: int
+    delimiter: str = ","  # CSV only
 
     def open_binary(self) -> IO[bytes]:
         raw: IO[bytes] = self.path.open("rb")
@@ -83,15 +93,22 @@ class SourceFile:
 
 def inspect_file(path: Path) -> SourceFile:
     """Check that ``path`` is a readable, non-empty log file and learn its kind."""
-    if not path.exists():
-        raise InputFileError(path, "file not found")
-    if path.is_dir():
-        raise InputFileError(path, "is a directory, expected a log file")
-    size = path.stat().st_size
-    if size == 0:
-        raise InputFileError(path, "the file is empty (0 bytes), expected a request log")
-    with path.open("rb") as fh:
-        magic = fh.read(4)
+    try:
+        if not path.exists():
+            raise InputFileError(path, "file not found")
+        if path.is_dir():
+            raise InputFileError(path, "is a directory, expected a log file")
+        if not path.is_file():
+            raise InputFileError(
+                path, "is not a regular file (a device, pipe or socket), expected a log file"
+            )
+        size = path.stat().st_size
+        if size == 0:
+            raise InputFileError(path, "the file is empty (0 bytes), expected a request log")
+        with path.open("rb") as fh:
+            magic = fh.read(4)
+    except OSError as exc:
+        raise InputFileError(path, f"cannot read the file ({exc.strerror or exc})") from exc
     if magic == PARQUET_MAGIC:
         return SourceFile(path, FileKind.PARQUET, False, size)
     gzipped = magic[:2] == GZIP_MAGIC
@@ -101,6 +118,7 @@ def inspect_file(path: Path) -> SourceFile:
             path, "the file has no content (only whitespace), expected a request log"
         )
     _check_text(path, head)
+    head = head.removeprefix(UTF8_BOM)
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] == ".gz":
         suffixes = suffixes[:-1]
@@ -111,7 +129,21 @@ def inspect_file(path: Path) -> SourceFile:
         kind = FileKind.CSV
     else:
         kind = FileKind.JSONL if head.lstrip().startswith(b"{") else FileKind.CSV
-    return SourceFile(path, kind, gzipped, size)
+    delimiter = _delimiter(head, ext) if kind is FileKind.CSV else ","
+    return SourceFile(path, kind, gzipped, size, delimiter)
+
+
+def _delimiter(head: bytes, ext: str) -> str:
+    """The CSV delimiter: a comma, unless the header line has none and a tab, semicolon or bar
+    instead (Excel writes ';' in many locales)."""
+    header = head.split(b"\n", 1)[0].decode("utf-8", errors="replace")
+    if ext == ".tsv" and "\t" in header:
+        return "\t"
+    if "," in header:
+        return ","
+    counts = {d: header.count(d) for d in OTHER_DELIMITERS}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] else ","
 
 
 def _read_head(path: Path, gzipped: bool) -> bytes:
@@ -122,11 +154,23 @@ def _read_head(path: Path, gzipped: bool) -> bytes:
                     return gz.read(SNIFF_BYTES)
             return raw.read(SNIFF_BYTES)
     except (OSError, EOFError, zlib.error) as exc:
+        if not gzipped:
+            raise InputFileError(path, f"cannot read the file ({exc})") from exc
         raise InputFileError(path, f"not a readable gzip file ({exc})") from exc
 
 
 def _check_text(path: Path, head: bytes) -> None:
-    """Refuse binary files early, with the byte offset of the first sign of binary data."""
+    """Refuse binary files early, with the byte offset of the first sign of binary data.
+
+    A few bytes that are not UTF-8 (a Latin-1 name in one row) are the rows' problem, found
+    and located later; text that is mostly not UTF-8 is refused here.
+    """
+    if head.startswith(UTF16_BOMS):
+        raise InputFileError(
+            path,
+            "the file is UTF-16 text; planner reads UTF-8: save it as UTF-8 "
+            "(Excel: 'CSV UTF-8'; or iconv -f UTF-16 -t UTF-8)",
+        )
     nul = head.find(b"\x00")
     if nul >= 0:
         raise InputFileError(
@@ -136,11 +180,12 @@ def _check_text(path: Path, head: bytes) -> None:
     try:
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 4:  # not just a character cut at the end of the sample
+        bad = head.decode("utf-8", errors="replace").count("\ufffd")
+        if exc.start < len(head) - 4 and bad > max(8, len(head) // 50):
             raise InputFileError(
                 path,
-                f"not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}): "
-                "expected CSV, JSON Lines or Parquet",
+                f"not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}, and "
+                f"{bad} more bytes): expected CSV, JSON Lines or Parquet in UTF-8",
             ) from exc
 
 
@@ -151,33 +196,79 @@ def read_columns(source: SourceFile) -> list[str]:
             return list(pq.ParquetFile(source.path).schema_arrow.names)
         except (pa.ArrowException, OSError) as exc:
             raise InputFileError(source.path, f"not a readable Parquet file ({exc})") from exc
-    with source.open_binary() as fh:
-        text = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
-        if source.kind is FileKind.CSV:
-            header = next(csv.reader(text), [])
-            names = [h.strip() for h in header]
-            if not any(names):
-                raise InputFileError(source.path, RowProblem(1, None, "empty header line", 1))
-            return names
-        for number, line in enumerate(text, start=1):
-            if line.strip():
-                obj = _parse_json_line(source.path, line, number)
-                return list(obj)
+    try:
+        with source.open_binary() as fh:
+            if source.kind is FileKind.CSV:
+                text = io.TextIOWrapper(fh, encoding="utf-8-sig", errors="replace", newline="")
+                try:
+                    header = next(csv.reader(text, delimiter=source.delimiter), [])
+                except csv.Error as exc:  # e.g. a header line beyond csv's field size limit
+                    raise InputFileError(
+                        source.path, RowProblem(None, None, f"unreadable header ({exc})", 1)
+                    ) from exc
+                names = [h.strip() for h in header]
+                if not any(names):
+                    raise InputFileError(source.path, RowProblem(1, None, "empty header line", 1))
+                return names
+            first: RowProblem | None = None
+            for number, row, line in _json_lines(fh):
+                obj = _parse_json_line(line, number, row)
+                if isinstance(obj, dict):
+                    return list(obj)
+                first = first or obj
+                if row >= 1000:
+                    break
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputFileError(source.path, f"read failed: {exc}") from exc
+    if first is not None:
+        raise InputFileError(source.path, first)
     raise InputFileError(source.path, "no JSON objects in the file")
 
 
-def _parse_json_line(path: Path, line: str | bytes, number: int) -> dict[str, Any]:
+def _json_lines(fh: IO[bytes]) -> Iterator[tuple[int, int, bytes | None]]:
+    """(physical line, data row, bytes) of each non-blank line; bytes is None for a line longer
+    than MAX_LINE_BYTES, which is read past without keeping it."""
+    number = row = 0
+    while True:
+        line = fh.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        number += 1
+        if number == 1:
+            line = line.removeprefix(UTF8_BOM)
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while (rest := fh.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+            row += 1
+            yield number, row, None
+            continue
+        if not line.strip():
+            continue
+        row += 1
+        yield number, row, line
+
+
+def _parse_json_line(line: bytes | None, number: int, row: int) -> dict[str, Any] | RowProblem:
+    """The JSON object on a line, or the problem with it."""
+    if line is None:
+        return RowProblem(row, None, f"line longer than {MAX_LINE_BYTES >> 20} MiB", number)
     try:
-        obj = json.loads(line)
-    except ValueError as exc:
-        raise InputFileError(
-            path, RowProblem(None, None, f"not valid JSON ({exc})", number)
-        ) from exc
-    if not isinstance(obj, dict):
-        raise InputFileError(
-            path,
-            RowProblem(None, None, f"expected a JSON object, got {type(obj).__name__}", number),
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return RowProblem(
+            row,
+            None,
+            f"not UTF-8 text (byte 0x{line[exc.start]:02x} at position {exc.start + 1})",
+            number,
         )
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        return RowProblem(row, None, "not valid JSON (nested too deeply)", number)
+    except ValueError as exc:
+        return RowProblem(row, None, f"not valid JSON ({exc})", number)
+    if not isinstance(obj, dict):
+        return RowProblem(row, None, f"expected a JSON object, got {type(obj).__name__}", number)
     return obj
 
 
@@ -223,10 +314,13 @@ def _iter_csv(source: SourceFile, columns: Sequence[str]) -> Iterator[RawChunk]:
         reader = pacsv.open_csv(
             stream,
             read_options=pacsv.ReadOptions(use_threads=False, block_size=CSV_BLOCK_BYTES),
-            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid_row),
+            parse_options=pacsv.ParseOptions(
+                delimiter=source.delimiter, invalid_row_handler=on_invalid_row
+            ),
             convert_options=pacsv.ConvertOptions(
                 include_columns=list(columns),
-                column_types={c: pa.string() for c in columns},
+                # Bytes first, so a value that is not UTF-8 is one bad row, not a failed file.
+                column_types={c: pa.binary() for c in columns},
                 strings_can_be_null=True,
                 null_values=[""],  # "NaN", "null" stay text, so errors can quote them
                 quoted_strings_can_be_null=False,
@@ -238,21 +332,69 @@ def _iter_csv(source: SourceFile, columns: Sequence[str]) -> Iterator[RawChunk]:
                 batch = reader.read_next_batch()
             except StopIteration:
                 break
-            table = pa.Table.from_batches([batch])
-            lines = _csv_lines(rows_done, table.num_rows, bad_lines)
-            chunk = RawChunk(table, rows_done + 1, lines, pending.copy(), header_lines=1)
+            binary = pa.Table.from_batches([batch])
+            table, lines, not_utf8 = _decode_utf8(
+                binary, _csv_lines(rows_done, binary.num_rows, bad_lines)
+            )
+            chunk = RawChunk(table, rows_done + 1, lines, pending + not_utf8, header_lines=1)
+            rows_done += binary.num_rows
             pending.clear()
-            rows_done += table.num_rows
             yield chunk
         if pending:  # invalid rows after the last good batch
             empty = pa.table({c: pa.array([], pa.string()) for c in columns})
             yield RawChunk(empty, rows_done + 1, [], pending.copy(), header_lines=1)
     except pa.ArrowInvalid as exc:
-        raise InputFileError(source.path, f"cannot parse as CSV: {_arrow_message(exc)}") from exc
+        message = _arrow_message(exc)
+        if "straddling" in message or "straddles" in message:
+            message = (
+                f"a row is longer than {CSV_BLOCK_BYTES >> 20} MiB (or a quote is never "
+                "closed, making the rest of the file one value)"
+            )
+        raise InputFileError(source.path, f"cannot parse as CSV: {message}") from exc
     except (OSError, EOFError, zlib.error) as exc:
         raise InputFileError(source.path, f"read failed: {exc}") from exc
     finally:
         stream.close()
+
+
+def _as_text(table: pa.Table) -> pa.Table:
+    """Binary columns cast to text; raises ArrowInvalid where a value is not UTF-8."""
+    columns: dict[str, Any] = {n: pc.cast(table.column(n), pa.string()) for n in table.column_names}
+    return pa.table(columns)
+
+
+def _decode_utf8(
+    table: pa.Table, lines: Sequence[int]
+) -> tuple[pa.Table, Sequence[int], list[RowProblem]]:
+    """Binary CSV columns as text; rows with bytes that are not UTF-8 are dropped and named."""
+    try:
+        return _as_text(table), lines, []
+    except pa.ArrowInvalid:
+        pass
+    keep = [True] * table.num_rows
+    problems: list[RowProblem] = []
+    for name in table.column_names:
+        for index, value in enumerate(table.column(name).to_pylist()):
+            if value is None or not keep[index]:
+                continue
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                keep[index] = False
+                line = lines[index]
+                problems.append(
+                    RowProblem(
+                        line - 1,
+                        name,
+                        f"not UTF-8 text (byte 0x{value[exc.start]:02x} in "
+                        f"{shown(value.decode('utf-8', errors='replace'), 60)}); "
+                        "planner reads UTF-8 files",
+                        line,
+                    )
+                )
+    mask = pa.array(keep)
+    kept = table.filter(mask)
+    return _as_text(kept), [line for line, k in zip(lines, keep, strict=True) if k], problems
 
 
 def _csv_lines(rows_before: int, count: int, bad_lines: Sequence[int]) -> list[int] | range:
@@ -278,33 +420,65 @@ def _arrow_message(exc: Exception) -> str:
 def _iter_jsonl(source: SourceFile, columns: Sequence[str], chunk_rows: int) -> Iterator[RawChunk]:
     values: dict[str, list[Any]] = {c: [] for c in columns}
     lines: list[int] = []
-    rows_done = 0
+    rows: list[int] = []
+    problems: list[RowProblem] = []
 
     def flush() -> RawChunk:
-        nonlocal rows_done
         table = pa.table({c: _to_arrow(v) for c, v in values.items()})
-        chunk = RawChunk(table, rows_done + 1, lines.copy())
-        rows_done += len(lines)
+        first = rows[0] if rows else (problems[0].row or 1)
+        chunk = RawChunk(table, first, lines.copy(), problems.copy(), rows=rows.copy())
         for v in values.values():
             v.clear()
         lines.clear()
+        rows.clear()
+        problems.clear()
         return chunk
 
     try:
         with source.open_binary() as fh:
-            for number, raw in enumerate(fh, start=1):
-                if not raw.strip():
+            for number, row, raw in _json_lines(fh):
+                obj = _parse_json_line(raw, number, row)
+                if isinstance(obj, RowProblem):
+                    problems.append(obj)
                     continue
-                obj = _parse_json_line(source.path, raw, number)
-                for c in columns:
-                    values[c].append(obj.get(c))
+                picked = [obj.get(c) for c in columns]
+                bad = next(
+                    (c for c, v in zip(columns, picked, strict=True) if _unencodable(v)), None
+                )
+                if bad is not None:
+                    problems.append(
+                        RowProblem(
+                            row, bad, "text that is not valid Unicode (a lone surrogate)", number
+                        )
+                    )
+                    continue
+                for c, v in zip(columns, picked, strict=True):
+                    values[c].append(v)
                 lines.append(number)
+                rows.append(row)
                 if len(lines) >= chunk_rows:
                     yield flush()
     except (OSError, EOFError, zlib.error) as exc:
         raise InputFileError(source.path, f"read failed: {exc}") from exc
-    if lines:
+    if lines or problems:
         yield flush()
+
+
+def _unencodable(value: Any) -> bool:
+    """Whether a JSON value holds text UTF-8 cannot encode (lone surrogates like \\ud800)."""
+    if isinstance(value, str):
+        if value.isascii():
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, list):
+        return any(_unencodable(v) for v in value)
+    if isinstance(value, dict):
+        return any(_unencodable(k) or _unencodable(v) for k, v in value.items())
+    return False
 
 
 def _to_arrow(values: list[Any]) -> pa.Array[Any]:
@@ -312,8 +486,18 @@ def _to_arrow(values: list[Any]) -> pa.Array[Any]:
     try:
         array: pa.Array[Any] = pa.array(values)
         return array
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([None if v is None else json.dumps(v) for v in values], pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+        pass
+    try:  # text stays as it is; numbers, lists and objects as their JSON
+        return pa.array(
+            [None if v is None else v if isinstance(v, str) else json.dumps(v) for v in values],
+            pa.string(),
+        )
+    except RecursionError:  # nested deeper than json.dumps goes: never a valid value
+        return pa.array(
+            [None if v is None else v if isinstance(v, str) else "[...]" for v in values],
+            pa.string(),
+        )
 
 
 def _iter_parquet(

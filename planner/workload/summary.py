@@ -86,8 +86,8 @@ def _rates(sorted_us: npt.NDArray[np.int64], window_us: int) -> RateStats:
 def _summary_of(frame: pd.DataFrame, model: str | None) -> DatasetSummary:
     arrivals = np.sort(frame["arrival_us"].to_numpy(dtype=np.int64))
     n = arrivals.size
-    start = pd.Timestamp(int(arrivals[0]) * 1000, tz="UTC").to_pydatetime() if n else None
-    end = pd.Timestamp(int(arrivals[-1]) * 1000, tz="UTC").to_pydatetime() if n else None
+    start = pd.Timestamp(int(arrivals[0]), unit="us", tz="UTC").to_pydatetime() if n else None
+    end = pd.Timestamp(int(arrivals[-1]), unit="us", tz="UTC").to_pydatetime() if n else None
     return DatasetSummary(
         model=model,
         rows=n,

@@ -228,7 +228,7 @@ GOOD = "2024-06-01 00:00:00,10,5\n"
         (
             "missing_col.csv",
             "TIMESTAMP,ContextTokens\n2024-06-01,1\n",
-            "missing_col.csv: cannot tell the log format from its columns (TIMESTAMP, ContextTokens)",
+            "missing_col.csv: cannot tell the log format from its columns ('TIMESTAMP', 'ContextTokens')",
         ),
         (
             "bad_time.csv",

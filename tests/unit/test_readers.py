@@ -31,10 +31,17 @@ def test_binary_garbage_names_the_offset(write: WriteFile) -> None:
     assert "expected CSV, JSON Lines or Parquet" in str(err.value)
 
 
-def test_non_utf8_text_is_refused(write: WriteFile) -> None:
-    path = write("latin1.csv", b"a,b\n" + "café,1\n".encode("latin-1") + b"x" * 20)
-    with pytest.raises(InputFileError, match=r"not UTF-8 text \(byte 0xe9 at offset 7\)"):
+def test_mostly_non_utf8_text_is_refused(write: WriteFile) -> None:
+    path = write("latin1.csv", b"a,b\n" + "café,1\n".encode("latin-1") * 30 + b"x" * 20)
+    with pytest.raises(InputFileError, match=r"not UTF-8 text \(byte 0xe9 at offset 7, and"):
         inspect_file(path)
+
+
+def test_one_non_utf8_value_is_left_to_its_row(write: WriteFile) -> None:
+    # One Latin-1 name among UTF-8 rows is that row's problem (located, skippable), found when
+    # the rows are read; the file as a whole is text.
+    path = write("latin1.csv", b"a,b\n" + "café,1\n".encode("latin-1") + b"x,2\n" * 20)
+    assert inspect_file(path).kind is FileKind.CSV
 
 
 def test_broken_gzip(write: WriteFile) -> None:
@@ -77,9 +84,13 @@ def test_jsonl_line_numbers_skip_blank_lines(write: WriteFile) -> None:
 
 
 def test_invalid_json_line_is_located(write: WriteFile) -> None:
-    path = write("bad.jsonl", '{"a": 1}\n{"a": 2,,}\n')
-    with pytest.raises(InputFileError, match=r"bad\.jsonl: line 2: not valid JSON"):
-        list(iter_chunks(inspect_file(path), ["a"]))
+    # A bad line is that row's problem, so --on-error skip can leave it out.
+    path = write("bad.jsonl", '{"a": 1}\n{"a": 2,,}\n{"a": 3}\n')
+    (chunk,) = iter_chunks(inspect_file(path), ["a"])
+    assert chunk.table.column("a").to_pylist() == [1, 3]
+    assert [chunk.row_of(i) for i in range(2)] == [(1, 1), (3, 3)]
+    (problem,) = chunk.problems
+    assert problem.describe().startswith("row 2, line 2: not valid JSON")
 
 
 def test_json_line_that_is_not_an_object(write: WriteFile) -> None:
