@@ -14,11 +14,15 @@ and no prices, so the last good prices stay in force.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import importlib
 import importlib.util
+import math
 import re
-from collections.abc import Callable, Sequence
+import unicodedata
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -27,7 +31,8 @@ from typing import Any, Literal
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from planner.errors import InputFileError, NotFoundError, PlannerError, UsageError
+from planner.common.text import closest, printable, shown
+from planner.errors import InputFileError, NotFoundError, PlannerError, RowProblem, UsageError
 from planner.store.db import Store
 from planner.store.price_models import (
     SOURCE_KINDS,
@@ -38,12 +43,13 @@ from planner.store.price_models import (
 )
 from pricing.model import PricePoint, Provider, PurchaseOption
 from pricing.snapshot import (
+    COLUMNS,
+    IGNORED_COLUMNS,
     RawRow,
     check_header,
     gpu_aliases,
     load_snapshot,
     parse_points,
-    read_csv,
     snapshot_path,
 )
 
@@ -184,12 +190,52 @@ def _to_point(row: PricePointRow) -> PricePoint:
     )
 
 
+#: The store's column lengths (``price_points``): longer text is refused before writing, the
+#: same way on SQLite (which would keep it) and PostgreSQL (which would fail mid-write).
+STORE_TEXT_LIMITS = {
+    "region": 64,
+    "instance_type": 100,
+    "gpu_model": 64,
+    "payment": 32,
+    "plan_kind": 32,
+    "currency": 3,
+    "effective_date": 10,
+    "source": 100_000,
+}
+_MAX_INT = 2**31 - 1
+
+
 def point_problems(point: PricePoint) -> list[str]:
-    """What is wrong with a point handed over by code (a loader), for the refresh's error."""
+    """What is wrong with a point before it is stored (a loader's, a sheet's): the reason for a
+    refresh's error, or for refusing to write it."""
     problems = []
     if not isinstance(point, PricePoint):
         return [f"not a PricePoint: {type(point).__name__}"]
-    where = f"{point.provider}/{point.region}/{point.instance_type}/{point.purchase_option}"
+    where = "/".join(
+        printable(str(x), 40)
+        for x in (point.provider, point.region, point.instance_type, point.purchase_option)
+    )
+    for name, limit in STORE_TEXT_LIMITS.items():
+        value = getattr(point, name)
+        if not isinstance(value, str):
+            problems.append(f"{where}: {name} is not text ({type(value).__name__})")
+        elif "\x00" in value:
+            problems.append(f"{where}: {name} {shown(value)} holds a NUL character")
+        elif len(value) > limit:
+            problems.append(
+                f"{where}: {name} of {len(value):,} characters (the store holds {limit}): "
+                f"{shown(value)}"
+            )
+    for name in ("gpu_count", "vcpus"):
+        value = getattr(point, name)
+        if value is not None and not (isinstance(value, int) and -_MAX_INT <= value <= _MAX_INT):
+            problems.append(f"{where}: {name} {shown(value)} (expected a whole number)")
+    for name in ("usd_per_hour", "upfront_usd", "gpu_memory_gb", "ram_gb"):
+        value = getattr(point, name)
+        if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
+            problems.append(f"{where}: {name} {shown(value)} (expected a finite number)")
+    if problems:
+        return problems
     if not (point.usd_per_hour > 0):
         problems.append(f"{where}: price {point.usd_per_hour!r} (expected > 0)")
     if point.gpu_count < 1:
@@ -197,14 +243,14 @@ def point_problems(point: PricePoint) -> list[str]:
     if point.upfront_usd < 0:
         problems.append(f"{where}: upfront {point.upfront_usd!r} (expected >= 0)")
     if point.currency != "USD":
-        problems.append(f"{where}: currency {point.currency!r} (expected USD)")
+        problems.append(f"{where}: currency {shown(point.currency)} (expected USD)")
     if not point.source or not point.effective_date:
         problems.append(f"{where}: no source or effective date")
     else:
         try:
             date.fromisoformat(point.effective_date)
         except ValueError:
-            problems.append(f"{where}: effective date {point.effective_date!r} is not ISO")
+            problems.append(f"{where}: effective date {shown(point.effective_date)} is not ISO")
     return problems
 
 
@@ -229,6 +275,8 @@ def store_version(
         if point.key() in seen:
             raise PlannerError(f"cannot store price: {'/'.join(point.key())} given twice")
         seen.add(point.key())
+    if "\x00" in label or "\x00" in source_ref:
+        raise PlannerError(f"cannot store price sheet {shown(label)}: NUL in its label or source")
     version = PriceSheetVersion(
         source_kind=source_kind,
         label=label[:200],
@@ -303,34 +351,454 @@ def ensure_list_prices(session: Session) -> VersionInfo | None:
     return version
 
 
-def read_sheet_rows(path: Path) -> tuple[list[str], list[RawRow]]:
-    """Header and rows of a user sheet: CSV, or the first worksheet of an XLSX workbook."""
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return read_csv(path)
-    if suffix not in (".xlsx", ".xlsm"):
-        raise InputFileError(path, f"expected a .csv or .xlsx file, got {suffix or 'no suffix'}")
-    if not path.is_file():
-        raise InputFileError(path, "file not found")
-    if importlib.util.find_spec("openpyxl") is None:  # pandas reads .xlsx through it
-        raise PlannerError("reading .xlsx needs openpyxl: pip install openpyxl")
-    import pandas as pd
+# -- reading user sheets -----------------------------------------------------------------------
+
+#: Limits on a user sheet, stated in the messages and in docs/pricing.md: a price sheet is a few
+#: hundred rows, so anything far beyond these is a wrong file, and is refused before it can
+#: exhaust memory or time.
+MAX_ROWS = 100_000
+MAX_COLUMNS = 64
+MAX_CELL_CHARS = 1_000  # any one cell (source and notes included)
+MAX_HEADER_CHARS = 64
+#: An .xlsx file is a zip archive; a worksheet or string table unpacking to more than this is
+#: refused before it is read (a 5 KB workbook can unpack to gigabytes).
+MAX_XLSX_PART_BYTES = 64 * 1024 * 1024
+EXCEL_MAX_ROWS = 1_048_576
+#: Longest text each column holds in the store (the columns of ``price_points``).
+TEXT_LIMITS = {
+    "provider": 16,
+    "region": 64,
+    "instance_type": 100,
+    "gpu_model": 64,
+    "purchase_option": 32,
+    "payment": 32,
+    "plan_kind": 32,
+    "currency": 16,
+    "effective_date": 32,
+    "source": MAX_CELL_CHARS,
+}
+NUMBER_COLUMNS = ("usd_per_hour", "upfront_usd", "gpu_count", "gpu_memory_gb", "vcpus", "ram_gb")
+#: Values no price sheet holds: refused outright (the float and integer columns' sanity range).
+NUMBER_LIMITS = {
+    "usd_per_hour": 1_000_000.0,
+    "upfront_usd": 1_000_000_000.0,
+    "gpu_count": 65_536.0,
+    "gpu_memory_gb": 100_000.0,
+    "vcpus": 1_000_000.0,
+    "ram_gb": 1_000_000_000.0,
+}
+_POINT = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)?(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_COMMA = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:\.\d{3})+)?(?:,\d+)?")
+
+
+def number_text(text: str, *, decimal_comma: bool = False) -> str:
+    """A number as typed in a sheet, as plain ``1234.5`` text; :class:`ValueError` (with what
+    was expected) when it is not a number or its separators are ambiguous.
+
+    By default the decimal separator is a point; commas are accepted only as thousands
+    separators where that is unambiguous (``1,234.50``, ``1,234,567``). ``1,09`` and ``1,234``
+    are refused: one reader means 1.09 and 1.234, another 109 and 1234. With ``decimal_comma``
+    the comma is the decimal separator and points group thousands (``1.234,50``); ``1.234`` and
+    ``1.09`` are then refused the same way. A leading ``$`` is read past.
+    """
+    value = text.strip().removeprefix("$").strip()
+    if not value:
+        return ""
+    digits = value.lstrip("+-")
+    if not digits or not any(c.isdigit() for c in digits):
+        raise ValueError("expected a number")
+    if decimal_comma:
+        if not _COMMA.fullmatch(value):
+            raise ValueError(
+                "expected a number with a decimal comma (--decimal-comma), e.g. 1,09 or 1.234,50"
+            )
+        whole = value.split(",")[0]
+        if whole.count(".") == 1 and "," not in value:
+            raise ValueError(
+                "ambiguous: with --decimal-comma a point groups thousands; write 1234 or 1,234"
+            )
+        return value.replace(".", "").replace(",", ".")
+    if "," in value and _COMMA.fullmatch(value) and not _POINT.fullmatch(value):
+        raise ValueError(
+            "ambiguous decimal separator: write the number with a decimal point (1.09), or pass "
+            "--decimal-comma if the whole sheet uses decimal commas"
+        )
+    if not _POINT.fullmatch(value):
+        raise ValueError("expected a number such as 1.09 (a decimal point, no spaces)")
+    if value.count(",") == 1 and "." not in value:
+        raise ValueError(
+            "ambiguous: 1,234 is 1234 in some locales and 1.234 in others; write it without "
+            "the comma, or pass --decimal-comma if the whole sheet uses decimal commas"
+        )
+    return value.replace(",", "")
+
+
+@dataclass(frozen=True)
+class SheetOptions:
+    """How to read a user sheet's cells."""
+
+    decimal_comma: bool = False
+
+
+def _control_free(text: str) -> bool:
+    return not any(unicodedata.category(ch) == "Cc" for ch in text)
+
+
+def _check_cells(
+    path: Path, raw: RawRow, options: SheetOptions, native: Sequence[str] = ()
+) -> RawRow:
+    """The row with its numbers made plain (``1,234.50`` -> ``1234.50``), after checking every
+    cell against the limits: at most :data:`MAX_CELL_CHARS` (and each column's store length),
+    no control characters (NUL included) outside notes, numbers unambiguous and in range.
+    ``native`` names the cells a workbook stored as numbers (never locale-dependent)."""
+
+    def fail(column: str, message: str) -> InputFileError:
+        return InputFileError(path, RowProblem(raw.row, column, message, raw.line))
+
+    values = dict(raw.values)
+    for column, value in raw.values.items():
+        if len(value) > MAX_CELL_CHARS:
+            raise fail(
+                column,
+                f"a cell of {len(value):,} characters (at most {MAX_CELL_CHARS:,}): {shown(value)}",
+            )
+        if column in IGNORED_COLUMNS:
+            continue
+        text = value.strip()
+        if not _control_free(text):
+            raise fail(column, f"control characters (NUL, escape, ...) in {shown(text)}")
+        limit = TEXT_LIMITS.get(column)
+        if limit is not None and len(text) > limit:
+            raise fail(column, f"at most {limit} characters, got {len(text)}: {shown(text)}")
+        if column in NUMBER_COLUMNS:
+            if column in native:
+                plain = text
+            else:
+                try:
+                    plain = number_text(text, decimal_comma=options.decimal_comma)
+                except ValueError as exc:
+                    raise fail(column, f"got {shown(text)}: {exc}") from None
+            if plain:
+                number = float(plain)
+                if not math.isfinite(number):
+                    raise fail(column, f"expected a finite number, got {shown(text)}")
+                if abs(number) > NUMBER_LIMITS[column]:
+                    raise fail(
+                        column,
+                        f"{shown(text)} is out of range (at most {NUMBER_LIMITS[column]:,.0f})",
+                    )
+            values[column] = plain
+    return RawRow(raw.row, raw.line, values)
+
+
+def _header_names(path: Path, cells: Sequence[str]) -> list[str]:
+    if len(cells) > MAX_COLUMNS:
+        raise InputFileError(
+            path, f"{len(cells)} columns in the header (a price sheet has at most {MAX_COLUMNS})"
+        )
+    names = []
+    for cell in cells:
+        if len(cell) > MAX_HEADER_CHARS or not _control_free(cell):
+            raise InputFileError(
+                path,
+                f"header cell {shown(cell)} is not a column name (the columns are: "
+                f"{', '.join(COLUMNS)})",
+            )
+        names.append(_name(cell))
+    return names
+
+
+def _no_value_under_blank(
+    path: Path, row: int, line: int | None, names: Sequence[str], cells: Sequence[str]
+) -> None:
+    """Columns with a blank header are read past, unless a row has a value there."""
+    for name, cell in zip(names, cells, strict=False):
+        if not name and cell.strip():
+            raise InputFileError(
+                path,
+                RowProblem(row, None, f"a value under a blank header cell: {shown(cell)}", line),
+            )
+
+
+def _too_many_rows(path: Path, row: int, line: int | None) -> InputFileError:
+    return InputFileError(
+        path,
+        RowProblem(
+            row, None, f"more than {MAX_ROWS:,} price rows (a price sheet has far fewer)", line
+        ),
+    )
+
+
+def _sniff_delimiter(header_line: str) -> str:
+    """``,`` unless the header is plainly separated by ``;`` or tabs (a spreadsheet's export
+    in a locale whose list separator is ``;``)."""
+    counts = {d: header_line.count(d) for d in (",", ";", "\t")}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] > counts[","] else ","
+
+
+def _csv_rows(path: Path) -> tuple[list[str], Iterator[RawRow]]:
+    """Header and lazily read rows of a CSV user sheet (UTF-8, optional BOM; separated by
+    commas, semicolons or tabs, as the header shows)."""
+    try:
+        handle = path.open(newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise InputFileError(path, f"cannot read the file ({exc.strerror or exc})") from None
+    try:
+        try:
+            first = handle.readline(MAX_COLUMNS * (MAX_HEADER_CHARS + 3))
+            handle.seek(0)
+            if handle.read(1) != "\ufeff":
+                handle.seek(0)
+        except UnicodeDecodeError as exc:
+            raise InputFileError(
+                path, f"not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8 CSV"
+            ) from None
+        if not first.strip():
+            raise InputFileError(path, "empty file: expected a header row")
+        if "\x00" in first:
+            raise InputFileError(path, "a binary file, not CSV text (NUL bytes in the header)")
+        reader = csv.reader(handle, delimiter=_sniff_delimiter(first))
+        try:
+            header = next(reader)
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise InputFileError(path, f"not a readable CSV header: {shown(str(exc))}") from None
+    except BaseException:
+        handle.close()
+        raise
+    names = _header_names(path, header)
+
+    def rows() -> Iterator[RawRow]:
+        with handle:
+            line = reader.line_num
+            number = 0
+            while True:
+                try:
+                    cells = next(reader)
+                except StopIteration:
+                    return
+                except UnicodeDecodeError as exc:
+                    raise InputFileError(
+                        path,
+                        RowProblem(
+                            number + 1,
+                            None,
+                            f"not UTF-8 text ({exc.reason}); save it as UTF-8 CSV",
+                            line + 1,
+                        ),
+                    ) from None
+                except csv.Error as exc:
+                    raise InputFileError(
+                        path,
+                        RowProblem(
+                            number + 1, None, f"not readable CSV: {shown(str(exc))}", line + 1
+                        ),
+                    ) from None
+                number += 1
+                first_line = line + 1
+                line = reader.line_num
+                if not any(c.strip() for c in cells):
+                    continue  # blank lines are not rows
+                if number > MAX_ROWS:
+                    raise _too_many_rows(path, number, first_line)
+                if len(cells) != len(names):
+                    raise InputFileError(
+                        path,
+                        RowProblem(
+                            number,
+                            None,
+                            f"{len(cells)} fields where the header has {len(names)}",
+                            first_line,
+                        ),
+                    )
+                _no_value_under_blank(path, number, first_line, names, cells)
+                yield RawRow(
+                    number, first_line, {n: c for n, c in zip(names, cells, strict=True) if n}
+                )
+
+    return names, rows()
+
+
+_OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
+
+def _check_workbook_file(path: Path) -> None:
+    """Refuse, before openpyxl reads anything, a file that is not an .xlsx zip or that unpacks
+    to more than :data:`MAX_XLSX_PART_BYTES` per part."""
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(8)
+    except OSError as exc:
+        raise InputFileError(path, f"cannot read the file ({exc.strerror or exc})") from None
+    if magic == _OLE2_MAGIC:
+        raise InputFileError(
+            path,
+            "a password-protected workbook or an old binary .xls file, not .xlsx: save it "
+            "unprotected as .xlsx, or as CSV",
+        )
+    try:
+        with zipfile.ZipFile(path) as archive:
+            parts = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise InputFileError(
+            path, f"not a readable .xlsx workbook (not a zip archive: {shown(str(exc))})"
+        ) from None
+    for part in parts:
+        if part.file_size > MAX_XLSX_PART_BYTES:
+            raise InputFileError(
+                path,
+                f"part {shown(part.filename)} unpacks to {part.file_size:,} bytes; planner "
+                f"reads workbooks whose parts unpack to at most {MAX_XLSX_PART_BYTES:,} bytes "
+                "(save the sheet as CSV, or remove what is not prices)",
+            )
+
+
+def _cell_text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, datetime):
+        if value.time() == datetime.min.time() and value.tzinfo is None:
+            return value.date().isoformat()
+        return value.isoformat()
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _xlsx_rows(path: Path) -> tuple[list[str], Iterator[RawRow]]:
+    """Header and lazily read rows (with the columns holding native numbers) of the first
+    worksheet, read in openpyxl's streaming read-only mode."""
+    _check_workbook_file(path)
+    import openpyxl  # type: ignore[import-untyped]
 
     try:
-        frame = pd.read_excel(
-            path, sheet_name=0, dtype=str, keep_default_na=False, engine="openpyxl"
-        )
+        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
     except Exception as exc:  # openpyxl raises many kinds for a damaged workbook
-        raise InputFileError(path, f"not a readable .xlsx workbook: {exc}") from exc
-    names = [_name(c) for c in frame.columns]
-    rows = []
-    for number, cells in enumerate(frame.itertuples(index=False), start=1):
-        values = ["" if c is None else str(c) for c in cells]
-        if not any(v.strip() for v in values):
-            continue
-        # line = the worksheet's own row number (the header is row 1)
-        rows.append(RawRow(number, number + 1, dict(zip(names, values, strict=True))))
-    return names, rows
+        raise InputFileError(
+            path, f"not a readable .xlsx workbook: {shown(f'{type(exc).__name__}: {exc}')}"
+        ) from None
+    try:
+        if not book.worksheets:
+            raise InputFileError(path, "the workbook has no worksheet")
+        sheet = book.worksheets[0]
+        # Rows are streamed and counted as they come: the dimension a file states is not
+        # trusted (a 5 KB file can claim A1:XFD1048576), and columns stop at the limit.
+        cells = sheet.iter_rows(values_only=True, max_col=MAX_COLUMNS + 1, max_row=EXCEL_MAX_ROWS)
+        header_row = 0
+        header: list[str] = []
+        for header_row, values in enumerate(_guarded(path, cells), start=1):
+            header = [_cell_text(v).strip() for v in values]
+            while header and not header[-1]:
+                header.pop()
+            if header:
+                break
+            if header_row > 100:
+                break
+    except BaseException:
+        book.close()
+        raise
+    if not header:
+        book.close()
+        raise InputFileError(path, "the first worksheet has no header row")
+    names = _header_names(path, header)
+
+    def rows() -> Iterator[RawRow]:
+        try:
+            for line, values in enumerate(_guarded(path, cells), start=header_row + 1):
+                if values.count(None) == len(values):
+                    continue  # fast: a claimed dimension can mean a million empty rows
+                number = line - header_row
+                texts = [_cell_text(v) for v in values]
+                if not any(t.strip() for t in texts):
+                    continue
+                if number > MAX_ROWS:
+                    raise _too_many_rows(path, number, line)
+                extra = [t for t in texts[len(names) :] if t.strip()]
+                if extra:
+                    raise InputFileError(
+                        path,
+                        RowProblem(
+                            number,
+                            None,
+                            f"a value right of the header's last column: {shown(extra[0])}",
+                            line,
+                        ),
+                    )
+                _no_value_under_blank(path, number, line, names, texts)
+                native = tuple(
+                    n
+                    for n, v in zip(names, values, strict=False)
+                    if isinstance(v, int | float) and not isinstance(v, bool)
+                )
+                yield _NativeRow(
+                    number,
+                    line,
+                    {n: t for n, t in zip(names, texts, strict=False) if n},
+                    native,
+                )
+        finally:
+            book.close()
+
+    return names, rows()
+
+
+@dataclass(frozen=True)
+class _NativeRow(RawRow):
+    """A workbook row, with the columns whose cells are numbers rather than text."""
+
+    native: tuple[str, ...] = ()
+
+
+def _guarded(path: Path, cells: Iterator[tuple[object, ...]]) -> Iterator[tuple[object, ...]]:
+    """openpyxl's rows, its parse errors (a damaged worksheet) as this file's error."""
+    count = 0
+    while True:
+        try:
+            values = next(cells)
+        except StopIteration:
+            return
+        except Exception as exc:
+            raise InputFileError(
+                path,
+                f"not a readable .xlsx worksheet after row {count}: "
+                f"{shown(f'{type(exc).__name__}: {exc}')}",
+            ) from None
+        count += 1
+        yield values
+
+
+def read_sheet_rows(
+    path: Path, options: SheetOptions | None = None
+) -> tuple[list[str], Iterator[RawRow]]:
+    """Header and rows of a user sheet: CSV, or the first worksheet of an XLSX workbook.
+
+    Rows come lazily (a bad row is reported as soon as it is read), each checked by
+    :func:`_check_cells`; at most :data:`MAX_ROWS` rows and :data:`MAX_COLUMNS` columns."""
+    options = options or SheetOptions()
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".xlsx", ".xlsm"):
+        hint = " (save it as .xlsx or CSV)" if suffix in (".xls", ".ods", ".numbers") else ""
+        raise InputFileError(
+            path,
+            f"expected a .csv or .xlsx file, got {shown(suffix) if suffix else 'no suffix'}" + hint,
+        )
+    if not path.exists():
+        raise InputFileError(path, "file not found")
+    if not path.is_file():
+        raise InputFileError(path, "not a file")
+    if suffix == ".csv":
+        names, raw_rows = _csv_rows(path)
+    else:
+        names, raw_rows = _xlsx_rows(path)
+
+    def checked() -> Iterator[RawRow]:
+        for raw in raw_rows:
+            native = raw.native if isinstance(raw, _NativeRow) else ()
+            yield _check_cells(path, raw, options, native)
+
+    return names, checked()
 
 
 def _name(column: object) -> str:
@@ -351,9 +819,78 @@ def _known_shapes(session: Session) -> Callable[[Provider, str], PricePoint | No
     return lookup
 
 
-def import_user_sheet(
-    session: Session, path: Path, *, label: str | None = None, today: date | None = None
-) -> VersionInfo:
+#: A price more than this many times the one in force for its key (or less than its inverse)
+#: is refused unless forced: a misplaced separator or a per-GPU price typed as per instance.
+MAX_PRICE_RATIO = 10.0
+#: Below this an hourly price is a typo (no instance costs less than a hundredth of a cent).
+MIN_USD_PER_HOUR = 0.0001
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What ``planner prices import`` did: a new version, or nothing (``imported`` False) when
+    the same content is already imported and its prices are in force."""
+
+    version: VersionInfo
+    imported: bool
+
+
+def _content_sha256(header: Sequence[str], rows: Sequence[RawRow]) -> str:
+    """A digest of what a sheet says (its prices, not its bytes or notes): a re-saved workbook
+    or the same rows as CSV are the same content."""
+    digest = hashlib.sha256(b"planner user sheet v1\n")
+    columns = sorted(n for n in set(header) if n and n not in IGNORED_COLUMNS)
+    digest.update(("\x1f".join(columns) + "\n").encode())
+    for raw in rows:
+        cells = [raw.values.get(c, "").strip() for c in columns]
+        digest.update(("\x1f".join(cells) + "\n").encode())
+    return digest.hexdigest()
+
+
+def _implausible(
+    path: Path,
+    raw: RawRow,
+    point: PricePoint,
+    in_force: Mapping[tuple[str, ...], PriceEntry],
+    today: date,
+) -> InputFileError | None:
+    """Why a parsed price is implausible (a located error to raise unless forced), or None."""
+
+    def fail(column: str, message: str) -> InputFileError:
+        return InputFileError(
+            path,
+            RowProblem(raw.row, column, f"{message}; pass --force to import it anyway", raw.line),
+        )
+
+    price = point.usd_per_hour
+    if price < MIN_USD_PER_HOUR:
+        return fail("usd_per_hour", f"{price:g} $/h is below {MIN_USD_PER_HOUR} $/h")
+    current = in_force.get(point.key())
+    if current is not None:
+        old = current.point.usd_per_hour
+        ratio = price / old
+        if ratio > MAX_PRICE_RATIO or ratio < 1 / MAX_PRICE_RATIO:
+            return fail(
+                "usd_per_hour",
+                f"{price:,.4f} $/h is {ratio:.3g}x the price in force ({old:,.4f} $/h, version "
+                f"{current.version_id} {current.source_kind}); a change of more than "
+                f"{MAX_PRICE_RATIO:g}x is implausible (a misplaced decimal separator?)",
+            )
+    year = int(point.effective_date[:4])
+    if year < 2000 or year > today.year + 10:
+        return fail("effective_date", f"{point.effective_date} is implausible for a price")
+    return None
+
+
+def import_sheet(
+    session: Session,
+    path: Path,
+    *,
+    label: str | None = None,
+    today: date | None = None,
+    decimal_comma: bool = False,
+    force: bool = False,
+) -> ImportResult:
     """Import a user's price sheet (CSV or XLSX) as a new ``user`` version.
 
     Columns as the snapshot's (:data:`pricing.snapshot.COLUMNS`); only ``provider``, ``region``,
@@ -362,27 +899,84 @@ def import_user_sheet(
     (required for an instance the list does not have), ``upfront_usd`` 0, ``currency`` USD,
     ``effective_date`` the import date, ``source`` "user sheet FILE". A bad row stops the import
     with its row and column, and nothing is stored.
+
+    Numbers take a decimal point (``decimal_comma``: a decimal comma); see :func:`number_text`.
+    A price below :data:`MIN_USD_PER_HOUR`, or more than :data:`MAX_PRICE_RATIO` times (or less
+    than a tenth of) the price in force for its key, is refused unless ``force``. The same
+    content imported again while its prices are still in force stores nothing
+    (``imported=False``, the earlier version).
     """
-    header, rows = read_sheet_rows(path)
+    today = today or datetime.now(UTC).date()
+    header, row_iter = read_sheet_rows(path, SheetOptions(decimal_comma=decimal_comma))
+    header = [n for n in header if n]
     check_header(path, header, required=USER_REQUIRED)
-    if not rows:
-        raise InputFileError(path, "no price rows under the header")
     defaults = {
-        "effective_date": (today or datetime.now(UTC).date()).isoformat(),
+        "effective_date": today.isoformat(),
         "source": f"user sheet {path.name}",
         "currency": "USD",
     }
+    rows: list[RawRow] = []
+
+    def remembered() -> Iterator[RawRow]:
+        for raw in row_iter:
+            rows.append(raw)
+            yield raw
+
     points = parse_points(
-        path, rows, defaults=defaults, aliases=gpu_aliases(), shapes=_known_shapes(session)
+        path,
+        remembered(),
+        defaults=defaults,
+        aliases=gpu_aliases(),
+        shapes=_known_shapes(session),
     )
-    return store_version(
+    if not points:
+        raise InputFileError(path, "no price rows under the header")
+    sha = _content_sha256(header, rows)
+    in_force: dict[tuple[str, ...], PriceEntry] = {
+        e.point.key(): e for e in latest_entries(session)
+    }
+    same = session.scalars(
+        select(PriceSheetVersion)
+        .where(
+            PriceSheetVersion.source_kind == "user",
+            PriceSheetVersion.status == STATUS_OK,
+            PriceSheetVersion.sha256 == sha,
+        )
+        .order_by(PriceSheetVersion.id.desc())
+    ).first()
+    if same is not None and all(
+        (e := in_force.get(p.key())) is not None and e.version_id == same.id for p in points
+    ):
+        return ImportResult(VersionInfo.of(same), imported=False)
+    if not force:
+        for raw, point in zip(rows, points, strict=True):
+            problem = _implausible(path, raw, point, in_force, today)
+            if problem is not None:
+                raise problem
+    version = store_version(
         session,
         points,
         source_kind="user",
         label=label or path.name,
         source_ref=str(path.resolve()),
-        sha256=_sha256(path),
+        sha256=sha,
     )
+    return ImportResult(version, imported=True)
+
+
+def import_user_sheet(
+    session: Session,
+    path: Path,
+    *,
+    label: str | None = None,
+    today: date | None = None,
+    decimal_comma: bool = False,
+    force: bool = False,
+) -> VersionInfo:
+    """:func:`import_sheet`'s version (the earlier one when nothing was imported)."""
+    return import_sheet(
+        session, path, label=label, today=today, decimal_comma=decimal_comma, force=force
+    ).version
 
 
 def _refresh_label(provider: str, region: str | None) -> str:
@@ -561,7 +1155,65 @@ def option_filter(option: str | None) -> tuple[PurchaseOption, ...] | None:
         return (PurchaseOption(name),)
     except ValueError:
         known = [*OPTION_GROUPS, *(o.value for o in PurchaseOption)]
-        raise UsageError(f"unknown purchase option {option!r}; known: {', '.join(known)}") from None
+        raise UsageError(
+            f"--option: unknown purchase option {shown(option)}; known (closest first): "
+            f"{closest(option, known)}"
+        ) from None
+
+
+def check_filters(
+    session: Session,
+    *,
+    provider: str | None = None,
+    region: str | None = None,
+    gpu: str | None = None,
+    option: str | None = None,
+) -> None:
+    """Refuse (:class:`UsageError`, with the closest known names) a filter value that names
+    nothing planner knows: a provider, a region no price has, a GPU that is neither in the
+    catalog (name, alias or family) nor in any price, an unknown purchase option. A known value
+    that matches no price is not an error: the listing is empty."""
+    if provider is not None and provider.strip().lower() not in {p.value for p in Provider}:
+        known_providers = [p.value for p in Provider]
+        raise UsageError(
+            f"--provider: unknown provider {shown(provider)}; known: "
+            f"{closest(provider, known_providers)}"
+        )
+    option_filter(option)
+    if region is not None:
+        regions = sorted(
+            set(
+                session.scalars(
+                    select(PricePointRow.region)
+                    .join(PriceSheetVersion, PricePointRow.version_id == PriceSheetVersion.id)
+                    .where(PriceSheetVersion.status == STATUS_OK)
+                    .distinct()
+                )
+            )
+        )
+        if region not in regions:
+            raise UsageError(
+                f"--region: no price has region {shown(region)}; regions with prices (closest "
+                f"first): {closest(region, regions) or 'none'}"
+            )
+    if gpu is not None and not gpu_known(session, gpu):
+        stored = session.scalars(select(PricePointRow.gpu_model).distinct())
+        names = sorted({*set(gpu_aliases().values()), *stored})
+        raise UsageError(
+            f"--gpu: unknown GPU {shown(gpu)}; known (closest first): {closest(gpu, names)}"
+        )
+
+
+def gpu_known(session: Session, query: str) -> bool:
+    """Whether a GPU query names a catalog GPU (name, alias, family) or a GPU of any price."""
+    q = query.strip().lower()
+    if not q:
+        return False
+    catalog = gpu_aliases()
+    if q in catalog or any(name.lower().startswith(q + "-") for name in catalog.values()):
+        return True
+    stored = session.scalars(select(PricePointRow.gpu_model).distinct())
+    return any(gpu_matches(query, model) for model in stored)
 
 
 def gpu_matches(query: str, gpu_model: str) -> bool:

@@ -2,30 +2,39 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
-from planner.errors import NotFoundError, UsageError
+from planner.common.text import printable
+from planner.errors import UsageError
 from planner.store import Store
 from pricing.costs import commitment_break_evens
 from pricing.model import PricePoint
 from pricing.sheets import (
+    MAX_CELL_CHARS,
+    MAX_COLUMNS,
+    MAX_PRICE_RATIO,
+    MAX_ROWS,
+    MAX_XLSX_PART_BYTES,
+    MIN_USD_PER_HOUR,
     REFRESH_PROVIDERS,
     PriceEntry,
     SheetDiff,
+    check_filters,
     default_diff_pair,
     diff,
     ensure_list_prices,
-    import_user_sheet,
+    import_sheet,
     latest_entries,
     list_versions,
     load_snapshot_version,
-    option_filter,
     refresh,
 )
 
@@ -52,6 +61,90 @@ def _ensure(store: Store) -> None:
             f"({loaded.row_count} prices)",
             markup=False,
         )
+
+
+@dataclass
+class _Column:
+    """A table column: its header, its cells as plain text, and how readily it is left out
+    when the terminal is narrow (0: a key column, always shown; higher: left out first)."""
+
+    header: str
+    cells: list[str]
+    drop: int = 0
+    justify: str = "left"
+
+    @property
+    def natural(self) -> int:
+        return max([len(self.header), *(len(c) for c in self.cells)])
+
+
+def _text(value: str) -> str:
+    """A stored value as table text: control characters escaped."""
+    return printable(value)
+
+
+def _print_table(columns: list[_Column], *, title: str | None = None) -> None:
+    """Print a table whose key columns stay readable at any width: when the full table is wider
+    than the terminal, it is drawn compactly and the least important columns are left out (a
+    note says which; --json has everything); key columns are never cut, and the instance
+    type keeps its full width."""
+    width = stdout.width
+    rows = len(columns[0].cells) if columns else 0
+    if sum(c.natural + 3 for c in columns) + 1 <= width:
+        table = Table(title=title)
+        for c in columns:
+            table.add_column(c.header, justify=c.justify)  # type: ignore[arg-type]
+        chosen = columns
+    else:
+        chosen = list(columns)
+        for c in sorted((c for c in columns if c.drop), key=lambda c: -c.drop):
+            if sum(x.natural for x in chosen) + len(chosen) - 1 <= width:
+                break
+            chosen.remove(c)
+        table = Table(
+            title=title,
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            padding=0,
+            collapse_padding=True,
+        )
+        for c in chosen:
+            key = c.drop == 0
+            table.add_column(
+                c.header,
+                justify=c.justify,  # type: ignore[arg-type]
+                no_wrap=key and c.header != "option",
+                min_width=min(c.natural, 40) if key and c.header != "option" else None,
+                overflow="fold",
+            )
+    for i in range(rows):
+        table.add_row(*(escape(c.cells[i]) for c in chosen))
+    stdout.print(table)
+    left_out = [c.header for c in columns if c not in chosen]
+    if left_out:
+        stdout.print(
+            f"(narrow terminal: left out {', '.join(left_out)}; --json has every field)",
+            markup=False,
+        )
+
+
+def _filters(
+    ctx: typer.Context,
+    provider: str | None,
+    region: str | None,
+    gpu: str | None,
+    option: str | None,
+) -> None:
+    """Refuse unknown filter values (exit 2, with the closest known ones) before listing."""
+    with store_from(ctx) as store:
+        _ensure(store)
+        with store.session() as session:
+            check_filters(session, provider=provider, region=region, gpu=gpu, option=option)
+
+
+def _nothing_matches(what: str) -> None:
+    stderr.print(f"no {what} match these filters", markup=False)
 
 
 def _option_label(point: PricePoint) -> str:
@@ -83,45 +176,39 @@ def list_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List the prices in force: the newest version's price of each instance and option, your
-    own sheet's price where you imported one."""
-    option_filter(option)
-    with store_from(ctx) as store:
-        _ensure(store)
-        with store.session() as session:
-            entries = latest_entries(session, provider, region=region, gpu=gpu, option=option)
+    own sheet's price where you imported one. An unknown filter value is an error (exit 2) with
+    the closest known values; a known one that matches nothing lists nothing."""
+    _filters(ctx, provider, region, gpu, option)
+    with store_from(ctx) as store, store.session() as session:
+        entries = latest_entries(session, provider, region=region, gpu=gpu, option=option)
     if as_json:
+        if not entries:
+            _nothing_matches("prices")
         print_json([e.to_dict() for e in entries])
         return
     if not entries:
-        stdout.print("no prices match (see `planner prices list` without filters)")
+        stdout.print("no prices match these filters (see `planner prices list` without filters)")
         return
-    table = Table(
-        "provider",
-        "region",
-        "instance",
-        "GPUs",
-        "option",
-        "$/hour",
-        "$/GPU-hour",
-        "upfront $",
-        "date",
-        "from",
+    points = [e.point for e in entries]
+    _print_table(
+        [
+            _Column("provider", [p.provider.value for p in points]),
+            _Column("region", [_text(p.region) for p in points]),
+            _Column("instance", [_text(p.instance_type) for p in points]),
+            _Column("GPUs", [f"{p.gpu_count} x {_text(p.gpu_model)}" for p in points]),
+            _Column("option", [_option_label(p) for p in points]),
+            _Column("$/hour", [_money(p.usd_per_hour) for p in points], justify="right"),
+            _Column("$/GPU-hour", [_money(p.usd_per_gpu_hour) for p in points], 1, justify="right"),
+            _Column(
+                "upfront $",
+                [f"{p.upfront_usd:,.0f}" if p.upfront_usd else "-" for p in points],
+                3,
+                justify="right",
+            ),
+            _Column("date", [p.effective_date for p in points], 2),
+            _Column("from", [_from(e) for e in entries], 4),
+        ]
     )
-    for e in entries:
-        p = e.point
-        table.add_row(
-            p.provider.value,
-            escape(p.region),
-            escape(p.instance_type),
-            f"{p.gpu_count} x {escape(p.gpu_model)}",
-            _option_label(p),
-            _money(p.usd_per_hour),
-            _money(p.usd_per_gpu_hour),
-            f"{p.upfront_usd:,.0f}" if p.upfront_usd else "-",
-            p.effective_date,
-            _from(e),
-        )
-    stdout.print(table)
     stdout.print(f"{len(entries)} prices; sources: `planner prices list --json`")
 
 
@@ -138,22 +225,12 @@ def compare_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Compare $/hour and $/GPU-hour of one GPU across clouds and purchase options, cheapest
-    GPU-hour first."""
-    option_filter(option)
-    with store_from(ctx) as store:
-        _ensure(store)
-        with store.session() as session:
-            entries = latest_entries(session, provider, region=region, gpu=gpu, option=option)
-            # the on-demand prices beside each commitment, whatever --option selects
-            beside = latest_entries(session, provider, region=region, gpu=gpu, option="on-demand")
-            if not entries:
-                known = sorted({e.point.gpu_model for e in latest_entries(session)})
-                raise NotFoundError(
-                    f"no {option} prices for GPU {gpu!r}"
-                    + (f" in {provider}" if provider else "")
-                    + (f" {region}" if region else "")
-                    + f"; GPUs with prices: {', '.join(known)}"
-                )
+    GPU-hour first. Filter values as for `planner prices list`."""
+    _filters(ctx, provider, region, gpu, option)
+    with store_from(ctx) as store, store.session() as session:
+        entries = latest_entries(session, provider, region=region, gpu=gpu, option=option)
+        # the on-demand prices beside each commitment, whatever --option selects
+        beside = latest_entries(session, provider, region=region, gpu=gpu, option="on-demand")
     entries.sort(key=lambda e: (e.point.usd_per_gpu_hour, e.point.usd_per_hour))
     on_demand = [
         e.point.usd_per_gpu_hour for e in entries if e.point.purchase_option.value == "on-demand"
@@ -169,40 +246,58 @@ def compare_command(
         data["break_even_utilization"] = break_evens.get(e.point.key())
         rows.append(data)
     if as_json:
+        if not entries:
+            _nothing_matches("prices")
         print_json(rows)
         return
-    table = Table(
-        "#",
-        "provider",
-        "region",
-        "instance",
-        "GPUs",
-        "option",
-        "$/hour",
-        "$/GPU-hour",
-        "vs cheapest OD",
-        "break-even",
-        "date",
-    )
-    for rank, (e, row) in enumerate(zip(entries, rows, strict=True), start=1):
-        p = e.point
-        vs = row["vs_cheapest_on_demand"]
-        table.add_row(
-            str(rank),
-            p.provider.value,
-            escape(p.region),
-            escape(p.instance_type),
-            f"{p.gpu_count} x {escape(p.gpu_model)}",
-            _option_label(p) + (" (yours)" if e.source_kind == "user" else ""),
-            _money(p.usd_per_hour),
-            _money(p.usd_per_gpu_hour),
-            "-" if vs is None else f"{vs:+.0%}",
-            "-"
-            if row["break_even_utilization"] is None
-            else f"{row['break_even_utilization']:.0%}",
-            p.effective_date,
+    if not entries:
+        stdout.print(
+            "no prices match these filters (see `planner prices list` for the GPUs and options "
+            "with prices)"
         )
-    stdout.print(table)
+        return
+    points = [e.point for e in entries]
+    _print_table(
+        [
+            _Column("#", [str(i) for i in range(1, len(entries) + 1)], 5),
+            _Column("provider", [p.provider.value for p in points]),
+            _Column("region", [_text(p.region) for p in points]),
+            _Column("instance", [_text(p.instance_type) for p in points]),
+            _Column("GPUs", [f"{p.gpu_count} x {_text(p.gpu_model)}" for p in points]),
+            _Column(
+                "option",
+                [
+                    _option_label(e.point) + (" (yours)" if e.source_kind == "user" else "")
+                    for e in entries
+                ],
+            ),
+            _Column("$/hour", [_money(p.usd_per_hour) for p in points], justify="right"),
+            _Column("$/GPU-hour", [_money(p.usd_per_gpu_hour) for p in points], 1, justify="right"),
+            _Column(
+                "vs cheapest OD",
+                [
+                    "-"
+                    if r["vs_cheapest_on_demand"] is None
+                    else f"{r['vs_cheapest_on_demand']:+.0%}"
+                    for r in rows
+                ],
+                2,
+                justify="right",
+            ),
+            _Column(
+                "break-even",
+                [
+                    "-"
+                    if r["break_even_utilization"] is None
+                    else f"{r['break_even_utilization']:.0%}"
+                    for r in rows
+                ],
+                3,
+                justify="right",
+            ),
+            _Column("date", [p.effective_date for p in points], 4),
+        ]
+    )
     stdout.print(
         "OD: on-demand; break-even: the share of hours a commitment must be used to cost no "
         "more than on-demand of the same instance; effective prices (upfronts amortized); spot "
@@ -210,56 +305,99 @@ def compare_command(
     )
 
 
+IMPORT_HELP = (
+    "Your price sheet: .csv (separated by commas, semicolons or tabs; UTF-8) or the first "
+    "worksheet of an .xlsx (see docs/pricing.md). Numbers take a decimal point; a comma only "
+    "as an unambiguous thousands separator (1,234.50), so 1,09 and 1,234 are refused unless "
+    "--decimal-comma. At most "
+    f"{MAX_ROWS:,} rows, {MAX_COLUMNS} columns, {MAX_CELL_CHARS:,} characters a cell; an "
+    f".xlsx part may unpack to {MAX_XLSX_PART_BYTES // 2**20} MiB."
+)
+
+
 @app.command("import")
 @user_errors
 def import_command(
     ctx: typer.Context,
-    path: Path = typer.Argument(..., help="Your price sheet: .csv or .xlsx (see docs/pricing.md)."),
+    path: Path = typer.Argument(..., help=IMPORT_HELP),
     label: str | None = typer.Option(None, "--label", help="Name of this version (default: file)."),
+    decimal_comma: bool = typer.Option(
+        False,
+        "--decimal-comma",
+        help="The sheet's text numbers use a decimal comma and point-grouped thousands "
+        "(1,09 = 1.09; 1.234,50 = 1234.5). Numbers an .xlsx stores as numbers are unaffected.",
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help=f"Import prices that look implausible: more than {MAX_PRICE_RATIO:g}x (or under "
+        f"1/{MAX_PRICE_RATIO:g} of) the price in force for the same instance, region and "
+        f"option, below {MIN_USD_PER_HOUR} $/h, or dated before 2000 or over 10 years ahead.",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import your own prices (negotiated discounts, private offers) as a new version; they
-    override list prices of the same instance, region and option."""
+    override list prices of the same instance, region and option. Importing the same content
+    again while its prices are in force does nothing (and says so)."""
+    if label is not None and (not label.strip() or not printable(label) == label):
+        raise UsageError("--label: expected a name without control characters")
     with store_from(ctx) as store:
         _ensure(store)
         with store.session() as session:
-            version = import_user_sheet(session, path, label=label)
+            result = import_sheet(
+                session, path, label=label, decimal_comma=decimal_comma, force=force
+            )
+        version = result.version
         with store.session() as session:
             entries = [
                 e for e in latest_entries(session) if e.version_id == version.id and e.overrides
             ]
     if as_json:
-        print_json({**version.to_dict(), "overrides": [e.to_dict() for e in entries]})
+        print_json(
+            {
+                **version.to_dict(),
+                "imported": result.imported,
+                "overrides": [e.to_dict() for e in entries],
+            }
+        )
+        return
+    if not result.imported:
+        stdout.print(
+            f"{escape(printable(str(path)))}: the same prices are already imported as "
+            f"{escape(printable(version.describe()))} and in force; nothing to do"
+        )
         return
     stdout.print(
-        f"imported {version.row_count} prices from {escape(str(path))} as version {version.id} "
-        f"({escape(version.label)}); {len(entries)} override list prices"
+        f"imported {version.row_count} prices from {escape(printable(str(path)))} as version "
+        f"{version.id} ({escape(printable(version.label))}); {len(entries)} override list prices"
     )
     for e in entries:
         assert e.overrides is not None
         change = e.point.usd_per_hour / e.overrides.usd_per_hour - 1.0
         stdout.print(
-            f"  {escape('/'.join(x for x in e.point.key() if x))}: "
+            f"  {escape(printable('/'.join(x for x in e.point.key() if x)))}: "
             f"{_money(e.overrides.usd_per_hour)} -> {_money(e.point.usd_per_hour)} ({change:+.1%})"
         )
 
 
-def _diff_table(title: str, points: list[PricePoint]) -> Table:
-    table = Table("provider", "region", "instance", "GPUs", "option", "$/hour", title=title)
-    for p in points:
-        table.add_row(
-            p.provider.value,
-            escape(p.region),
-            escape(p.instance_type),
-            f"{p.gpu_count} x {escape(p.gpu_model)}",
-            _option_label(p),
-            _money(p.usd_per_hour),
-        )
-    return table
+def _diff_table(title: str, points: list[PricePoint]) -> None:
+    _print_table(
+        [
+            _Column("provider", [p.provider.value for p in points]),
+            _Column("region", [_text(p.region) for p in points]),
+            _Column("instance", [_text(p.instance_type) for p in points]),
+            _Column("GPUs", [f"{p.gpu_count} x {_text(p.gpu_model)}" for p in points], 1),
+            _Column("option", [_option_label(p) for p in points]),
+            _Column("$/hour", [_money(p.usd_per_hour) for p in points], justify="right"),
+        ],
+        title=title,
+    )
 
 
 def _print_diff(result: SheetDiff) -> None:
-    stdout.print(f"{escape(result.old.describe())} -> {escape(result.new.describe())}")
+    stdout.print(
+        f"{escape(printable(result.old.describe()))} -> {escape(printable(result.new.describe()))}"
+    )
     if result.scope == "covered":
         stdout.print("compared over the providers and regions the newer version covers")
     elif result.scope == "keys":
@@ -269,37 +407,36 @@ def _print_diff(result: SheetDiff) -> None:
         f"removed, {result.unchanged} unchanged"
     )
     if result.changed:
-        table = Table(
-            "provider",
-            "region",
-            "instance",
-            "option",
-            "old $/hour",
-            "new $/hour",
-            "change",
+        changes = result.changed
+        _print_table(
+            [
+                _Column("provider", [c.new.provider.value for c in changes]),
+                _Column("region", [_text(c.new.region) for c in changes]),
+                _Column("instance", [_text(c.new.instance_type) for c in changes]),
+                _Column("option", [_option_label(c.new) for c in changes]),
+                _Column("old $/hour", [_money(c.old.usd_per_hour) for c in changes], 1, "right"),
+                _Column("new $/hour", [_money(c.new.usd_per_hour) for c in changes], 0, "right"),
+                _Column(
+                    "change",
+                    [
+                        f"{c.pct_change:+.1f}%"
+                        + (
+                            f" (upfront {c.old.upfront_usd:,.0f} -> {c.new.upfront_usd:,.0f})"
+                            if c.old.upfront_usd != c.new.upfront_usd
+                            else ""
+                        )
+                        for c in changes
+                    ],
+                    0,
+                    "right",
+                ),
+            ],
             title="changed",
         )
-        for c in result.changed:
-            p = c.new
-            upfront = (
-                f" (upfront {c.old.upfront_usd:,.0f} -> {c.new.upfront_usd:,.0f})"
-                if c.old.upfront_usd != c.new.upfront_usd
-                else ""
-            )
-            table.add_row(
-                p.provider.value,
-                escape(p.region),
-                escape(p.instance_type),
-                _option_label(p),
-                _money(c.old.usd_per_hour),
-                _money(c.new.usd_per_hour),
-                f"{c.pct_change:+.1f}%{upfront}",
-            )
-        stdout.print(table)
     if result.added:
-        stdout.print(_diff_table("added", result.added))
+        _diff_table("added", result.added)
     if result.removed:
-        stdout.print(_diff_table("removed", result.removed))
+        _diff_table("removed", result.removed)
 
 
 @app.command("diff")
@@ -362,10 +499,10 @@ def versions_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         table.add_row(
             str(v.id),
             v.source_kind,
-            escape(v.label),
+            escape(printable(v.label)),
             f"{v.fetched_at:%Y-%m-%d %H:%M}",
             f"{v.row_count:,}",
-            escape(status),
+            escape(printable(status, 200)),
         )
     stdout.print(table)
 
