@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -9,15 +10,34 @@ from typing import Any
 import typer
 from rich.markup import escape
 from rich.table import Table
+from sqlalchemy.orm import Session
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
-from planner.errors import UsageError
-from planner.latency.calibration import Measurement, calibrate, read_measurements, select
+from planner.common.text import shown
+from planner.errors import PlannerError, UsageError
+from planner.latency.calibration import (
+    ErrorSummary,
+    Measurement,
+    calibrate,
+    compare_fit,
+    errors_under,
+    finite_or_none,
+    read_measurements,
+    select,
+)
 from planner.latency.catalog import load_catalog
 from planner.latency.model import DEFAULT_MAX_SEQS, Deployment, LatencyModel
-from planner.latency.profile import DEFAULT_ENGINE, Profile
-from planner.latency.registry import export_profile, resolve_profile, save_profile
-from planner.latency.serving import at_batch, max_batch, max_throughput, steady_state
+from planner.latency.profile import DEFAULT_ENGINE, Profile, ProfileError
+from planner.latency.registry import export_profile, read_export, resolve_profile, save_profile
+from planner.latency.serving import (
+    RequestLatency,
+    SaturatedError,
+    at_batch,
+    max_batch,
+    max_throughput,
+    saturation_qps,
+    steady_state,
+)
 
 JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
 catalog_app = typer.Typer(
@@ -25,10 +45,106 @@ catalog_app = typer.Typer(
 )
 
 
+MAX_COUNT = 1_000_000_000  # more tokens, sequences or clients than any deployment sees
+MAX_TP = 1024
+
+
 def _kv_bytes(kv_cache: str) -> float:
     if kv_cache not in ("fp16", "bf16", "fp8"):
-        raise UsageError(f"--kv-cache {kv_cache!r}: expected fp16 or fp8")
+        raise UsageError(f"--kv-cache {shown(kv_cache)}: expected fp16 or fp8")
     return 1.0 if kv_cache == "fp8" else 2.0
+
+
+def _digits(value: int) -> str:
+    """An integer for a message: a 400-digit one is cut."""
+    text = str(value)
+    return text if len(text) <= 20 else f"{text[:20]}... ({len(text)} digits)"
+
+
+def _count(option: str, value: int | None, what: str, most: int = MAX_COUNT) -> None:
+    if value is not None and not 1 <= value <= most:
+        raise UsageError(
+            f"{option} {_digits(value)}: expected a whole number of {what} from 1 to {most:,}"
+        )
+
+
+def _check_options(
+    tp: int,
+    batch: int,
+    input_tokens: int,
+    output_tokens: int,
+    memory_utilization: float,
+    max_seqs: int,
+    qps: float | None,
+    concurrency: int | None,
+) -> None:
+    """Every number a user typed, before any work: non-finite, non-positive and absurd values
+    are refused with the option's name (Typer takes 'nan' and 'inf' for a float)."""
+    if qps is not None and concurrency is not None:
+        raise UsageError("--qps and --concurrency are alternatives; give one")
+    _count("--tp", tp, "GPUs", MAX_TP)
+    _count("--batch", batch, "sequences")
+    _count("--input", input_tokens, "tokens")
+    _count("--output", output_tokens, "tokens")
+    _count("--max-seqs", max_seqs, "sequences")
+    _count("--concurrency", concurrency, "clients")
+    if not (math.isfinite(memory_utilization) and 0.1 <= memory_utilization <= 1.0):
+        raise UsageError(
+            f"--memory-utilization {memory_utilization:g}: expected a share of GPU memory "
+            "from 0.1 to 1.0 (e.g. 0.9)"
+        )
+    if qps is not None and not (math.isfinite(qps) and qps > 0):
+        raise UsageError(f"--qps {qps:g}: expected a positive, finite number of requests/s")
+
+
+def _check_shape(deployment: Deployment, input_tokens: int, output_tokens: int) -> None:
+    """A request longer than the model's context window has no latency to predict."""
+    total = input_tokens + output_tokens
+    context = deployment.model.max_context
+    if total > context:
+        raise UsageError(
+            f"--input {input_tokens} + --output {output_tokens} = {total:,} tokens exceed the "
+            f"{context:,}-token context of {deployment.model.name}"
+        )
+
+
+def _check_batch(deployment: Deployment, input_tokens: int, output_tokens: int, batch: int) -> None:
+    """A batch whose KV cache does not fit cannot decode together: say how many can."""
+    per_sequence = input_tokens + output_tokens
+    need = batch * per_sequence
+    capacity = deployment.kv_capacity_tokens
+    if need > capacity:
+        raise UsageError(
+            f"--batch {batch}: {batch:,} sequences of {per_sequence:,} tokens need {need:,} "
+            f"tokens of KV cache; this deployment holds {capacity:,}: at most "
+            f"{capacity // per_sequence:,} "
+            "sequences run at once (use a smaller --batch, --kv-cache fp8, more GPUs with "
+            "--tp, or a larger GPU)"
+        )
+
+
+def _round_down(value: float, digits: int = 3) -> float:
+    """``value`` cut (not rounded) to ``digits`` significant digits: a capacity shown is one
+    the deployment serves."""
+    if value <= 0:
+        return 0.0
+    scale = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    return math.floor(value / scale) * scale
+
+
+def _under_qps(
+    lat_model: LatencyModel, input_tokens: int, output_tokens: int, qps: float, max_seqs: int
+) -> RequestLatency:
+    try:
+        return steady_state(lat_model, input_tokens, output_tokens, "qps", qps, max_seqs)
+    except SaturatedError as exc:
+        edge = _round_down(saturation_qps(lat_model, input_tokens, output_tokens, max_seqs))
+        raise PlannerError(
+            f"--qps {qps:g}: more than this deployment can serve: it saturates above about "
+            f"{edge:g} req/s of {input_tokens}-in / {output_tokens}-out requests ({exc}), "
+            "so queues would grow without bound; give a lower --qps, or add GPUs (--tp) or "
+            "replicas (`planner simulate --replicas`)"
+        ) from None
 
 
 @user_errors
@@ -38,16 +154,14 @@ def latency(
     model: str = typer.Option(..., "--model", help="Model (see `planner catalog models`)."),
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp8, int8, int4-awq."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree (GPUs per replica)."),
-    batch: int = typer.Option(1, "--batch", min=1, help="Sequences decoding together."),
-    input_tokens: int = typer.Option(1024, "--input", min=1, help="Prompt tokens."),
-    output_tokens: int = typer.Option(256, "--output", min=1, help="Output tokens."),
+    batch: int = typer.Option(1, "--batch", help="Sequences decoding together."),
+    input_tokens: int = typer.Option(1024, "--input", help="Prompt tokens."),
+    output_tokens: int = typer.Option(256, "--output", help="Output tokens."),
     kv_cache: str = typer.Option("fp16", "--kv-cache", help="KV-cache precision: fp16 or fp8."),
     memory_utilization: float = typer.Option(
-        0.9, "--memory-utilization", help="Share of GPU memory the engine may use."
+        0.9, "--memory-utilization", help="Share of GPU memory the engine may use (0.1 to 1)."
     ),
-    max_seqs: int = typer.Option(
-        DEFAULT_MAX_SEQS, "--max-seqs", min=1, help="Most sequences in a batch."
-    ),
+    max_seqs: int = typer.Option(DEFAULT_MAX_SEQS, "--max-seqs", help="Most sequences in a batch."),
     qps: float | None = typer.Option(
         None, "--qps", help="Also: mean latencies under this Poisson load (requests/s)."
     ),
@@ -61,8 +175,9 @@ def latency(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Predict TTFT, time per output token and end-to-end latency, KV capacity and throughput."""
-    if qps is not None and concurrency is not None:
-        raise UsageError("--qps and --concurrency are alternatives; give one")
+    _check_options(
+        tp, batch, input_tokens, output_tokens, memory_utilization, max_seqs, qps, concurrency
+    )
     catalog = load_catalog()
     deployment = Deployment(
         gpu=catalog.gpus.get(gpu),
@@ -72,20 +187,24 @@ def latency(
         kv_bytes=_kv_bytes(kv_cache),
         memory_utilization=memory_utilization,
     )
+    _check_shape(deployment, input_tokens, output_tokens)
     with store_from(ctx) as store, store.session() as session:
         profile = resolve_profile(session, deployment.gpu.name, engine, profile_name)
     lat_model = LatencyModel(deployment, profile)
     capacity = deployment.kv_capacity_tokens
     fits = max_batch(lat_model, input_tokens, output_tokens, max_seqs)
+    _check_batch(deployment, input_tokens, output_tokens, batch)
     single = at_batch(lat_model, input_tokens, output_tokens, batch)
     throughput = max_throughput(lat_model, input_tokens, output_tokens, max_seqs)
     loaded = None
+    queued = 0
     if qps is not None:
-        loaded = steady_state(lat_model, input_tokens, output_tokens, "qps", qps, max_seqs)
+        loaded = _under_qps(lat_model, input_tokens, output_tokens, qps, max_seqs)
     elif concurrency is not None:
         loaded = steady_state(
             lat_model, input_tokens, output_tokens, "concurrency", concurrency, max_seqs
         )
+        queued = max(0, concurrency - fits)
     result: dict[str, Any] = {
         "gpu": deployment.gpu.name,
         "model": deployment.model.name,
@@ -111,6 +230,7 @@ def latency(
             "kind": "qps" if qps is not None else "concurrency",
             "load": qps if qps is not None else concurrency,
             **loaded.to_dict(),
+            **({"queued_clients": queued} if concurrency is not None else {}),
         },
     }
     if as_json:
@@ -138,6 +258,12 @@ def latency(
         table.add_row(
             f"at {load}: mean TPOT", f"{loaded.tpot_ms:,.2f} ms (batch {loaded.batch:.0f})"
         )
+        if queued:
+            table.add_row(
+                f"at {load}: queueing",
+                f"{queued:,} of the {concurrency:,} clients wait for a slot "
+                f"(at most {fits} sequences run at once; the wait is in the TTFT)",
+            )
     if deployment.precision.quality_delta_pct:
         table.add_row(
             "quality vs BF16",
@@ -219,6 +345,25 @@ def catalog_precisions(as_json: bool = JSON_OPTION) -> None:
     stdout.print(table)
 
 
+MAX_NAME = 200  # the store's column widths
+MAX_ENGINE = 64
+
+
+def _check_name(option: str, value: str, most: int) -> None:
+    if not value.strip() or not value.isprintable() or len(value) > most:
+        quoted = f" {shown(value)}" if value else ""
+        raise UsageError(f"{option}{quoted}: expected a name of 1 to {most} printable characters")
+
+
+def _baseline(session: Session, gpu: str | None, engine: str) -> Profile:
+    """The profile a fitted one would replace: what `planner latency` uses now for this GPU
+    (or, fitting every GPU, the engine's GPU-independent profile), else the built-in defaults."""
+    try:
+        return resolve_profile(session, gpu or "", engine)
+    except ProfileError:
+        return Profile("built-in defaults", engine, gpu)
+
+
 @user_errors
 def calibrate_command(
     ctx: typer.Context,
@@ -243,11 +388,23 @@ def calibrate_command(
         "--export",
         help="Also write the profile into this JSON file (e.g. data/calibration/profiles.json).",
     ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Store the fit even when it is worse than the profile it replaces.",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Fit a calibration profile to measured latencies and report its error before and after."""
+    """Fit a calibration profile to measured latencies and report its error before and after;
+    a fit worse than the profile planner uses now on the same points is not stored unless
+    --force."""
+    _check_name("--name", name, MAX_NAME)
+    _check_name("--engine", engine, MAX_ENGINE)
+    if not (math.isfinite(holdout) and 0 <= holdout < 1):
+        raise UsageError(f"--holdout {holdout:g}: expected a fraction in [0, 1), e.g. 0.3")
     catalog = load_catalog()
-    gpu_name = catalog.gpus.get(gpu).name if gpu else None
+    gpu_name = catalog.gpus.get(gpu).name if gpu is not None else None
+    export_payload = read_export(export) if export is not None else None
     points: list[Measurement] = []
     excluded = []
     for path in measurements:
@@ -256,8 +413,11 @@ def calibrate_command(
         excluded += skipped
     chosen = select(points, engine=engine, gpu=gpu_name)
     if not chosen:
+        engines = sorted({p.engine for p in points if gpu_name is None or p.gpu == gpu_name})
         raise UsageError(
-            f"no measurements for engine {engine!r}" + (f" on {gpu_name}" if gpu_name else "")
+            f"no measurements for engine {shown(engine)}"
+            + (f" on {gpu_name}" if gpu_name else "")
+            + (f"; the files measure {', '.join(shown(e) for e in engines)}" if engines else "")
         )
     with store_from(ctx) as store, store.session() as session:
         base = resolve_profile(session, gpu_name or "", engine, start) if start else Profile(name)
@@ -268,11 +428,24 @@ def calibrate_command(
             holdout=holdout,
             catalog=catalog,
         )
+        baseline = _baseline(session, gpu_name, engine)
+        after = ErrorSummary.of(report.after)
+        in_use = errors_under(report.points, baseline, catalog)
+        problem = compare_fit(after.mape, in_use.mape, baseline.name)
+        if problem is not None:
+            if not force or not math.isfinite(after.mape):
+                hint = "" if not math.isfinite(after.mape) else "; store it anyway with --force"
+                raise PlannerError(f"{problem}; profile {shown(name)} not stored{hint}")
+            stderr.print(f"warning: {problem}; stored anyway (--force)", markup=False)
         sources = [str(p) for p in measurements]
         save_profile(session, report, sources)
-    if export is not None:
-        export_profile(export, report, sources)
-    summary = report.summary()
+        if export is not None:  # inside the transaction: a failed write stores nothing
+            export_profile(export, report, sources, export_payload)
+    summary = {
+        **report.summary(),
+        "baseline_profile": baseline.name,
+        "baseline_all": finite_or_none(asdict(in_use)),
+    }
     if as_json:
         print_json(summary)
         return
@@ -284,20 +457,25 @@ def calibrate_command(
             row["split"],
             f"{m:,.1f}",
             *(
-                f"{row[k]:,.1f} ({row[k] / m - 1:+.0%})"
+                "saturated" if row[k] is None else f"{row[k]:,.1f} ({row[k] / m - 1:+.0%})"
                 for k in ("before_ms", "heldout_ms", "after_ms")
             ),
         )
     stdout.print(table)
     for label, key in [
+        (f"{baseline.name} (in use now)", "baseline_all"),
         ("before fitting", "before_all"),
         ("held-out points", "heldout_test"),
         ("after fitting", "after_all"),
     ]:
         s = summary[key]
+        if not s["points"] or s["mape"] is None:
+            stdout.print(f"{escape(label)}: none" if not s["points"] else f"{label}: saturated")
+            continue
         stdout.print(
-            f"{label}: {s['points']} points, MAPE {s['mape']:.1%}, median {s['median_ape']:.1%}, "
-            f"worst {s['worst_ape']:.1%} ({escape(s['worst_point'])})"
+            f"{escape(label)}: {s['points']} points, MAPE {s['mape']:.1%}, "
+            f"median {s['median_ape']:.1%}, worst {s['worst_ape']:.1%} "
+            f"({escape(s['worst_point'])})"
         )
     for item in summary["excluded"]:
         stderr.print(f"excluded row {item['row']}: {item['reason']}", markup=False)

@@ -125,7 +125,7 @@ def steady_state(
 
     if kind == "qps":
         if load * prefill >= 1:
-            raise SaturatedError(f"prefills alone need {load * prefill:.2f} of the GPU time")
+            raise SaturatedError(f"prefills alone need {load * prefill:.0%} of the GPU time")
         batch, busy = 1.0, 0.0
         for _ in range(200):  # Little's law: batch = rate x decode time
             step, ttft = at_rate(load, batch, busy)
