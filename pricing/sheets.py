@@ -392,8 +392,8 @@ _COMMA = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:\.\d{3})+)?(?:,\d+)?")
 
 
 def number_text(text: str, *, decimal_comma: bool = False) -> str:
-    """A number as typed in a sheet, as plain ``1234.5`` text; :class:`ValueError` (with what
-    was expected) when it is not a number or its separators are ambiguous.
+    """A number as typed in a sheet, as plain ``1234.5`` text; :class:`ValueError` with
+    ``(what was expected, why)`` when it is not a number or its separators are ambiguous.
 
     By default the decimal separator is a point; commas are accepted only as thousands
     separators where that is unambiguous (``1,234.50``, ``1,234,567``). ``1,09`` and ``1,234``
@@ -404,31 +404,30 @@ def number_text(text: str, *, decimal_comma: bool = False) -> str:
     value = text.strip().removeprefix("$").strip()
     if not value:
         return ""
-    digits = value.lstrip("+-")
-    if not digits or not any(c.isdigit() for c in digits):
-        raise ValueError("expected a number")
     if decimal_comma:
-        if not _COMMA.fullmatch(value):
+        expected = "expected a number with a decimal comma (--decimal-comma), e.g. 1,09 or 1.234,50"
+        if not _COMMA.fullmatch(value) or not any(c.isdigit() for c in value):
+            raise ValueError(expected, "")
+        if value.split(",")[0].count(".") == 1 and "," not in value:
             raise ValueError(
-                "expected a number with a decimal comma (--decimal-comma), e.g. 1,09 or 1.234,50"
-            )
-        whole = value.split(",")[0]
-        if whole.count(".") == 1 and "," not in value:
-            raise ValueError(
-                "ambiguous: with --decimal-comma a point groups thousands; write 1234 or 1,234"
+                expected, "with --decimal-comma a point groups thousands; write 1234 or 1,234"
             )
         return value.replace(".", "").replace(",", ".")
-    if "," in value and _COMMA.fullmatch(value) and not _POINT.fullmatch(value):
-        raise ValueError(
-            "ambiguous decimal separator: write the number with a decimal point (1.09), or pass "
-            "--decimal-comma if the whole sheet uses decimal commas"
-        )
-    if not _POINT.fullmatch(value):
-        raise ValueError("expected a number such as 1.09 (a decimal point, no spaces)")
+    expected = "expected a number with a decimal point, e.g. 1.09"
+    if not _POINT.fullmatch(value) or not any(c.isdigit() for c in value):
+        if "," in value and _COMMA.fullmatch(value):
+            raise ValueError(
+                expected,
+                "a decimal comma is ambiguous (1,09 is 1.09 in some locales and 109 in "
+                "others); write 1.09, or pass --decimal-comma if the whole sheet uses decimal "
+                "commas",
+            )
+        raise ValueError("expected a number", "")
     if value.count(",") == 1 and "." not in value:
         raise ValueError(
-            "ambiguous: 1,234 is 1234 in some locales and 1.234 in others; write it without "
-            "the comma, or pass --decimal-comma if the whole sheet uses decimal commas"
+            expected,
+            "1,234 is 1234 in some locales and 1.234 in others; write it without the comma, "
+            "or pass --decimal-comma if the whole sheet uses decimal commas",
         )
     return value.replace(",", "")
 
@@ -477,7 +476,10 @@ def _check_cells(
                 try:
                     plain = number_text(text, decimal_comma=options.decimal_comma)
                 except ValueError as exc:
-                    raise fail(column, f"got {shown(text)}: {exc}") from None
+                    expected, why = exc.args
+                    raise fail(
+                        column, f"{expected}, got {shown(text)}" + (f": {why}" if why else "")
+                    ) from None
             if plain:
                 number = float(plain)
                 if not math.isfinite(number):
@@ -706,7 +708,7 @@ def _xlsx_rows(path: Path) -> tuple[list[str], Iterator[RawRow]]:
 
     def rows() -> Iterator[RawRow]:
         try:
-            for line, values in enumerate(_guarded(path, cells), start=header_row + 1):
+            for line, values in enumerate(_guarded(path, cells, header_row), start=header_row + 1):
                 if values.count(None) == len(values):
                     continue  # fast: a claimed dimension can mean a million empty rows
                 number = line - header_row
@@ -751,9 +753,12 @@ class _NativeRow(RawRow):
     native: tuple[str, ...] = ()
 
 
-def _guarded(path: Path, cells: Iterator[tuple[object, ...]]) -> Iterator[tuple[object, ...]]:
-    """openpyxl's rows, its parse errors (a damaged worksheet) as this file's error."""
-    count = 0
+def _guarded(
+    path: Path, cells: Iterator[tuple[object, ...]], start: int = 0
+) -> Iterator[tuple[object, ...]]:
+    """openpyxl's rows, its parse errors (a damaged worksheet) as this file's error; ``start``:
+    the worksheet rows already read."""
+    count = start
     while True:
         try:
             values = next(cells)
@@ -762,7 +767,7 @@ def _guarded(path: Path, cells: Iterator[tuple[object, ...]]) -> Iterator[tuple[
         except Exception as exc:
             raise InputFileError(
                 path,
-                f"not a readable .xlsx worksheet after row {count}: "
+                f"not a readable .xlsx worksheet after line {count}: "
                 f"{shown(f'{type(exc).__name__}: {exc}')}",
             ) from None
         count += 1

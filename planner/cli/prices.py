@@ -126,6 +126,7 @@ def _print_table(columns: list[_Column], *, title: str | None = None) -> None:
         stdout.print(
             f"(narrow terminal: left out {', '.join(left_out)}; --json has every field)",
             markup=False,
+            soft_wrap=False,
         )
 
 
@@ -301,7 +302,8 @@ def compare_command(
     stdout.print(
         "OD: on-demand; break-even: the share of hours a commitment must be used to cost no "
         "more than on-demand of the same instance; effective prices (upfronts amortized); spot "
-        "prices move, see each row's date; sources: --json"
+        "prices move, see each row's date; sources: --json",
+        soft_wrap=False,
     )
 
 

@@ -75,11 +75,69 @@ def test_compare_h100_across_clouds_cheapest_gpu_hour_first(home: Path) -> None:
     table = run(home, "prices", "compare", "--gpu", "H100", "--option", "on-demand")
     assert table.returncode == 0
     assert "p5.48xlarge" in table.stdout and "Standard_ND96isr_H100_v5" in table.stdout
+    # a catalog GPU without prices: an empty result with a note, as `prices list` gives
     missing = run(home, "prices", "compare", "--gpu", "MI300X")
-    assert missing.returncode == 1
-    assert "no all prices for GPU 'MI300X'" in missing.stderr and "H100-SXM" in missing.stderr
+    assert missing.returncode == 0, missing.stderr
+    assert "no prices match these filters" in missing.stdout
     bad = run(home, "prices", "compare", "--gpu", "H100", "--option", "monthly")
     assert bad.returncode == 2 and "unknown purchase option 'monthly'" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--gpu", "nope"], "--gpu: unknown GPU 'nope'; known (closest first):"),
+        (["--gpu", "H10"], "H100"),
+        (["--provider", "gpc"], "--provider: unknown provider 'gpc'; known: gcp"),
+        (["--region", "us-east-2"], "--region: no price has region 'us-east-2'"),
+        (["--option", "spto"], "--option: unknown purchase option 'spto'"),
+    ],
+)
+def test_unknown_filter_values_exit_2_alike_in_list_and_compare(
+    home: Path, options: list[str], message: str
+) -> None:
+    for command in (["list"], ["compare"]):
+        extra = [] if "--gpu" in options or command == ["list"] else ["--gpu", "H100"]
+        result = run(home, "prices", *command, *extra, *options)
+        assert result.returncode == 2, (command, result.stderr)
+        assert message in result.stderr and "internal error" not in result.stderr
+
+
+def test_known_filter_values_matching_nothing_list_nothing(home: Path) -> None:
+    for command in (["list", "--gpu", "MI300X"], ["compare", "--gpu", "MI300X"]):
+        result = run(home, "prices", *command, "--json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout) == [] and "no prices match" in result.stderr
+
+
+def _run_at(home: Path, columns: int, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PLANNER_DATABASE_URL", "PLANNER_DEBUG")
+    }
+    env.update(PLANNER_HOME=str(home), COLUMNS=str(columns))
+    return subprocess.run(
+        [PLANNER, *args], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+
+
+def test_tables_keep_key_columns_whole_at_80_columns(home: Path) -> None:
+    listed = _run_at(home, 80, "prices", "list", "--gpu", "H100")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for name in ("p5.48xlarge", "Standard_ND96isr_H100_v5", "a3-megagpu-8g", "us-central1"):
+        assert name in listed.stdout
+    row = next(line for line in lines if "Standard_ND96isr_H100_v5" in line)
+    assert "azure" in row and "eastus" in row and "8 x H100-SXM" in row and "98.3200" in row
+    assert "narrow terminal: left out" in listed.stdout
+    compared = _run_at(home, 80, "prices", "compare", "--gpu", "H100", "--option", "on-demand")
+    assert compared.returncode == 0, compared.stderr
+    assert max(len(line) for line in compared.stdout.splitlines()) <= 80
+    row = next(line for line in compared.stdout.splitlines() if "p5.48xlarge" in line)
+    assert "aws" in row and "us-east-1" in row and "on-demand" in row and "55.0400" in row
+    assert "Standard_ND96isr_H100_v5" in compared.stdout
+    wide = _run_at(home, 200, "prices", "list", "--gpu", "H100")
+    assert "$/GPU-hour" in wide.stdout and "narrow terminal" not in wide.stdout
 
 
 def test_import_overrides_and_diff(home: Path, tmp_path: Path) -> None:
@@ -132,6 +190,44 @@ def test_a_bad_sheet_is_refused_with_its_row_and_column(home: Path, tmp_path: Pa
     )
     versions = json.loads(run(home, "prices", "versions", "--json").stdout)
     assert [v["source_kind"] for v in versions] == ["snapshot"]  # nothing of the bad sheet
+
+
+def test_hostile_sheets_are_refused_cleanly(home: Path, tmp_path: Path) -> None:
+    header = "provider,region,instance_type,purchase_option,usd_per_hour\n"
+    comma = tmp_path / "eu.csv"
+    comma.write_text(header + 'aws,us-east-1,g5.2xlarge,on-demand,"1,09"\n')
+    refused = run(home, "prices", "import", str(comma))
+    assert refused.returncode == 1, refused.stderr
+    assert f"error: {comma}: row 1, line 2, column 'usd_per_hour'" in refused.stderr
+    assert "--decimal-comma" in refused.stderr
+    imported = run(home, "prices", "import", str(comma), "--decimal-comma", "--json")
+    assert imported.returncode == 0, imported.stderr
+    data = json.loads(imported.stdout)
+    assert data["imported"] and data["overrides"][0]["usd_per_hour"] == 1.09
+    again = run(home, "prices", "import", str(comma), "--decimal-comma")
+    assert again.returncode == 0, again.stderr
+    assert "already imported as version 2" in again.stdout and "nothing to do" in again.stdout
+    versions = json.loads(run(home, "prices", "versions", "--json").stdout)
+    assert [v["source_kind"] for v in versions] == ["snapshot", "user"]
+
+    typo = tmp_path / "typo.csv"
+    typo.write_text(header + "aws,us-east-1,g5.2xlarge,on-demand,109\n")
+    flagged = run(home, "prices", "import", str(typo))
+    assert flagged.returncode == 1 and "implausible" in flagged.stderr
+    assert "--force" in flagged.stderr
+    assert run(home, "prices", "import", str(typo), "--force").returncode == 0
+
+    overflow = tmp_path / "box.csv"
+    overflow.write_text(
+        "provider,region,instance_type,gpu_model,gpu_count,purchase_option,usd_per_hour\n"
+        "other,dc1,box,H100,99999999999999999999,on-demand,10\n"
+    )
+    result = run(home, "prices", "import", str(overflow))  # was exit 70 (OverflowError)
+    assert result.returncode == 1 and "column 'gpu_count'" in result.stderr
+    junk = tmp_path / "quote.xlsx"
+    junk.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600))
+    result = run(home, "prices", "import", str(junk))
+    assert result.returncode == 1 and "password-protected" in result.stderr
 
 
 def test_a_failed_refresh_exits_non_zero_and_keeps_the_last_good_prices(home: Path) -> None:
