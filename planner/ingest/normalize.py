@@ -500,4 +500,11 @@ def _unparsed_datetime(raw: Column, index: int, time: TimeSpec) -> str:
     micros = _parse_one(raw[index].as_py(), time)
     if micros is not None and not ARRIVAL_MIN_US <= micros < ARRIVAL_MAX_US:
         return f"date-time {_shown(raw, index)} is out of range: {ARRIVAL_RANGE}"
+    if micros is None and time.timezone != "UTC":
+        as_utc = _parse_one(raw[index].as_py(), TimeSpec(time.kind, time.unit, time.format))
+        if as_utc is not None:  # it parses, but is no single moment in the zone
+            return (
+                f"date-time {_shown(raw, index)} does not exist or is ambiguous in "
+                f"{time.timezone} (a daylight-saving change); write it with its UTC offset"
+            )
     return f"expected {time.expected()}, got {_shown(raw, index)}"

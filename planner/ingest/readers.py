@@ -184,8 +184,8 @@ def _check_text(path: Path, head: bytes) -> None:
         if exc.start < len(head) - 4 and bad > max(8, len(head) // 50):
             raise InputFileError(
                 path,
-                f"not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}, and "
-                f"{bad} more bytes): expected CSV, JSON Lines or Parquet in UTF-8",
+                f"not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}; "
+                f"{bad} such bytes at the start): expected CSV, JSON Lines or Parquet in UTF-8",
             ) from exc
 
 
@@ -345,6 +345,8 @@ def _iter_csv(source: SourceFile, columns: Sequence[str]) -> Iterator[RawChunk]:
             yield RawChunk(empty, rows_done + 1, [], pending.copy(), header_lines=1)
     except pa.ArrowInvalid as exc:
         message = _arrow_message(exc)
+        if "Empty CSV file" in message:
+            raise InputFileError(source.path, "the file has a header but no data rows") from exc
         if "straddling" in message or "straddles" in message:
             message = (
                 f"a row is longer than {CSV_BLOCK_BYTES >> 20} MiB (or a quote is never "

@@ -307,3 +307,20 @@ def test_unknown_timezone_and_bad_time_format() -> None:
     with pytest.raises(UsageError, match="--time-format '%Q': not a strptime pattern"):
         check_time_format("%Q")
     assert check_time_format("%Y-%m-%d %H:%M:%S") == "%Y-%m-%d %H:%M:%S"
+
+
+def test_a_local_time_skipped_by_daylight_saving_is_named() -> None:
+    fmt = LogFormat(
+        "generic",
+        {"arrival": "t", "input_tokens": "i", "output_tokens": "o"},
+        TimeSpec(TimeKind.DATETIME, timezone="Europe/Berlin"),
+    )
+    columns = {"t": pa.array(["2024-03-31 02:30:00"]), "i": pa.array([1]), "o": pa.array([1])}
+    (problem,) = run(columns, fmt).problems
+    assert "does not exist or is ambiguous in Europe/Berlin" in problem.message
+
+
+def test_header_without_a_newline_has_no_data_rows(write: WriteFile) -> None:
+    path = write("h.csv", "TIMESTAMP,ContextTokens")
+    with pytest.raises(InputFileError, match="the file has a header but no data rows"):
+        list(iter_chunks(inspect_file(path), ["TIMESTAMP"]))
