@@ -12,6 +12,7 @@ import functools
 import re
 import sqlite3
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from sqlalchemy.exc import (
     DBAPIError,
     IntegrityError,
     NoSuchModuleError,
+    SAWarning,
 )
 from sqlalchemy.exc import (
     TimeoutError as PoolTimeoutError,
@@ -109,12 +111,13 @@ def _mask_raw(url: str) -> str:
     return scheme + sep + rest
 
 
-def redact_url(url: str) -> str:
+def redact_url(url: str, limit: int | None = None) -> str:
     """The URL without its password, in any form SQLAlchemy accepts (``user:password@``, a
-    ``password=`` query parameter, an unencoded ``@`` in the password), safe to print."""
+    ``password=`` query parameter, an unencoded ``@`` in the password), safe to print; cut to
+    ``limit`` characters where given."""
     parsed = _parse(url)
     if parsed is None or _ambiguous(parsed):
-        return printable(_mask_raw(url))
+        return printable(_mask_raw(url), limit=limit)
     query = {k: (_MARKER if _SECRET_KEY.search(k) else v) for k, v in parsed.query.items()}
     parsed = parsed.set(query=query)
     if parsed.get_backend_name() == "sqlite" and parsed.password is None:
@@ -127,7 +130,12 @@ def redact_url(url: str) -> str:
             text = text.replace(":///", "://", 1)
     else:
         text = parsed.render_as_string(hide_password=True)
-    return printable(text.replace(_MARKER, _MASK))
+    return printable(text.replace(_MARKER, _MASK), limit=limit)
+
+
+def _where(url: str) -> str:
+    """The store's URL as messages name it."""
+    return redact_url(url, limit=200)
 
 
 def _secrets(url: str) -> list[str]:
@@ -172,7 +180,8 @@ def _reason(error: BaseException, url: str) -> str:
     else:
         text = str(error)
         # SQLAlchemy's wrappers append the statement and a link; drivers' first line is enough.
-        text = text.split("\n[SQL:", 1)[0].split("\n(Background on this error", 1)[0]
+        text = text.split("\n[SQL:", 1)[0]
+        text = re.sub(r"\s*\(Background on this \w+ at: [^)]*\)", "", text)
         text = text.split("\nLINE ", 1)[0]
     text = " ".join(text.split())
     return printable(_scrub(text, url), limit=300)
@@ -180,7 +189,7 @@ def _reason(error: BaseException, url: str) -> str:
 
 def store_error(exc: BaseException, url: str) -> StoreError:
     """A database failure as a message for the user, naming the store and what to do."""
-    where = redact_url(url)
+    where = _where(url)
     error: BaseException = exc
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         error = exc.orig
@@ -283,16 +292,22 @@ def _sqlite_file(parsed: URL, where: str) -> URL:
     path = Path(database).expanduser()
     if str(path) != database:
         parsed = parsed.set(database=str(path))
-    if path.is_dir():
+    try:
+        if path.is_dir() or database.endswith(("/", "\\")):
+            raise StoreError(
+                f"the store {where} is a folder, not a database file; name a file in it, e.g. "
+                f"sqlite:///{printable(str(path / 'planner.db'), limit=200)}"
+            )
+        if path.exists() and not path.is_file():
+            raise StoreError(
+                f"the store {where} is not a regular file (a device, a pipe or a socket); "
+                "name a database file"
+            )
+    except OSError as exc:  # e.g. a name too long
         raise StoreError(
-            f"the store {where} is a folder, not a database file; name a file in it, e.g. "
-            f"sqlite:///{printable(str(path / 'planner.db'))}"
-        )
-    if path.exists() and not path.is_file():
-        raise StoreError(
-            f"the store {where} is not a regular file (a device, a pipe or a socket); "
-            "name a database file"
-        )
+            f"cannot use the path of the store {where}: {exc.strerror or exc}; set --db, "
+            "PLANNER_DATABASE_URL or PLANNER_HOME to a place planner may write to"
+        ) from exc
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -318,7 +333,7 @@ def create_store_engine(url: str, *, memory: bool = False, immediate: bool = Fal
     An in-memory SQLite database is refused unless ``memory``: nothing in it would outlive the
     command. ``immediate`` makes every SQLite transaction take the write lock when it begins.
     """
-    where = redact_url(url)
+    where = _where(url)
     parsed = _parse(url)
     if parsed is None:
         hint = ""
@@ -354,7 +369,11 @@ def create_store_engine(url: str, *, memory: bool = False, immediate: bool = Fal
     elif backend == "postgresql" and parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")  # psycopg 3, not psycopg2
     try:
-        engine = create_engine(parsed, connect_args=connect_args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SAWarning)  # e.g. query arguments it would ignore
+            engine = create_engine(parsed, connect_args=connect_args)
+    except SAWarning as exc:
+        raise StoreError(f"cannot use the database URL {where}: {_reason(exc, url)}") from exc
     except NoSuchModuleError as exc:
         if _known_backend(backend):
             raise StoreError(
@@ -467,9 +486,14 @@ def schema_state(engine: Engine, url: str) -> SchemaState:
         try:
             revision = current_revision(engine)
         except CommandError as exc:  # e.g. more than one row in alembic_version
+            problem = (
+                f"its version table ({VERSION_TABLE}) holds more than one version"
+                if "more than one head" in str(exc)
+                else f"its schema version cannot be read ({printable(str(exc), limit=200)})"
+            )
             raise StoreError(
-                f"the store {redact_url(url)} is damaged: its schema version cannot be read "
-                f"({printable(str(exc), limit=200)}); restore a backup or point --db elsewhere"
+                f"the store {_where(url)} is damaged: {problem}; restore a backup or point --db "
+                "elsewhere"
             ) from exc
         tables = set(inspect(engine).get_table_names())
     return SchemaState(revision=revision, head=head_revision(), tables=tables)
@@ -477,7 +501,7 @@ def schema_state(engine: Engine, url: str) -> SchemaState:
 
 def check_schema(state: SchemaState, url: str, *, engine: Engine | None = None) -> None:
     """Raise a StoreError when this planner cannot use the store as it is."""
-    where = redact_url(url)
+    where = _where(url)
     if state.newer:
         raise StoreError(
             f"the store {where} was written by a newer planner (schema {shown(state.revision)}; "

@@ -383,3 +383,32 @@ def test_tilde_is_the_home_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     with open_store("sqlite:///~/stores/planner.db"):
         pass
     assert (tmp_path / "stores" / "planner.db").is_file()
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("a" * 3000 + ".db", "cannot use the path of the store"),  # a name too long
+        ("a" * 300 + "/x.db", "File name too long"),
+        ("newdir/", "is a folder, not a database file"),
+        ("x.db?timout=5", "'timout' are not accepted by the pysqlite driver"),  # a typo
+    ],
+    ids=["long-name", "long-folder", "trailing-slash", "unknown-argument"],
+)
+def test_sqlite_paths_and_arguments_planner_cannot_use(
+    tmp_path: Path, name: str, expected: str
+) -> None:
+    with pytest.raises(StoreError) as caught:
+        open_store(f"sqlite:///{tmp_path}/{name}")
+    message = str(caught.value)
+    assert expected in message
+    assert len(message) < 700  # the path is cut, not echoed whole
+    assert "Background on this" not in message
+
+
+def test_a_version_table_with_two_versions(tmp_path: Path) -> None:
+    url = sqlite_store(tmp_path / "two.db")
+    with sqlite3.connect(tmp_path / "two.db") as conn:
+        conn.execute("INSERT INTO alembic_version VALUES ('0001')")
+    with pytest.raises(StoreError, match=r"is damaged: its version table \(alembic_version\)"):
+        open_store(url)
