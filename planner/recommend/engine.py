@@ -278,6 +278,11 @@ def _notes(
             f"every configuration that passed the screen costs more than the ${budget:,.0f} "
             f"budget (the cheapest ${cheapest_screened:,.0f}/month); nothing was simulated"
         )
+    elif winner is None and not screened:
+        notes.append(
+            "nothing was simulated: every configuration was ruled out before the simulation "
+            "(see the rejections and their reasons)"
+        )
     elif winner is None:
         notes.append(
             "no configuration met the targets in simulation: loosen a target, allow more GPU "
@@ -286,8 +291,8 @@ def _notes(
     hours = request.demand.hours
     if hours < 24 * 7:
         notes.append(
-            f"the demand covers {hours} hours; commitments (1-3 years) are sized as if this "
-            "pattern repeated for the whole term"
+            f"the demand covers {hours} hour{'s' if hours != 1 else ''}; commitments (1-3 "
+            "years) are sized as if this pattern repeated for the whole term"
         )
     return notes
 

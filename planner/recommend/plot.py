@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from planner.common.files import write_text_atomic
+
 
 def figure(result: dict[str, Any]) -> Any:
     """A Plotly figure (plotly is imported here: only charts need it)."""
@@ -138,8 +140,10 @@ def figure(result: dict[str, Any]) -> Any:
     return fig
 
 
-def write_html(result: dict[str, Any], path: Path | str) -> Path:
-    """A self-contained HTML file (plotly.js embedded: opens offline)."""
+def write_html(result: dict[str, Any], path: Path | str, option: str = "--plot") -> Path:
+    """A self-contained HTML file (plotly.js embedded: opens offline), written whole or not at
+    all (a full disk leaves no half chart)."""
     path = Path(path)
-    figure(result).write_html(str(path), include_plotlyjs=True, full_html=True)
+    html = figure(result).to_html(include_plotlyjs=True, full_html=True)
+    write_text_atomic(path, html, option)
     return path

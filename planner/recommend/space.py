@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from planner.common.text import closest, shown
 from planner.errors import UsageError
 from planner.latency.catalog import Catalog, UnsupportedError, load_catalog
 from planner.latency.model import Deployment
@@ -124,6 +125,7 @@ class Rejection:
 
 def offers(points: Iterable[PricePoint], constraints: Constraints) -> list[Offer]:
     """Instance types with an on-demand price, filtered by provider, region, GPU and type."""
+    points = list(points)
     allowed = set(constraints.purchase_options)
     grouped: dict[tuple[str, str, str], list[PricePoint]] = defaultdict(list)
     for p in points:
@@ -147,10 +149,20 @@ def offers(points: Iterable[PricePoint], constraints: Constraints) -> list[Offer
             Offer(provider, region, instance, first.gpu_model, first.gpu_count, tuple(group))
         )
     if not found:
+        known = sorted({p.instance_type for p in points})
+        for name in constraints.instance_types:
+            if name not in known:
+                suggestions = closest(name, known).split(", ")[:8]
+                raise UsageError(
+                    f"--instance-type: no price has instance type {shown(name)}; the closest "
+                    f"priced ones: {', '.join(suggestions) or 'none'}"
+                )
         raise UsageError(
             "no instance type with an on-demand price matches the constraints (providers "
             f"{list(constraints.providers) or 'any'}, regions {list(constraints.regions) or 'any'}"
-            f", GPUs {list(constraints.gpus) or 'any'}); see `planner prices list`"
+            f", GPUs {list(constraints.gpus) or 'any'}, instance types "
+            f"{list(constraints.instance_types) or 'any'}, purchase options "
+            f"{[o.value for o in constraints.purchase_options]}); see `planner prices list`"
         )
     return found
 
@@ -166,7 +178,8 @@ def enumerate_candidates(
     candidates: list[Candidate] = []
     rejected: list[Rejection] = []
     deployment_ok: dict[tuple[str, str, str, int], str | None] = {}
-    for offer in offers(points, constraints):
+    found = offers(points, constraints)
+    for offer in found:
         try:
             gpu = catalog.gpus.get(offer.gpu)
         except UsageError:
@@ -244,7 +257,29 @@ def enumerate_candidates(
                                     quality_delta_pct=precision.quality_delta_pct,
                                 )
                             )
+    if not candidates:
+        rejected.extend(_unusable_tp(found, constraints))
     return candidates, rejected
+
+
+def _unusable_tp(found: list[Offer], constraints: Constraints) -> list[Rejection]:
+    """With nothing left to search, the tensor-parallel degrees no offer can run, and why (they
+    are skipped silently otherwise: TP 8 on a one-GPU instance is no candidate to report)."""
+    counts = sorted({o.gpu_count for o in found})
+    degrees = sorted(set(constraints.tp_degrees))
+    if any(tp <= constraints.max_tp and any(n % tp == 0 for n in counts) for tp in degrees):
+        return []  # some degree runs: the other rejections say why nothing is left
+    have = f"the {len(found)} matching instance type(s) have {', '.join(map(str, counts))} GPUs"
+    rejections = []
+    for tp in degrees:
+        if tp > constraints.max_tp:
+            detail = f"TP {tp} is above --max-tp {constraints.max_tp}"
+        elif not any(count % tp == 0 for count in counts):
+            detail = f"TP {tp} divides no instance's GPU count: {have}"
+        else:
+            continue
+        rejections.append(Rejection("space", "tp-does-not-fit", detail, {"tp": tp}))
+    return rejections
 
 
 def _fits(

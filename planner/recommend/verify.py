@@ -8,7 +8,12 @@ local process pool, or on a Dask cluster (``--dask``); results come back in task
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -23,6 +28,8 @@ from planner.simulate.workload import Workload
 
 Window = tuple[int, int]  # [first hour, last hour) of the horizon
 Progress = Callable[[int, int], None]
+PARENT_POLL_S = 0.5  # how often a pool worker checks that the process that started it lives
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass(frozen=True)
@@ -188,6 +195,40 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 
 
+def max_local_workers() -> int:
+    """The most local processes a sweep may start: four per core (a simulation is CPU-bound;
+    more only share the cores and multiply the memory)."""
+    return 4 * default_workers()
+
+
+def _worker_init(pdeathsig: bool) -> None:
+    """Start of every pool worker: it dies with the process that started it (a SIGKILL or
+    SIGTERM to ``planner recommend`` must not leave simulations running for half an hour), and
+    leaves Ctrl-C and SIGTERM handling to that process (a forked worker inherits its handlers).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    parent = os.getppid()
+    if pdeathsig and sys.platform.startswith("linux"):
+        # the kernel kills us the moment the forking thread (the main thread) ends
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - not glibc/musl
+            pass
+    # everywhere (and should the parent have died before prctl): re-parenting is its death
+    threading.Thread(
+        target=_exit_when_orphaned, args=(parent,), name="planner-parent-watch", daemon=True
+    ).start()
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while True:
+        if os.getppid() != parent:
+            os._exit(1)
+        time.sleep(PARENT_POLL_S)
+
+
 class Runner:
     """Runs verification tasks; one runner serves every round of a sweep (a pool or a Dask
     cluster starts once). ``workers=1`` runs in this process."""
@@ -210,13 +251,23 @@ class Runner:
             self._start_dask()
         return self
 
-    def __exit__(self, *_: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.close(abort=exc_type is not None)
+
+    def close(self, abort: bool = False) -> None:
+        """Stop the pool or the Dask cluster. ``abort`` (an error, Ctrl-C, SIGTERM): the
+        workers are killed at once rather than left to finish their simulations."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            if abort:
+                _kill_pool(pool)
+            else:
+                pool.shutdown()
         if self._client is not None:
             self._client.close()
         if self._cluster is not None:
             self._cluster.close()
+        self._client = self._cluster = None
 
     def _start_dask(self) -> None:
         try:
@@ -258,7 +309,11 @@ class Runner:
                     progress(i + 1, len(tasks))
             return results
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers,
+                initializer=_worker_init,
+                initargs=(threading.current_thread() is threading.main_thread(),),
+            )
         # each task carries only its own windows' requests
         futures = [
             self._pool.submit(verify, task, {w: workloads[w] for w in task.windows})
@@ -292,3 +347,15 @@ class Runner:
                 progress(done, len(tasks))
         results: list[Verification] = client.gather(futures)
         return results
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Kill a pool's workers now; a plain shutdown would wait for their running tasks."""
+    # the executor has no public list of its processes
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    for process in processes:
+        process.join(timeout=5)
