@@ -439,8 +439,11 @@ class SheetOptions:
     decimal_comma: bool = False
 
 
+_HIDDEN = ("Cc", "Cf", "Cs", "Zl", "Zp")  # control, format (bidi overrides), separators
+
+
 def _control_free(text: str) -> bool:
-    return not any(unicodedata.category(ch) == "Cc" for ch in text)
+    return text.isprintable() or not any(unicodedata.category(ch) in _HIDDEN for ch in text)
 
 
 def _check_cells(
@@ -1129,7 +1132,8 @@ def list_versions(session: Session) -> list[VersionInfo]:
 
 
 def get_version(session: Session, version_id: int) -> VersionInfo:
-    row = session.get(PriceSheetVersion, version_id)
+    # an id past the column's range is simply not there (SQLite would overflow on it)
+    row = session.get(PriceSheetVersion, version_id) if 0 < version_id <= _MAX_INT else None
     if row is None:
         known = [v.id for v in list_versions(session)]
         raise NotFoundError(

@@ -10,12 +10,13 @@ import pytest
 from sqlalchemy import func, select
 
 import planner.store.price_models  # noqa: F401  (registers the price tables)
-from planner.errors import InputFileError, PlannerError, UsageError
+from planner.errors import InputFileError, NotFoundError, PlannerError, UsageError
 from planner.store import Store
 from planner.store.price_models import PricePointRow, PriceSheetVersion
 from pricing.model import PricePoint, Provider, PurchaseOption
 from pricing.sheets import (
     check_filters,
+    diff,
     ensure_list_prices,
     import_sheet,
     latest_entries,
@@ -191,3 +192,10 @@ def test_filters_unknown_values_are_usage_errors_with_suggestions(listed: Store)
         check_filters(session, gpu="MI300X", provider="other", region="eastus", option="all")
         check_filters(session, gpu="h100", provider="AWS")
         assert latest_entries(session, "other") == []
+
+
+@pytest.mark.parametrize("version", [0, -1, 2**31, 10**20])
+def test_version_ids_out_of_range_are_not_found(listed: Store, version: int) -> None:
+    # 10**20 was an OverflowError on SQLite (exit 70 from `planner prices diff 1 1e20`)
+    with pytest.raises(NotFoundError, match="no price-sheet version"), listed.session() as s:
+        diff(s, 1, version)

@@ -112,6 +112,7 @@ def test_semicolon_csv_with_bom_and_decimal_commas(tmp_path: Path) -> None:
     [
         ("us-east\x00-1", "control characters"),
         ("\x1b[31mus-east-1", "control characters"),
+        ("us-east\u202e-1", "control characters"),  # a bidi override spoofs tables
         ("r" * 65, "at most 64 characters, got 65"),
         ("r" * (MAX_CELL_CHARS + 1), f"at most {MAX_CELL_CHARS:,}"),
     ],
