@@ -22,6 +22,7 @@ from planner.latency.calibration import (
     compare_fit,
     errors_under,
     finite_or_none,
+    percent,
     read_measurements,
     select,
 )
@@ -457,7 +458,9 @@ def calibrate_command(
             row["split"],
             f"{m:,.1f}",
             *(
-                "saturated" if row[k] is None else f"{row[k]:,.1f} ({row[k] / m - 1:+.0%})"
+                "saturated"
+                if row[k] is None
+                else f"{row[k]:,.1f} ({'+' if row[k] >= m else ''}{percent(row[k] / m - 1)})"
                 for k in ("before_ms", "heldout_ms", "after_ms")
             ),
         )
@@ -473,8 +476,8 @@ def calibrate_command(
             stdout.print(f"{escape(label)}: none" if not s["points"] else f"{label}: saturated")
             continue
         stdout.print(
-            f"{escape(label)}: {s['points']} points, MAPE {s['mape']:.1%}, "
-            f"median {s['median_ape']:.1%}, worst {s['worst_ape']:.1%} "
+            f"{escape(label)}: {s['points']} points, MAPE {percent(s['mape'])}, "
+            f"median {percent(s['median_ape'])}, worst {percent(s['worst_ape'])} "
             f"({escape(s['worst_point'])})"
         )
     for item in summary["excluded"]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,11 +192,52 @@ class Catalog:
     precisions: Table[Precision]
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
+GPU_COLUMNS = ("name", "aliases", "memory_gb", "mem_bw_gbps", "link_gbps", "max_gpus_per_node")
+MODEL_COLUMNS = (
+    "name",
+    "aliases",
+    "layers",
+    "hidden_size",
+    "attention_heads",
+    "kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "experts",
+    "experts_per_token",
+    "tied_embeddings",
+    "max_context",
+)
+PRECISION_COLUMNS = (
+    "name",
+    "aliases",
+    "weight_bits",
+    "compute_peak",
+    "dequant_compute_factor",
+    "quality_delta_pct",
+)
+PEAK_COLUMNS = ("bf16_tflops", "fp16_tflops", "fp8_tflops", "int8_tops", "fp32_tflops")
+
+
+def _rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
+    """The rows of a catalog file (``$PLANNER_DATA_DIR`` may point at a user's own), every
+    cell text (a short row's missing cells empty); an unreadable file is a CatalogError."""
+    if not path.is_file():
         raise CatalogError(f"catalog file not found: {path}")
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = reader.fieldnames or []
+        rows = [{k: v or "" for k, v in row.items() if isinstance(k, str)} for row in reader]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise CatalogError(f"{path}: not a readable UTF-8 CSV file ({exc})") from None
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise CatalogError(f"{path}: missing column {missing[0]!r} (needs {', '.join(columns)})")
+    for row in rows:
+        if not row["name"].strip():
+            raise CatalogError(f"{path}: a row without a name")
+    return rows
 
 
 def _aliases(value: str) -> tuple[str, ...]:
@@ -206,39 +249,50 @@ def _float(row: Mapping[str, str], key: str, path: Path) -> float | None:
     if not text:
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
         raise CatalogError(
-            f"{path}: {row.get('name')!r}: {key} = {text!r} is not a number"
-        ) from None
-
-
-def _required(row: Mapping[str, str], key: str, path: Path) -> float:
-    value = _float(row, key, path)
-    if value is None:
-        raise CatalogError(f"{path}: {row.get('name')!r}: {key} is required")
+            f"{path}: {shown(row.get('name'))}: {key} = {shown(text)} is not a number"
+        )
     return value
 
 
-PEAK_COLUMNS = ("bf16_tflops", "fp16_tflops", "fp8_tflops", "int8_tops", "fp32_tflops")
+def _required(row: Mapping[str, str], key: str, path: Path, *, positive: bool = True) -> float:
+    value = _float(row, key, path)
+    if value is None:
+        raise CatalogError(f"{path}: {shown(row.get('name'))}: {key} is required")
+    if positive and value <= 0:
+        raise CatalogError(f"{path}: {shown(row.get('name'))}: {key} = {value:g} must be positive")
+    return value
+
+
+def _whole(row: Mapping[str, str], key: str, path: Path) -> int:
+    value = _required(row, key, path)
+    if not value.is_integer():
+        raise CatalogError(f"{path}: {shown(row.get('name'))}: {key} = {value:g} must be whole")
+    return int(value)
 
 
 def load_gpus(path: Path) -> list[GPU]:
     gpus = []
-    for row in _rows(path):
+    for row in _rows(path, GPU_COLUMNS):
         peaks = {c: v for c in PEAK_COLUMNS if (v := _float(row, c, path)) is not None}
+        if any(v <= 0 for v in peaks.values()):
+            raise CatalogError(f"{path}: {shown(row['name'])}: peaks must be positive")
         gpus.append(
             GPU(
                 name=row["name"],
                 aliases=_aliases(row["aliases"]),
-                vendor=row["vendor"],
+                vendor=row.get("vendor", ""),
                 memory_gb=_required(row, "memory_gb", path),
                 mem_bw_gbps=_required(row, "mem_bw_gbps", path),
                 peak_tflops=peaks,
-                interconnect=row["interconnect"],
+                interconnect=row.get("interconnect", ""),
                 link_gbps=_required(row, "link_gbps", path),
-                max_gpus_per_node=int(_required(row, "max_gpus_per_node", path)),
-                source=row["source"],
+                max_gpus_per_node=_whole(row, "max_gpus_per_node", path),
+                source=row.get("source", ""),
                 notes=row.get("notes", ""),
             )
         )
@@ -246,46 +300,56 @@ def load_gpus(path: Path) -> list[GPU]:
 
 
 def load_models(path: Path) -> list[ModelSpec]:
-    def whole(row: Mapping[str, str], key: str) -> int:
-        return int(_required(row, key, path))
-
-    return [
-        ModelSpec(
+    models = []
+    for row in _rows(path, MODEL_COLUMNS):
+        model = ModelSpec(
             name=row["name"],
             aliases=_aliases(row["aliases"]),
-            family=row["family"],
-            layers=whole(row, "layers"),
-            hidden_size=whole(row, "hidden_size"),
-            attention_heads=whole(row, "attention_heads"),
-            kv_heads=whole(row, "kv_heads"),
-            head_dim=whole(row, "head_dim"),
-            intermediate_size=whole(row, "intermediate_size"),
-            vocab_size=whole(row, "vocab_size"),
-            experts=whole(row, "experts"),
-            experts_per_token=whole(row, "experts_per_token"),
+            family=row.get("family", ""),
+            layers=_whole(row, "layers", path),
+            hidden_size=_whole(row, "hidden_size", path),
+            attention_heads=_whole(row, "attention_heads", path),
+            kv_heads=_whole(row, "kv_heads", path),
+            head_dim=_whole(row, "head_dim", path),
+            intermediate_size=_whole(row, "intermediate_size", path),
+            vocab_size=_whole(row, "vocab_size", path),
+            experts=_whole(row, "experts", path),
+            experts_per_token=_whole(row, "experts_per_token", path),
             tied_embeddings=row["tied_embeddings"].strip().lower() == "true",
-            max_context=whole(row, "max_context"),
-            source=row["source"],
+            max_context=_whole(row, "max_context", path),
+            source=row.get("source", ""),
         )
-        for row in _rows(path)
-    ]
+        if model.experts_per_token > model.experts or model.attention_heads % model.kv_heads:
+            raise CatalogError(
+                f"{path}: {shown(model.name)}: experts_per_token must not exceed experts, and "
+                "kv_heads must divide attention_heads"
+            )
+        models.append(model)
+    return models
 
 
 def load_precisions(path: Path) -> list[Precision]:
-    return [
-        Precision(
-            name=row["name"],
-            aliases=_aliases(row["aliases"]),
-            weight_bits=int(_required(row, "weight_bits", path)),
-            activation=row["activation"],
-            compute_peak=row["compute_peak"],
-            dequant_compute_factor=_required(row, "dequant_compute_factor", path),
-            quality_delta_pct=_required(row, "quality_delta_pct", path),
-            quality_source=row["quality_source"],
-            notes=row.get("notes", ""),
+    precisions = []
+    for row in _rows(path, PRECISION_COLUMNS):
+        if row["compute_peak"] not in PEAK_COLUMNS:
+            raise CatalogError(
+                f"{path}: {shown(row['name'])}: compute_peak must be one of "
+                f"{', '.join(PEAK_COLUMNS)}, got {shown(row['compute_peak'])}"
+            )
+        precisions.append(
+            Precision(
+                name=row["name"],
+                aliases=_aliases(row["aliases"]),
+                weight_bits=_whole(row, "weight_bits", path),
+                activation=row.get("activation", ""),
+                compute_peak=row["compute_peak"],
+                dequant_compute_factor=_required(row, "dequant_compute_factor", path),
+                quality_delta_pct=_required(row, "quality_delta_pct", path, positive=False),
+                quality_source=row.get("quality_source", ""),
+                notes=row.get("notes", ""),
+            )
         )
-        for row in _rows(path)
-    ]
+    return precisions
 
 
 @functools.cache

@@ -125,7 +125,9 @@ def steady_state(
 
     if kind == "qps":
         if load * prefill >= 1:
-            raise SaturatedError(f"prefills alone need {load * prefill:.0%} of the GPU time")
+            share = load * prefill
+            need = f"{share:.0%} of" if share < 10 else "over ten times"
+            raise SaturatedError(f"prefills alone need {need} the GPU time")
         batch, busy = 1.0, 0.0
         for _ in range(200):  # Little's law: batch = rate x decode time
             step, ttft = at_rate(load, batch, busy)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,18 @@ from planner.latency.calibration import (
     compare_fit,
     read_measurements,
 )
-from planner.latency.catalog import load_catalog
+from planner.latency.catalog import (
+    CatalogError,
+    load_catalog,
+    load_gpus,
+    load_models,
+    load_precisions,
+)
 from planner.latency.model import Deployment, LatencyModel
 from planner.latency.profile import Profile, ProfileError, choose_profile, load_bundled_profiles
 from planner.latency.registry import export_profile
 from planner.latency.serving import SaturatedError, saturation_qps, steady_state
+from planner.paths import data_dir
 from tests.conftest import WriteFile
 
 HEADER = ",".join(REQUIRED_COLUMNS)
@@ -123,6 +131,7 @@ def test_lines_count_blank_lines_and_quoted_newlines(write: WriteFile) -> None:
         ("23.0", "1e400", "value", "expected a positive latency"),
         ("23.0", "0", "value", "expected a positive latency"),
         ("23.0", "1e12", "value", "under a day"),
+        ("23.0", "1e-300", "value", "at least 0.01 ms"),
         ("H100 80GB HBM3", "\x1b[31mH100", "gpu", r"unknown GPU '\\x1b\[31mH100'"),
         ("H100 80GB HBM3", "", "gpu", "missing value"),
         ("BF16", "FP8", "precision", "no FP8 tensor-core peak"),
@@ -195,19 +204,33 @@ def test_a_summary_without_held_out_points_is_valid_json() -> None:
 
 def test_compare_fit_refuses_a_worse_fit_and_a_non_finite_one() -> None:
     assert compare_fit(0.05, 0.10) is None
-    assert compare_fit(0.1001, 0.10) is None  # within the tolerance: as good
+    assert compare_fit(0.104, 0.10) is None  # within the tolerance: as good
     worse = compare_fit(0.20, 0.10)
     assert worse is not None and "MAPE 20.0%" in worse and "10.0%" in worse
     broken = compare_fit(math.inf, 0.10)
     assert broken is not None and "not finite" in broken
+    absurd = compare_fit(2.9e233, 0.1)
+    assert absurd is not None and "MAPE 2.9e+235%" in absurd  # not 235 digits
+
+
+def test_a_duplicated_column_is_refused(write: WriteFile) -> None:
+    path = write("m.csv", f"{HEADER},model\n{GOOD_ROW},x\n")
+    with pytest.raises(InputFileError, match="column 'model' appears more than once"):
+        read_measurements(path)
+
+
+def test_a_cell_over_the_csv_field_limit_names_its_line(write: WriteFile) -> None:
+    path = write("m.csv", f'{HEADER}\n{GOOD_ROW}\n{GOOD_ROW},"{"x" * 200_000}"\n')
+    with pytest.raises(InputFileError, match="line 3: not a readable CSV file"):
+        read_measurements(path)
 
 
 # --- the load model ---------------------------------------------------------------------------
 
 
 def test_saturation_is_a_planner_error() -> None:
-    with pytest.raises(PlannerError):
-        steady_state(model(), 1024, 256, "qps", 1e6)
+    with pytest.raises(PlannerError, match="prefills alone need over ten times the GPU time"):
+        steady_state(model(), 1024, 256, "qps", 1e308)  # not "inf%"
     assert issubclass(SaturatedError, PlannerError)
 
 
@@ -261,3 +284,38 @@ def test_exporting_into_a_malformed_file_is_refused_untouched(
     with pytest.raises(UsageError, match="--export"):
         export_profile(path, report, ["m.csv"])
     assert path.read_text() == content
+
+
+# --- catalog files ($PLANNER_DATA_DIR may point at a user's own) -----------------------------
+
+CATALOG = data_dir() / "catalog"
+
+
+@pytest.mark.parametrize(
+    ("name", "edit", "message"),
+    [
+        ("models.csv", lambda t: t.replace("name,", "nm,", 1), "missing column 'name'"),
+        ("gpus.csv", lambda t: t.replace(",memory_gb,", ",mem,", 1), "missing column 'memory_gb'"),
+        ("models.csv", lambda t: t.replace(",40,40,", ",40,0,", 1), "kv_heads = 0 must be"),
+        ("models.csv", lambda t: t.replace(",40,40,", ",40,3,", 1), "kv_heads must divide"),
+        ("models.csv", lambda t: t.replace(",40,40,", ",40.5,40,", 1), "must be whole"),
+        ("gpus.csv", lambda t: t.replace("T4,Tesla T4,NVIDIA,16,", "T4,,NVIDIA,nan,", 1), "nan"),
+        ("precisions.csv", lambda t: t.replace("bf16_tflops,", "x,", 1), "compute_peak"),
+        ("precisions.csv", lambda t: "\udcff", "not a readable UTF-8 CSV file"),
+    ],
+)
+def test_a_malformed_catalog_is_a_catalog_error(
+    tmp_path: Path, name: str, edit: Callable[[str], str], message: str
+) -> None:
+    text = edit((CATALOG / name).read_text(encoding="utf-8"))
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    loader = {"gpus.csv": load_gpus, "models.csv": load_models, "precisions.csv": load_precisions}
+    with pytest.raises(CatalogError, match=message):
+        loader[name](path)
+
+
+def test_the_bundled_catalog_passes_the_checks() -> None:
+    assert len(load_gpus(CATALOG / "gpus.csv")) >= 11
+    assert len(load_models(CATALOG / "models.csv")) >= 11
+    assert len(load_precisions(CATALOG / "precisions.csv")) >= 5
