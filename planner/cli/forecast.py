@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +17,8 @@ from rich.table import Table
 
 from planner.cli.context import print_json, stderr, stdout, store_from
 from planner.cli.ingest import parse_start
+from planner.common.files import check_output_path
+from planner.common.text import shown
 from planner.errors import UsageError
 
 # Prophet takes half a second to import: planner.forecast loads inside the command, so the
@@ -29,16 +32,31 @@ METRICS = ("requests", "input_tokens", "output_tokens")  # planner.forecast.seri
 
 DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|d|w)\s*$")
 HOURS_PER = {"h": 1, "d": 24, "w": 168}
+# Longest horizon: an hourly forecast a year out is already mostly trend and noise, and every
+# forecast hour keeps its predictive draws (1,000 floats) in memory.
+MAX_HORIZON_HOURS = 365 * 24
+# Longest span any duration option may name (backtest windows are checked against the history).
+MAX_HOURS = 100 * 365 * 24
 
 
-def parse_hours(option: str, text: str | None) -> int | None:
-    """``48h``, ``14d``, ``2w``, ``1.5d`` -> whole hours."""
+def parse_hours(option: str, text: str | None, most: int = MAX_HOURS) -> int | None:
+    """``48h``, ``14d``, ``2w``, ``1.5d`` -> whole hours, at most ``most``."""
     if text is None:
         return None
     match = DURATION.match(text.lower())
     hours = float(match.group(1)) * HOURS_PER[match.group(2)] if match else 0.0
-    if not match or hours < 1 or hours != int(hours):
-        raise UsageError(f"{option} {text!r}: expected whole hours such as 48h, 14d or 2w")
+    if not match or not math.isfinite(hours) or hours < 1 or hours != int(hours):
+        raise UsageError(f"{option} {shown(text)}: expected whole hours such as 48h, 14d or 2w")
+    if hours > most:
+        raise UsageError(
+            f"{option} {shown(text)}: {hours:,.0f} hours is too far; at most {most:,} hours "
+            f"({most // 24:,} days)"
+            + (
+                ": an hourly forecast further out than a year is trend and noise"
+                if most == MAX_HORIZON_HOURS
+                else ""
+            )
+        )
     return int(hours)
 
 
@@ -48,7 +66,7 @@ def _gaps(items: list[str]) -> list[tuple[datetime, datetime]]:
         start, sep, end = item.partition("/")
         if not sep:
             raise UsageError(
-                f"--gap {item!r}: expected START/END in ISO 8601, "
+                f"--gap {shown(item)}: expected START/END in ISO 8601, "
                 "e.g. 2025-01-09T15:00Z/2025-01-09T17:00Z"
             )
         lo, hi = parse_start(start, "--gap"), parse_start(end, "--gap")
@@ -148,7 +166,9 @@ def forecast_command(
         None, "--demand-out", help="Write the demand curve (CSV ds,y) for `simulate --rates`."
     ),
     plot: Path | None = typer.Option(None, "--plot", help="Write an interactive chart (HTML)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed of the predictive draws."),
+    seed: int = typer.Option(
+        0, "--seed", min=0, max=2**32 - 1, help="Random seed of the predictive draws."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
@@ -177,7 +197,12 @@ def forecast_command(
         raise UsageError("--tune chooses settings by backtest; it cannot go with --no-backtest")
     check_metric(metric)
     check_quantile(quantile)
-    horizon_hours = parse_hours("--horizon", horizon) or DEFAULT_HORIZON_HOURS
+    horizon_hours = parse_hours("--horizon", horizon, MAX_HORIZON_HOURS) or DEFAULT_HORIZON_HOURS
+    # Output files are checked before any work, so a bad path never costs a fit.
+    if demand_out is not None:
+        check_output_path(demand_out, "--demand-out")
+    if plot is not None:
+        check_output_path(plot, "--plot")
     settings = ForecastSettings(
         horizon_hours=horizon_hours,
         growth=growth,
@@ -243,21 +268,23 @@ def forecast_command(
                 + "plan with the baseline's view of next week in mind"
             )
         demand = result.demand(quantile)
+        # The files first (each written whole or not at all), so a write that fails leaves
+        # nothing stored behind the error.
+        if demand_out is not None:
+            write_demand_curve(demand, demand_out, "--demand-out")
+        if plot is not None:
+            from planner.forecast.plot import write_html
+
+            write_html(result, plot, demand, quantile, "--plot")
         with store.session() as session:
             run = save_forecast(session, result, backtest=checked, tuned=tuned, quantile=quantile)
             forecast_id = run.id
 
-    if demand_out is not None:
-        write_demand_curve(demand, demand_out)
-        if metric != "requests":
-            result.notes.append(
-                f"the demand curve holds {metric} per hour; `planner simulate --rates` reads "
-                "y as requests per hour"
-            )
-    if plot is not None:
-        from planner.forecast.plot import write_html
-
-        write_html(result, plot, demand, quantile)
+    if demand_out is not None and metric != "requests":
+        result.notes.append(
+            f"the demand curve holds {metric} per hour; `planner simulate --rates` reads "
+            "y as requests per hour"
+        )
 
     if as_json:
         data = result.to_dict()

@@ -22,10 +22,11 @@ def demand_curve(result: Forecast, quantile: float = 0.9) -> pd.DataFrame:
     return result.demand(quantile)
 
 
-def write_demand_curve(curve: pd.DataFrame, path: Path | str) -> Path:
-    """Write a demand curve as ``ds,y`` CSV for ``planner simulate --rates``."""
+def write_demand_curve(curve: pd.DataFrame, path: Path | str, option: str = "output") -> Path:
+    """Write a demand curve as ``ds,y`` CSV for ``planner simulate --rates`` (whole or not at
+    all; a failure is a :class:`~planner.errors.UsageError` naming ``option``)."""
     path = Path(path)
-    write_hourly_csv(curve["ds"], curve["y"].to_numpy(np.float64), path)
+    write_hourly_csv(curve["ds"], curve["y"].to_numpy(np.float64), path, option)
     return path
 
 

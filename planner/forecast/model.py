@@ -29,9 +29,11 @@ from cmdstanpy.utils import get_logger
 from numpy.typing import NDArray
 from prophet import Prophet
 
-from planner.errors import InputFileError, RowProblem, UsageError
+from planner.common.text import shown
+from planner.errors import InputFileError, PlannerError, RowProblem, UsageError
 from planner.forecast import baseline
 from planner.forecast.series import HOUR, HourlySeries, iso_hour
+from planner.workload.hourly_csv import FIRST_HOUR, HOUR_RANGE, LAST_HOUR
 
 MIN_HISTORY_HOURS = 48
 DEFAULT_HORIZON_HOURS = 14 * 24
@@ -42,6 +44,7 @@ GROWTHS = ("auto", "linear", "flat", "logistic")
 MODES = ("additive", "multiplicative")
 BANDS = ("lower_80", "upper_80", "lower_95", "upper_95")
 POINT_COLUMNS = ("ds", "mean", *BANDS)
+MAX_EVENT_DAYS = 31  # an event's days are each a separate effect in the fit
 DAILY_FOURIER = 4  # Prophet's defaults for daily and weekly seasonality
 WEEKLY_FOURIER = 3
 
@@ -56,15 +59,30 @@ def quiet_prophet() -> None:
 
 @contextmanager
 def seeded(seed: int) -> Iterator[None]:
-    """Prophet samples from numpy's global generator: seed it, then put its state back. Also
-    silences the deprecation warnings newer pandas raises inside Prophet (not ours to fix)."""
+    """Around Prophet's fits: seed numpy's global generator (Prophet samples from it), then put
+    its state back. Also silences the deprecation warnings newer pandas raises inside Prophet
+    (not ours to fix) and cmdstanpy's log: it logs an ERROR line (e.g. "error: code '1'
+    Operation not permitted", the optimiser's exit code read as an errno) whenever L-BFGS stops
+    early, even though Prophet then retries with Newton and succeeds. A fit that fails for
+    good is a :class:`PlannerError` here, not cmdstanpy's RuntimeError.
+    """
     state = np.random.get_state()
     np.random.seed(seed)
+    stan_log = get_logger()
+    level = stan_log.level
+    stan_log.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module=r"prophet\.")
             yield
+    except RuntimeError as exc:
+        reason = shown(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        raise PlannerError(
+            f"Prophet could not fit the series (its optimiser failed: {reason}); try --log, "
+            "another --growth, or a longer or cleaner history"
+        ) from exc
     finally:
+        stan_log.setLevel(level)
         np.random.set_state(state)
 
 
@@ -149,10 +167,11 @@ class ForecastSettings:
         if self.horizon_hours < 1:
             raise UsageError(f"horizon {self.horizon_hours} h: expected at least one hour")
         if self.growth not in GROWTHS:
-            raise UsageError(f"growth {self.growth!r}: expected one of {', '.join(GROWTHS)}")
+            raise UsageError(f"growth {shown(self.growth)}: expected one of {', '.join(GROWTHS)}")
         if self.seasonality_mode not in MODES:
             raise UsageError(
-                f"seasonality mode {self.seasonality_mode!r}: expected additive or multiplicative"
+                f"seasonality mode {shown(self.seasonality_mode)}: "
+                "expected additive or multiplicative"
             )
         for name in ("changepoint_prior_scale", "seasonality_prior_scale", "holidays_prior_scale"):
             value = getattr(self, name)
@@ -192,6 +211,8 @@ def read_events(path: Path | str) -> tuple[Event, ...]:
     ``start``). Names repeat for recurring events (every launch called ``launch``)."""
     path = Path(path)
     expected = "a CSV with columns name,start[,end] (ISO dates)"
+    if path.is_dir():
+        raise InputFileError(path, f"is a folder; expected {expected}")
     if not path.is_file():
         raise InputFileError(path, f"file not found; expected {expected}")
     try:
@@ -230,6 +251,17 @@ def read_events(path: Path | str) -> tuple[Event, ...]:
             raise InputFileError(
                 path, RowProblem(row, "end", f"{end} is before the start {start}", line)
             )
+        if (end - start).days + 1 > MAX_EVENT_DAYS:
+            raise InputFileError(
+                path,
+                RowProblem(
+                    row,
+                    "end",
+                    f"{start} to {end} is {(end - start).days + 1:,} days; an event spans at most "
+                    f"{MAX_EVENT_DAYS} (Prophet fits each of its days as a separate effect)",
+                    line,
+                ),
+            )
         events.append(Event(values["name"], start, end))
     if not events:
         raise InputFileError(path, f"no events; expected {expected}")
@@ -238,11 +270,19 @@ def read_events(path: Path | str) -> tuple[Event, ...]:
 
 def _date(path: Path, text: str, row: int, line: int, column: str) -> date:
     try:
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text)
     except ValueError:
         raise InputFileError(
-            path, RowProblem(row, column, f"{text!r}: expected a date like 2025-03-14", line)
+            path, RowProblem(row, column, f"{shown(text)}: expected a date like 2025-03-14", line)
         ) from None
+    if not FIRST_HOUR.date() <= day < LAST_HOUR.date():
+        raise InputFileError(
+            path,
+            RowProblem(
+                row, column, f"{shown(text)}: outside the dates planner handles, {HOUR_RANGE}", line
+            ),
+        )
+    return day
 
 
 def events_frame(events: tuple[Event, ...]) -> pd.DataFrame | None:
@@ -318,7 +358,7 @@ def build_prophet(settings: ForecastSettings, growth: str, history_hours: int) -
             model.add_country_holidays(settings.country_holidays)
         except (AttributeError, NotImplementedError) as exc:
             raise UsageError(
-                f"country holidays {settings.country_holidays!r}: not a country code the "
+                f"country holidays {shown(settings.country_holidays)}: not a country code the "
                 "holidays package knows (e.g. US, GB, DE, CN, IN)"
             ) from exc
     return model

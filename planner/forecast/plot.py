@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.common.files import atomic_output, check_output_path
 from planner.forecast.model import Forecast
 
 
@@ -94,8 +95,13 @@ def write_html(
     path: Path | str,
     demand: pd.DataFrame | None = None,
     quantile: float | None = None,
+    option: str = "output",
 ) -> Path:
-    """A self-contained HTML file (plotly.js embedded: opens offline)."""
+    """A self-contained HTML file (plotly.js embedded: opens offline), written whole or not at
+    all (a failure is a :class:`~planner.errors.UsageError` naming ``option``)."""
     path = Path(path)
-    figure(result, demand, quantile).write_html(str(path), include_plotlyjs=True, full_html=True)
+    check_output_path(path, option)
+    chart = figure(result, demand, quantile)
+    with atomic_output(path, option) as temp:
+        chart.write_html(str(temp), include_plotlyjs=True, full_html=True)
     return path

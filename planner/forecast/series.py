@@ -23,7 +23,8 @@ from numpy.typing import NDArray
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from planner.common.text import closest
+from planner.common.files import check_output_path, write_text_atomic
+from planner.common.text import closest, shown
 from planner.errors import InputFileError, NotFoundError, RowProblem, UsageError
 from planner.store.models import Dataset, Request
 from planner.store.queries import get_dataset
@@ -120,9 +121,9 @@ class SeriesReport:
         """Human-readable lines for the CLI."""
 
         def listed(ranges: tuple[HourRange, ...]) -> str:
-            shown = ", ".join(r.describe() for r in ranges[:most])
+            text = ", ".join(r.describe() for r in ranges[:most])
             more = len(ranges) - most
-            return shown + (f" and {more} more" if more > 0 else "")
+            return text + (f" and {more} more" if more > 0 else "")
 
         out = []
         if self.missing:
@@ -277,14 +278,20 @@ class HourlySeries:
 
 
 def write_hourly_csv(
-    ds: Sequence[Any] | pd.Series, y: NDArray[np.float64], path: Path | str
+    ds: Sequence[Any] | pd.Series,
+    y: NDArray[np.float64],
+    path: Path | str,
+    option: str = "output",
 ) -> None:
-    """A ``ds,y`` CSV, one row per hour, ``ds`` as ISO 8601 UTC (``...Z``)."""
+    """A ``ds,y`` CSV, one row per hour, ``ds`` as ISO 8601 UTC (``...Z``), written whole or
+    not at all (a failure is a :class:`UsageError` naming ``option``)."""
     lines = ["ds,y"]
     for moment, value in zip(ds, y, strict=True):
         text = "" if not math.isfinite(value) else f"{value:.6g}" if value < 1e6 else f"{value:.0f}"
         lines.append(f"{iso_hour(moment)},{text}")
-    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path = Path(path)
+    check_output_path(path, option)
+    write_text_atomic(path, "\n".join(lines) + "\n", option)
 
 
 def _grid(start: pd.Timestamp, hours: int) -> pd.DatetimeIndex:
@@ -341,13 +348,15 @@ def series_from_dataset(
     dataset = get_dataset(session, name)
     table = dataset_hourly(session, dataset)
     if table.empty:
-        raise UsageError(f"dataset {name!r} has no requests to forecast")
+        raise UsageError(f"dataset {shown(name)} has no requests to forecast")
     models = sorted({m for m in table["model"] if m is not None})
     notes: list[str] = []
     if model is not None:
         if model not in models:
             known = closest(model, models) if models else "none (the log names no models)"
-            raise NotFoundError(f"dataset {name!r} has no model {model!r}; its models: {known}")
+            raise NotFoundError(
+                f"dataset {shown(name)} has no model {shown(model)}; its models: {known}"
+            )
         table = table[table["model"] == model]
     elif len(models) > 1:
         notes.append(f"all {len(models)} models summed ({', '.join(models)}); --model picks one")
@@ -416,7 +425,7 @@ def read_series(
         return read_servegen(path, model=model, zero_windows=zero_windows)
     if model is not None:
         raise UsageError(
-            f"--model {model!r}: {path} is a ds,y series of one model; --model applies to "
+            f"--model {shown(model)}: {path} is a ds,y series of one model; --model applies to "
             "datasets and ServeGen rate files"
         )
     return read_series_csv(path)
@@ -453,7 +462,7 @@ def read_series_csv(path: Path | str, metric: str = "requests") -> HourlySeries:
                 RowProblem(
                     row,
                     "ds",
-                    f"{fields[ds_col].strip()!r} {what} the previous row's hour "
+                    f"{shown(fields[ds_col].strip())} {what} the previous row's hour "
                     f"{iso_hour(moments[-1])}; expected hours in increasing order, one row each",
                     line,
                 ),
@@ -489,7 +498,7 @@ def _parse_hour(path: Path, text: str, row: int, line: int) -> datetime:
     if moment.minute or moment.second or moment.microsecond:
         raise InputFileError(
             path,
-            RowProblem(row, "ds", f"{value!r} is not the start of an hour; {hint}", line),
+            RowProblem(row, "ds", f"{shown(value)} is not the start of an hour; {hint}", line),
         )
     return moment
 
@@ -502,9 +511,11 @@ def _parse_value(path: Path, text: str, row: int, line: int) -> float:
     try:
         number = float(value)
     except ValueError:
-        raise InputFileError(path, RowProblem(row, "y", f"{value!r}: {expected}", line)) from None
+        raise InputFileError(
+            path, RowProblem(row, "y", f"{shown(value)}: {expected}", line)
+        ) from None
     if not math.isfinite(number) or number < 0:
-        raise InputFileError(path, RowProblem(row, "y", f"{value!r}: {expected}", line))
+        raise InputFileError(path, RowProblem(row, "y", f"{shown(value)}: {expected}", line))
     return number
 
 
@@ -569,7 +580,9 @@ def read_servegen(
     ]
     if model is not None:
         if model not in models:
-            raise NotFoundError(f"{path}: no model {model!r}; its models: {closest(model, models)}")
+            raise NotFoundError(
+                f"{path}: no model {shown(model)}; its models: {closest(model, models)}"
+            )
         frame = frame[frame["model"] == model]
     elif len(models) > 1:
         notes.append(f"all {len(models)} models summed ({', '.join(models)}); --model picks one")
@@ -616,8 +629,8 @@ def _number(path: Path, text: str, row: int, line: int, column: str) -> float:
     except ValueError:
         number = math.nan
     if not math.isfinite(number) or number < 0:
-        shown = repr(value) if value else "empty"
+        what = shown(value) if value else "empty"
         raise InputFileError(
-            path, RowProblem(row, column, f"{shown}: expected a non-negative number", line)
+            path, RowProblem(row, column, f"{what}: expected a non-negative number", line)
         )
     return number

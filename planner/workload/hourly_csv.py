@@ -9,10 +9,16 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from planner.common.text import shown
 from planner.errors import InputFileError, RowProblem
 
 DS_EXAMPLE = "2025-01-06T00:00:00Z"
 DS_Y_COLUMNS = ("ds", "y")
+# Hours planner accepts: pandas' timestamps end in 2262 (and start in 1677), and a forecast
+# reaches up to a year past its history, so hours stay well inside both ends.
+FIRST_HOUR = datetime(1900, 1, 1, tzinfo=UTC)
+LAST_HOUR = datetime(2200, 1, 1, tzinfo=UTC)  # exclusive
+HOUR_RANGE = f"{FIRST_HOUR:%Y-%m-%d} to {LAST_HOUR:%Y-%m-%d}"
 
 
 def read_text(path: Path, expected: str) -> str:
@@ -50,7 +56,9 @@ def ds_y_columns(path: Path, header: list[str], line: int) -> tuple[int, int]:
     names = [h.strip().lower() for h in header]
     for column in DS_Y_COLUMNS:
         if column not in names:
-            found = ", ".join(repr(h.strip()) for h in header)
+            found = ", ".join(shown(h.strip()) for h in header[:10])
+            if len(header) > 10:
+                found += f" and {len(header) - 10} more"
             raise InputFileError(
                 path,
                 RowProblem(
@@ -87,8 +95,19 @@ def parse_hour(path: Path, text: str, row: int, line: int) -> datetime:
         raise InputFileError(path, RowProblem(row, "ds", f"empty; {hint}", line))
     try:
         moment = datetime.fromisoformat(value)
-    except ValueError:
+        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except (ValueError, OverflowError):
         raise InputFileError(
-            path, RowProblem(row, "ds", f"{value!r} is not a date and time; {hint}", line)
+            path, RowProblem(row, "ds", f"{shown(value)} is not a date and time; {hint}", line)
         ) from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    if not FIRST_HOUR <= moment < LAST_HOUR:
+        raise InputFileError(
+            path,
+            RowProblem(
+                row,
+                "ds",
+                f"{shown(value)} is outside the hours planner handles, {HOUR_RANGE} (UTC)",
+                line,
+            ),
+        )
+    return moment
