@@ -24,7 +24,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import Connection, Engine, create_engine, event, inspect
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -234,7 +234,10 @@ def store_error(exc: BaseException, url: str) -> StoreError:
             "folder planner may write to"
         )
     if "disk is full" in low or "disk i/o error" in low or state == "53100":
-        return StoreError(f"the store {where} could not be written: {reason}")
+        return StoreError(
+            f"the store {where} could not be written: {reason}; check the disk it is on "
+            "(free some space) and try again"
+        )
     if state.startswith("08") or state.startswith("28") or state == "3D000" or not state:
         return StoreError(f"cannot open the store at {where}: {reason}")
     return StoreError(f"the store {where} failed: {reason}")
@@ -430,12 +433,25 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+_MIGRATION_LOCK_KEY = 0x706C616E6E6572  # "planner"
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Apply migrations up to ``revision``; data already stored is kept.
 
     On SQLite the migrations run in one transaction that holds the write lock from its start,
     so a migration stopped half-way leaves nothing behind and two processes never race.
     """
+    if engine.dialect.name == "postgresql":
+        # One migrator at a time per database: the others wait, then find nothing to do.
+        with engine.connect() as lock:
+            lock.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+            try:
+                command.upgrade(alembic_config(engine), revision)
+            finally:
+                lock.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+                lock.commit()
+        return
     if engine.dialect.name != "sqlite" or is_memory_url(engine.url):
         command.upgrade(alembic_config(engine), revision)  # (a second engine: another memory)
         return

@@ -201,8 +201,8 @@ def test_a_conflicting_write_is_a_store_conflict(tmp_path: Path) -> None:
     assert first.name == "conflict"
 
 
-def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+def test_processes_opening_a_new_store_at_once_all_succeed(store_url: str) -> None:
+    url = store_url  # nothing in it yet
     script = "import sys; from planner.store import open_store; open_store(sys.argv[1]).close()"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     processes = [
