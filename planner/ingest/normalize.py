@@ -100,7 +100,7 @@ def normalize_chunk(
     issues = ChunkIssues(np.zeros(n, dtype=bool))
     out: dict[str, Any] = {}
     for name, column in fields.items():
-        raw = chunk.table.column(column)
+        raw = _plain(chunk.table.column(column))
         if name == "arrival":
             out["arrival_us"] = _arrival(raw, column, fmt.time, start_us, issues)
         elif name in TOKEN_FIELDS:
@@ -135,6 +135,16 @@ def normalize_chunk(
         problems=problems,
         bad_rows=bad_rows,
     )
+
+
+def _plain(raw: Column) -> Column:
+    """Dictionary-encoded columns (pandas categoricals in Parquet) and string views as plain
+    arrays of their values, so every converter sees one shape."""
+    if pa.types.is_dictionary(raw.type):
+        return _plain(pc.cast(raw, raw.type.value_type))
+    if pa.types.is_string_view(raw.type) or pa.types.is_large_string(raw.type):
+        return pc.cast(raw, pa.string())
+    return raw
 
 
 def _select(values: Any, keep: npt.NDArray[np.bool_]) -> Any:

@@ -207,7 +207,8 @@ def ingest_file(
         raise InputFileError(
             path,
             f"missing required column {shown(missing[0])} for format {fmt.name} "
-            f"(it reads {', '.join(fmt.columns.values())}; the file has {listed})",
+            f"(it reads {', '.join(shown(c, 40) for c in fmt.columns.values())}; "
+            f"the file has {listed})",
         )
     _check_columns(path, fields, columns)
     if fmt.needs_start and options.start is None:

@@ -324,3 +324,16 @@ def test_header_without_a_newline_has_no_data_rows(write: WriteFile) -> None:
     path = write("h.csv", "TIMESTAMP,ContextTokens")
     with pytest.raises(InputFileError, match="the file has a header but no data rows"):
         list(iter_chunks(inspect_file(path), ["TIMESTAMP"]))
+
+
+def test_dictionary_columns_from_pandas_categoricals() -> None:
+    columns = azure(
+        pa.array(["2024-05-01", "2024-05-01"]).dictionary_encode(),
+        pa.array(["1", "2"]).dictionary_encode(),
+        pa.array([3, 4]).dictionary_encode(),
+    )
+    result = run(columns, AZURE_LLM)
+    assert result.problems == []
+    assert result.columns["input_tokens"].tolist() == [1, 2]
+    assert result.columns["output_tokens"].tolist() == [3, 4]
+    assert result.columns["arrival_us"].tolist() == [START_US, START_US]
