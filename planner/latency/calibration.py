@@ -31,6 +31,7 @@ from planner.latency.serving import LoadKind, SaturatedError, steady_state
 
 METRICS = {"ttft": "ttft", "itl": "tpot", "tpot": "tpot", "e2e": "e2e"}
 UNITS = {"ms": 1.0, "s": 1000.0}
+MAX_LOAD = 1_000_000  # sequences in a batch or clients of a load test: no benchmark runs more
 REQUIRED_COLUMNS = (
     "model",
     "gpu",
@@ -101,10 +102,10 @@ def _parse_load(text: str) -> tuple[LoadKind, float] | None:
     if kind == "qps":
         if not (math.isfinite(load) and load > 0):
             raise ValueError(f"expected a positive number of qps, got {shown(text)}")
-    elif not (math.isfinite(load) and load.is_integer() and load >= 1):
+    elif not (math.isfinite(load) and load.is_integer() and 1 <= load <= MAX_LOAD):
         what = "sequences" if kind == "batch" else "clients"
         raise ValueError(
-            f"expected a whole number of {what} ({kind}), at least 1, got {shown(text)}"
+            f"expected a whole number of {what} ({kind}) from 1 to {MAX_LOAD:,}, got {shown(text)}"
         )
     return kind, load
 
@@ -577,6 +578,17 @@ def calibrate(
             excluded.append(Excluded(point.row, reason))
     test_keys = split_points(usable, holdout)
     train = [p for p in usable if p.key not in test_keys]
+    needs = len(FIT_BOUNDS)
+    if len(usable) < needs:
+        raise PlannerError(
+            f"{len(usable)} usable measurements ({len(excluded)} excluded) cannot fit "
+            f"{needs} parameters; add measurements"
+        )
+    if len(train) < needs:
+        raise UsageError(
+            f"--holdout {holdout:g} leaves {len(train)} of the {len(usable)} measurements to "
+            f"fit {needs} parameters; give a smaller --holdout"
+        )
     heldout_fit = fit(train, start, catalog=catalog)
     final = fit(usable, heldout_fit, catalog=catalog)
     return CalibrationReport(

@@ -125,6 +125,7 @@ def test_lines_count_blank_lines_and_quoted_newlines(write: WriteFile) -> None:
         (",1,BF16", ",-2,BF16", "num_gpus", "expected a power of two"),
         ("QPS=2", "0.5", "batch_or_concurrency", "expected a whole number of sequences"),
         ("QPS=2", "concurrency=2.5", "batch_or_concurrency", "a whole number"),
+        ("QPS=2", "concurrency=1e9", "batch_or_concurrency", "from 1 to 1,000,000"),
         ("QPS=2", "QPS=nan", "batch_or_concurrency", "positive number"),
         ("23.0", "inf", "value", "expected a positive latency"),
         ("23.0", "nan", "value", "expected a positive latency"),
@@ -193,6 +194,14 @@ def test_a_static_batch_beyond_the_kv_cache_is_excluded_with_the_reason() -> Non
     (excluded,) = report.excluded
     assert excluded.row == 9
     assert "1,000,000 sequences" in excluded.reason and "KV cache" in excluded.reason
+
+
+def test_a_holdout_that_leaves_too_few_points_to_fit_says_so() -> None:
+    good = [point(input_tokens=n, value_ms=7.0 + n / 1000) for n in (128, 256, 512, 1024, 2048)]
+    with pytest.raises(UsageError, match="--holdout 0.99 leaves 0 of the 5 measurements"):
+        calibrate(good, Profile("x"), holdout=0.99)
+    with pytest.raises(PlannerError, match="4 usable measurements \\(1 excluded\\) cannot fit 5"):
+        calibrate([*good[:4], point(load=1_000_000.0)], Profile("x"), holdout=0.0)
 
 
 def test_a_summary_without_held_out_points_is_valid_json() -> None:
