@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from planner.common.text import printable
+
 
 class PlannerError(Exception):
     """An error caused by input or configuration, with a message written for the user."""
@@ -62,4 +64,4 @@ class InputFileError(PlannerError):
         self.problem = (
             problem if isinstance(problem, RowProblem) else RowProblem(None, None, problem)
         )
-        super().__init__(f"{self.path}: {self.problem.describe()}")
+        super().__init__(f"{printable(self.path)}: {self.problem.describe()}")

@@ -39,8 +39,8 @@ class _ResultConsole(Console):
 
 
 # Results go to stdout; progress and notes to stderr, so `--json` output stays parseable.
-stdout = _ResultConsole(highlight=False, soft_wrap=True)
-stderr = Console(stderr=True, highlight=False)
+stdout = _ResultConsole(highlight=False, soft_wrap=True, emoji=False)
+stderr = Console(stderr=True, highlight=False, emoji=False)  # ':b:' is text, not an emoji
 
 
 @dataclass

@@ -37,3 +37,21 @@ def test_output_piped_into_head_exits_cleanly(tmp_path: Path, args: list[str]) -
         errors = process.stderr.read().decode()
         assert process.wait(timeout=60) == 0, errors
     assert "rror" not in errors and "Exception" not in errors
+
+
+def test_errors_print_user_text_as_text(tmp_path: Path) -> None:
+    # a column named like an emoji code stays text; a file name with control characters is
+    # escaped, never sent raw to the terminal
+    weird = tmp_path / "log\x1b[31m\n.csv"
+    weird.write_text("a:b:c,x\n1,2\n", encoding="utf-8")
+    done = subprocess.run(
+        [PLANNER, "ingest", str(weird)],
+        capture_output=True,
+        text=True,
+        env=environment(tmp_path, 200),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "a:b:c" in done.stderr
+    assert "\x1b" not in done.stderr and "log\\x1b[31m\\n.csv" in done.stderr
