@@ -1,6 +1,6 @@
 """The store: datasets and everything planner derives from them, in SQLite or PostgreSQL."""
 
-from planner.store.db import Store, open_store
+from planner.store.db import Store, StoreBusyError, StoreConflictError, open_store
 from planner.store.forecast_models import ForecastPoint, ForecastRun
 from planner.store.models import Base, CalibrationProfile, Dataset, Request
 from planner.store.price_models import PricePointRow, PriceSheetVersion
@@ -17,5 +17,7 @@ __all__ = [
     "RecommendationRun",
     "Request",
     "Store",
+    "StoreBusyError",
+    "StoreConflictError",
     "open_store",
 ]

@@ -497,10 +497,26 @@ class SchemaState:
 
 def schema_state(engine: Engine, url: str) -> SchemaState:
     """The store's schema version and tables; a version table planner cannot read is an
-    error."""
+    error.
+
+    Another process may be migrating the store meanwhile: the tables are read between two reads
+    of the version, and read again when the version changed, so they always belong together.
+    """
+    revision = _revision(engine, url)
+    for _ in range(10):
+        with store_errors(url):
+            tables = set(inspect(engine).get_table_names())
+        again = _revision(engine, url)
+        if again == revision:
+            break
+        revision = again
+    return SchemaState(revision=revision, head=head_revision(), tables=tables)
+
+
+def _revision(engine: Engine, url: str) -> str | None:
     with store_errors(url):
         try:
-            revision = current_revision(engine)
+            return current_revision(engine)
         except CommandError as exc:  # e.g. more than one row in alembic_version
             problem = (
                 f"its version table ({VERSION_TABLE}) holds more than one version"
@@ -511,8 +527,6 @@ def schema_state(engine: Engine, url: str) -> SchemaState:
                 f"the store {_where(url)} is damaged: {problem}; restore a backup or point --db "
                 "elsewhere"
             ) from exc
-        tables = set(inspect(engine).get_table_names())
-    return SchemaState(revision=revision, head=head_revision(), tables=tables)
 
 
 def check_schema(state: SchemaState, url: str, *, engine: Engine | None = None) -> None:
