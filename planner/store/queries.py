@@ -8,9 +8,12 @@ import pandas as pd
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from planner.common.text import closest
+from planner.common.text import closest, printable, shown
 from planner.errors import NotFoundError
 from planner.store.models import Dataset, Request
+
+MAX_SUGGESTED = 5  # names suggested for a dataset that does not exist
+MAX_NAME_CHARS = 200
 
 # Columns of request_frame, with their pandas dtypes.
 FRAME_DTYPES: dict[str, str] = {
@@ -36,12 +39,16 @@ def get_dataset(session: Session, name: str) -> Dataset:
     dataset = session.scalars(select(Dataset).where(Dataset.name == name)).first()
     if dataset is None:
         known = list(session.scalars(select(Dataset.name)))
-        hint = (
-            f"; known datasets: {closest(name, known)}"
-            if known
-            else "; the store has no datasets yet"
-        )
-        raise NotFoundError(f"no dataset named {name!r}{hint}")
+        if not known:
+            hint = "; the store has no datasets yet"
+        else:
+            ranked = closest(name[:MAX_NAME_CHARS], known).split(", ")
+            names = ", ".join(printable(n, limit=MAX_NAME_CHARS) for n in ranked[:MAX_SUGGESTED])
+            more = len(known) - MAX_SUGGESTED
+            hint = f"; known datasets: {names}" + (
+                f" and {more:,} more (`planner datasets list`)" if more > 0 else ""
+            )
+        raise NotFoundError(f"no dataset named {shown(name)}{hint}")
     return dataset
 
 

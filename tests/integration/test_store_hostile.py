@@ -412,3 +412,31 @@ def test_a_version_table_with_two_versions(tmp_path: Path) -> None:
         conn.execute("INSERT INTO alembic_version VALUES ('0001')")
     with pytest.raises(StoreError, match=r"is damaged: its version table \(alembic_version\)"):
         open_store(url)
+
+
+def test_a_missing_dataset_name_is_quoted_safely_and_suggestions_are_few(tmp_path: Path) -> None:
+    from planner.errors import NotFoundError
+    from planner.store.queries import get_dataset
+
+    with open_store(f"sqlite:///{tmp_path / 'many.db'}") as store, store.session() as session:
+        for i in range(12):
+            session.add(
+                Dataset(
+                    name=f"trace-{i:02d}" if i else "bad\x1b[31mname",
+                    source_path="x",
+                    format="azure-llm",
+                    sha256=f"{i:064d}",
+                    size_bytes=1,
+                    row_count=0,
+                    skipped_rows=0,
+                    options={},
+                )
+            )
+        session.flush()
+        with pytest.raises(NotFoundError) as caught:
+            get_dataset(session, "\x1b[2J" + "trace-1" * 100)
+    message = str(caught.value)
+    assert "\x1b" not in message
+    assert message.startswith("no dataset named '\\x1b[2Jtrace-1trace-1")
+    assert "... (704 characters)" in message  # cut, with its length
+    assert message.count("trace-") < 20 and "and 7 more (`planner datasets list`)" in message
