@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
 from planner.cli.ingest import parse_start
 from planner.cli.simulate import class_slos, parse_duration
-from planner.errors import PlannerError, UsageError
+from planner.common.files import check_output_path, write_text_atomic
+from planner.common.text import closest, printable, shown
+from planner.errors import PlannerError, StoreError, UsageError
 from planner.latency.profile import DEFAULT_ENGINE, choose_profile
 from planner.latency.registry import all_profiles
 from planner.recommend.engine import Recommendation, recommend
@@ -37,41 +51,78 @@ from planner.recommend.store import (
     load_recommendation,
     save_recommendation,
 )
+from planner.recommend.sweep import peak_window
+from planner.recommend.verify import max_local_workers
 from planner.simulate.metrics import SLO
-from planner.simulate.workload import RateCurve, from_dataset, read_rate_curve, token_pool
+from planner.simulate.workload import (
+    HOUR_S,
+    RateCurve,
+    from_dataset,
+    read_rate_curve,
+    token_pool,
+)
+from planner.store import Store
+from planner.store.models import Request as RequestRow
+from planner.store.queries import get_dataset
 from pricing.model import PurchaseOption
-from pricing.sheets import ensure_list_prices, latest_prices, option_filter
+from pricing.sheets import check_filters, ensure_list_prices, latest_prices, option_filter
+
+# Most requests one simulated verification window may hold (``--max-requests``): the simulator
+# replays ~10,000 requests a second on one core, and a recommendation runs dozens of
+# simulations of the peak window (up to twice its load in the growth check).
+DEFAULT_MAX_REQUESTS = 1_000_000
+SIMULATED_REQUESTS_PER_S = 10_000  # one core, for the estimate in the refusal
+REPLAY_WINDOWS = 20  # a replayed dataset, held whole in memory: up to 20 x --max-requests
+MAX_MIN_REPLICAS = 10_000
+MAX_SEQS_LIMIT = 16_384
+MAX_TP = 1_024
+SAVE_ATTEMPTS = 3  # a store busy with another writer: tries, a second apart
 
 
 class NoFleetError(PlannerError):
     """Nothing met the targets: the result is printed, the exit is non-zero."""
 
 
-def _items(values: list[str]) -> list[str]:
-    """Repeatable options that also take comma lists: ``--gpu L4,A10G --gpu H100``."""
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+def _items(values: list[str], option: str = "") -> list[str]:
+    """Repeatable options that also take comma lists: ``--gpu L4,A10G --gpu H100``. An option
+    given with nothing in it (``--gpu ,``) is refused rather than read as "any"."""
+    items = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    if values and not items and option:
+        raise UsageError(f"{option} {shown(','.join(values))}: name at least one value")
+    return items
 
 
-def _ints(option: str, values: list[str], default: tuple[int, ...]) -> tuple[int, ...]:
-    items = _items(values)
+def _ints(option: str, values: list[str], default: tuple[int, ...], most: int) -> tuple[int, ...]:
+    items = _items(values, option)
     if not items:
         return default
     try:
         numbers = tuple(int(v) for v in items)
     except ValueError:
-        raise UsageError(f"{option}: expected whole numbers such as 1,2,4, got {values}") from None
-    if min(numbers) < 1:
-        raise UsageError(f"{option}: expected numbers of 1 or more, got {values}")
+        bad = next(v for v in items if not re.fullmatch(r"[+-]?\d+", v))
+        raise UsageError(f"{option} {shown(bad)}: expected whole numbers such as 1,2,4") from None
+    for number in numbers:
+        if not 1 <= number <= most:
+            raise UsageError(f"{option} {number}: expected a number from 1 to {most:,}")
     return numbers
 
 
-def _purchase(values: list[str]) -> tuple[PurchaseOption, ...]:
-    items = _items(values)
+def _purchase(values: list[str], max_spot_share: float) -> tuple[PurchaseOption, ...]:
+    items = _items(values, "--purchase")
     if not items:
         return DEFAULT_PURCHASE
     chosen: list[PurchaseOption] = []
     for item in items:
-        for option in option_filter(item) or ():
+        try:
+            options = option_filter(item) or ()
+        except UsageError as exc:
+            raise UsageError(str(exc).replace("--option:", "--purchase:", 1)) from None
+        if options == (PurchaseOption.SPOT,) and max_spot_share <= 0:
+            raise UsageError(
+                f"--purchase {shown(item)}: spot also needs --max-spot-share (the share of the "
+                "load above commitments that may run on spot, e.g. 0.5)"
+            )
+        for option in options:
             if option not in chosen:
                 chosen.append(option)
     if PurchaseOption.ON_DEMAND not in chosen:
@@ -79,10 +130,77 @@ def _purchase(values: list[str]) -> tuple[PurchaseOption, ...]:
     return tuple(chosen)
 
 
+def _number(
+    option: str,
+    value: float | None,
+    expected: str,
+    *,
+    low: float,
+    high: float = math.inf,
+    low_open: bool = False,
+) -> None:
+    """Refuse NaN, infinities and values out of ``[low, high]`` (``(low, high]``), naming the
+    option: Typer reads 'nan' and 'inf' as floats."""
+    if value is None:
+        return
+    above = value > low if low_open else value >= low
+    if not (math.isfinite(value) and above and value <= high):
+        raise UsageError(f"{option} {value:g}: expected {expected}")
+
+
+def _check_numbers(
+    load_scale: float,
+    min_attainment: float | None,
+    max_quality_loss: float | None,
+    max_spot_share: float,
+    spot_rate: float,
+    budget: float | None,
+    tighten_margin: float,
+) -> None:
+    _number(
+        "--load-scale",
+        load_scale,
+        "a positive number (1: the load as it is, 1.5: 50% more)",
+        low=0,
+        low_open=True,
+    )
+    _number(
+        "--min-attainment",
+        min_attainment,
+        "a share of requests above 0 and at most 1, e.g. 0.99",
+        low=0,
+        high=1,
+        low_open=True,
+    )
+    _number(
+        "--max-quality-loss",
+        max_quality_loss,
+        "accuracy points from 0 (full precision only) to 100",
+        low=0,
+        high=100,
+    )
+    _number("--max-spot-share", max_spot_share, "a share from 0 to 1", low=0, high=1)
+    _number(
+        "--spot-interruptions-per-hour",
+        spot_rate,
+        "interruptions per instance-hour, from 0 to 60",
+        low=0,
+        high=60,
+    )
+    _number(
+        "--budget",
+        budget,
+        "a positive number of dollars a month",
+        low=0,
+        low_open=True,
+    )
+    _number("--tighten-margin", tighten_margin, "a share of load from 0 to 1", low=0, high=1)
+
+
 def _chunked(value: str) -> tuple[bool, ...]:
     choices = {"both": (True, False), "on": (True,), "off": (False,)}
     if value not in choices:
-        raise UsageError(f"--chunked-prefill {value!r}: expected both, on or off")
+        raise UsageError(f"--chunked-prefill {shown(value)}: expected both, on or off")
     return choices[value]
 
 
@@ -120,26 +238,35 @@ def _demand(
     start: str | None,
     end: str | None,
     seed: int,
+    limit: WindowLimit,
 ) -> Demand:
     if (dataset is None) == (demand is None):
         raise UsageError(
             "give exactly one of --dataset NAME (plan for a logged load) or --demand "
             "FORECAST_ID|CSV (plan for a forecast's demand curve)"
         )
-    if not (np.isfinite(load_scale) and load_scale > 0):
-        raise UsageError(f"--load-scale must be a positive number, got {load_scale}")
+    if dataset is not None and not dataset.strip():
+        raise UsageError("--dataset is empty: name an ingested dataset (`planner datasets list`)")
+    if demand is not None and not demand.strip():
+        raise UsageError("--demand is empty: give a stored forecast's id or a CSV path (ds,y)")
     if dataset is not None:
+        if tokens_from is not None:
+            raise UsageError(
+                "--tokens-from goes with --demand: --dataset replays its own requests, lengths "
+                "included"
+            )
+        window = (parse_start(start, "--start"), parse_start(end, "--end"))
+        limit.check_replay(session, dataset, window, load_scale)
         workload = from_dataset(
-            session,
-            dataset,
-            load_scale=load_scale,
-            start=parse_start(start, "--start"),
-            end=parse_start(end, "--end"),
-            seed=seed,
+            session, dataset, load_scale=load_scale, start=window[0], end=window[1], seed=seed
         )
         scale = f" x {load_scale:g}" if load_scale != 1 else ""
         return Demand.from_workload(workload, f"dataset {dataset}{scale}")
     assert demand is not None
+    if start is not None or end is not None:
+        raise UsageError(
+            "--start and --end pick a window of --dataset; a --demand curve is planned whole"
+        )
     if re.fullmatch(r"#?\d+", demand.strip()) and not Path(demand).exists():
         return _forecast_demand(session, demand.strip(), tokens_from, load_scale)
     curve = read_rate_curve(demand)
@@ -150,8 +277,84 @@ def _demand(
         RateCurve(curve.start, curve.requests_per_hour * load_scale),
         inputs,
         outputs,
-        f"file {demand}" + (f" x {load_scale:g}" if load_scale != 1 else ""),
+        f"file {printable(demand, 200)}" + (f" x {load_scale:g}" if load_scale != 1 else ""),
     )
+
+
+class WindowLimit:
+    """What the machine can simulate: the requests of the verification window (the peak
+    ``verify_hours``), which every one of a recommendation's dozens of simulations replays."""
+
+    def __init__(self, max_requests: int, verify_hours: int, load_scale: float) -> None:
+        self.max_requests = max_requests
+        self.verify_hours = verify_hours
+        self.load_scale = load_scale
+
+    def _refuse(self, requests: float, what: str) -> UsageError:
+        minutes = requests / SIMULATED_REQUESTS_PER_S / 60
+        scale = f" at --load-scale {self.load_scale:g}" if self.load_scale != 1 else ""
+        return UsageError(
+            f"{what}{scale} holds {requests:,.0f} requests, more than --max-requests "
+            f"{self.max_requests:,}: each of the recommendation's dozens of simulations would "
+            f"replay them (about {minutes:,.0f} minutes each on one core). Lower --load-scale or "
+            "--verify-hours, or raise --max-requests to run it anyway"
+        )
+
+    def check(self, demand: Demand) -> None:
+        """Refuse a demand whose verification window is too big to simulate."""
+        rates = demand.curve.requests_per_hour
+        first, last = peak_window(rates, self.verify_hours)
+        requests = float(rates[first:last].sum())
+        if requests > self.max_requests:
+            hours = last - first
+            raise self._refuse(
+                requests, f"the demand's busiest {hours} hour{'s' if hours > 1 else ''}"
+            )
+
+    def check_replay(
+        self,
+        session: Session,
+        name: str,
+        window: tuple[datetime | None, datetime | None],
+        load_scale: float,
+    ) -> None:
+        """Before a dataset is read and scaled: its busiest hours and its size at the scale
+        (a replay is held whole in memory)."""
+        dataset = get_dataset(session, name)
+        where = [RequestRow.dataset_id == dataset.id]
+        if window[0] is not None:
+            where.append(RequestRow.arrival_us >= _micros(window[0]))
+        if window[1] is not None:
+            where.append(RequestRow.arrival_us < _micros(window[1]))
+        first, total = session.execute(
+            select(func.min(RequestRow.arrival_us), func.count()).where(*where)
+        ).one()
+        if not total:
+            return  # from_dataset says what is missing
+        zero = _micros(window[0]) if window[0] is not None else int(first)
+        hour = (RequestRow.arrival_us - zero) // int(HOUR_S * 1_000_000)
+        counts = session.execute(select(hour, func.count()).where(*where).group_by(hour)).all()
+        rates = np.zeros(int(max(h for h, _ in counts)) + 1)
+        for h, n in counts:
+            rates[int(h)] = n
+        first_hour, last_hour = peak_window(rates, self.verify_hours)
+        requests = float(rates[first_hour:last_hour].sum()) * load_scale
+        if requests > self.max_requests:
+            hours = last_hour - first_hour
+            raise self._refuse(
+                requests, f"dataset {name!r}'s busiest {hours} hour{'s' if hours > 1 else ''}"
+            )
+        if load_scale > 1 and total * load_scale > REPLAY_WINDOWS * self.max_requests:
+            raise UsageError(
+                f"--load-scale {load_scale:g} makes dataset {name!r} {total * load_scale:,.0f} "
+                f"requests to hold in memory, more than {REPLAY_WINDOWS} x --max-requests "
+                f"({REPLAY_WINDOWS * self.max_requests:,}); pick a window with --start/--end, "
+                "lower --load-scale, or raise --max-requests"
+            )
+
+
+def _micros(moment: datetime) -> int:
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def recommend_command(
@@ -222,7 +425,9 @@ def recommend_command(
         0.05, "--spot-interruptions-per-hour", help="Spot interruptions per instance-hour."
     ),
     budget: float | None = typer.Option(None, "--budget", help="Most $ per month."),
-    min_replicas: int = typer.Option(1, "--min-replicas", min=0, help="Replicas always up."),
+    min_replicas: int = typer.Option(
+        1, "--min-replicas", min=0, max=MAX_MIN_REPLICAS, help="Replicas always up."
+    ),
     verify_top: int = typer.Option(20, "--verify-top", min=1, help="Candidates to simulate."),
     verify_hours: int = typer.Option(
         1, "--verify-hours", min=1, help="Consecutive peak hours to simulate."
@@ -248,12 +453,23 @@ def recommend_command(
         "--compare-gpus/--no-compare-gpus",
         help="Also simulate the cheapest candidate of every other GPU type.",
     ),
-    workers: int = typer.Option(0, "--workers", min=0, help="Local processes (0: one per core)."),
+    workers: int = typer.Option(
+        0, "--workers", min=0, help="Local processes (0: one per core; at most 4 per core)."
+    ),
     dask: str | None = typer.Option(
         None, "--dask", help="Run the sweep on Dask: a scheduler address, or 'local'."
     ),
     engine: str = typer.Option(DEFAULT_ENGINE, "--engine", help="Engine whose calibration to use."),
-    seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same result)."),
+    seed: int = typer.Option(
+        0, "--seed", min=0, max=2**63 - 1, help="Random seed (same seed, same result)."
+    ),
+    max_requests: int = typer.Option(
+        DEFAULT_MAX_REQUESTS,
+        "--max-requests",
+        min=1,
+        help="Refuse a demand whose simulated peak hours hold more requests than this (each "
+        "simulation replays them); raise it to run a bigger load anyway.",
+    ),
     out: Path | None = typer.Option(None, "--out", help="Write the whole result as JSON here."),
     plot: Path | None = typer.Option(
         None, "--plot", help="Write an interactive chart (HTML): fleet by hour, cost vs P99."
@@ -265,6 +481,29 @@ def recommend_command(
 ) -> None:
     """The cheapest fleet that meets the P99 targets, verified by simulation, with the
     commitment plan behind it."""
+    _check_numbers(
+        load_scale,
+        min_attainment,
+        max_quality_loss,
+        max_spot_share,
+        spot_rate,
+        budget,
+        tighten_margin,
+    )
+    # output files are checked before the work, never found unwritable after it
+    if out is not None:
+        _check_output(out, "--out")
+    if plot is not None:
+        _check_output(plot, "--plot")
+        if out is not None and out.resolve() == plot.resolve():
+            raise UsageError(f"--out and --plot name the same file {shown(str(out))}")
+    if dask is not None and not dask.strip():
+        raise UsageError("--dask is empty: give a scheduler address (tcp://host:8786) or 'local'")
+    if dask in (None, "local") and workers > max_local_workers():
+        raise UsageError(
+            f"--workers {workers}: at most {max_local_workers()} local processes on this machine "
+            f"(4 per core; a simulation keeps a core busy); use --dask SCHEDULER for more"
+        )
     default_slo = SLO(
         parse_duration("--slo-ttft-p99", slo_ttft),
         parse_duration("--slo-tpot-p99", slo_tpot),
@@ -273,23 +512,29 @@ def recommend_command(
     models = _items([model])
     if not models:
         raise UsageError("--model: name the model to serve (`planner catalog models`)")
+    spot_classes = tuple(_items(spot_class, "--spot-class"))
+    if spot_classes and max_spot_share <= 0:
+        raise UsageError(
+            "--spot-class names the classes that may run on spot: give --max-spot-share too "
+            "(the share of the load above commitments that may, e.g. 0.5)"
+        )
     constraints = Constraints(
         model=models[0],
         alternative_models=tuple(models[1:]),
-        providers=tuple(p.lower() for p in _items(provider)),
-        regions=tuple(_items(region)),
-        gpus=tuple(_items(gpu)),
-        instance_types=tuple(_items(instance_type)),
-        precisions=tuple(_items(precision)) or DEFAULT_PRECISIONS,
+        providers=tuple(p.lower() for p in _items(provider, "--provider")),
+        regions=tuple(_items(region, "--region")),
+        gpus=tuple(_items(gpu, "--gpu")),
+        instance_types=tuple(_items(instance_type, "--instance-type")),
+        precisions=tuple(_items(precision, "--precision")) or DEFAULT_PRECISIONS,
         max_quality_loss_pct=max_quality_loss,
-        tp_degrees=_ints("--tp", tp, DEFAULT_TP),
+        tp_degrees=_ints("--tp", tp, DEFAULT_TP, MAX_TP),
         max_tp=max_tp,
-        max_seqs=_ints("--max-seqs", max_seqs, DEFAULT_MAX_SEQS),
+        max_seqs=_ints("--max-seqs", max_seqs, DEFAULT_MAX_SEQS, MAX_SEQS_LIMIT),
         chunked_prefill=_chunked(chunked_prefill),
-        kv_cache=kv_cache,
-        purchase_options=_purchase(purchase),
+        kv_cache=kv_cache.strip().lower(),
+        purchase_options=_purchase(purchase, max_spot_share),
         max_spot_share=max_spot_share,
-        spot_classes=tuple(_items(spot_class)),
+        spot_classes=spot_classes,
         spot_interruptions_per_hour=spot_rate,
         budget_usd_per_month=budget,
         min_replicas=min_replicas,
@@ -307,25 +552,42 @@ def recommend_command(
         dask=dask,
         engine=engine,
     )
+    limit = WindowLimit(max_requests, verify_hours, load_scale)
     with store_from(ctx) as store:
         with store.session() as session:
             plan_demand = _demand(
-                session, dataset, demand, tokens_from, load_scale, start, end, seed
+                session, dataset, demand, tokens_from, load_scale, start, end, seed, limit
             )
+            limit.check(plan_demand)
             ensure_list_prices(session)
+            for name in constraints.providers:
+                check_filters(session, provider=name)
+            for name in constraints.regions:
+                check_filters(session, region=name)
+            for name in constraints.gpus:
+                check_filters(session, gpu=name)
             prices = latest_prices(session)
             profiles = all_profiles(session)
+        unknown = [c for c in spot_classes if c not in plan_demand.classes]
+        if unknown:
+            raise UsageError(
+                f"--spot-class: the demand has no class {shown(unknown[0])}; its classes "
+                f"(closest first): {closest(unknown[0], plan_demand.classes)}"
+            )
         slos = class_slos(plan_demand.classes, slo, default_slo)
         request = Request(plan_demand, Targets(slos, min_attainment), constraints, options)
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=stderr,
-            disable=quiet or not stderr.is_terminal,
-            transient=True,
-        ) as bar:
+        with (
+            _stop_on_sigterm(),
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=stderr,
+                disable=quiet or not stderr.is_terminal,
+                transient=True,
+            ) as bar,
+        ):
             tasks: dict[str, Any] = {}
 
             def progress(stage: str, done: int, total: int) -> None:
@@ -340,22 +602,102 @@ def recommend_command(
                 progress=progress,
             )
         data = result.to_dict()
-        if save:
-            with store.session() as session:
-                data["id"] = save_recommendation(session, result).id
+        not_stored = _save(store, result, data) if save else None
+    # the result is never lost: every output is attempted, whatever failed before it
+    problems: list[str] = []
     if plot is not None:
-        from planner.recommend.plot import write_html
+        from planner.recommend.plot import html
 
-        write_html(data, plot)
-        data["plot"] = str(plot)
+        try:
+            _write_output(plot, html(data), "--plot")
+            data["plot"] = str(plot)
+        except PlannerError as exc:
+            problems.append(str(exc))
     if out is not None:
-        out.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+        try:
+            _write_output(out, json.dumps(data, indent=2, default=str) + "\n", "--out")
+        except PlannerError as exc:
+            problems.append(str(exc))
     if as_json:
         print_json(data)
     else:
         _print(result, data.get("id"), rows)
+    if not_stored is not None:
+        kept = "printed" + (f" and written to {out}" if out is not None and not problems else "")
+        raise StoreError(
+            f"the recommendation was {kept} but not stored: {not_stored}. Rerun with --out FILE "
+            "to keep it, or when the store is free"
+        )
+    if problems:
+        stored = f" (stored as recommendation #{data['id']})" if "id" in data else ""
+        raise UsageError("; ".join(problems) + stored)
     if result.winner is None:
-        raise NoFleetError("no configuration met the targets (see the rejections above)")
+        raise NoFleetError(_no_fleet(result))
+
+
+def _save(store: Store, result: Recommendation, data: dict[str, Any]) -> str | None:
+    """Store the result, its id into ``data``; a store busy with another writer is tried again.
+    Returns why it could not be stored (None once stored)."""
+    reason = ""
+    for attempt in range(1, SAVE_ATTEMPTS + 1):
+        try:
+            with store.session() as session:
+                data["id"] = save_recommendation(session, result).id
+            return None
+        except (SQLAlchemyError, PlannerError, OSError) as exc:
+            data.pop("id", None)
+            reason = _reason(exc)
+            busy = "locked" in reason or "busy" in reason
+            if not busy or attempt == SAVE_ATTEMPTS:
+                break
+            time.sleep(1.0)
+    return reason
+
+
+def _reason(exc: BaseException) -> str:
+    """One line about a store failure, without the SQL statement and its parameters."""
+    if isinstance(exc, PlannerError):
+        return str(exc)
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).splitlines()[0] if str(exc) else ""
+    return f"{type(orig or exc).__name__}: {text}" if text else type(orig or exc).__name__
+
+
+@contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM stops the run like Ctrl-C: the runner's context kills its worker processes on
+    the way out (exit status 143, as for a process the signal ended)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        stderr.print("planner recommend: stopped by SIGTERM; nothing was stored", markup=False)
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _no_fleet(result: Recommendation) -> str:
+    """Why nothing was recommended, with the rejections counted and one of each kind shown."""
+    reasons = Counter(r["reason"] for r in result.rejected)
+    if not reasons:
+        return "no configuration met the targets, and none was rejected with a reason (a bug)"
+    examples = []
+    for reason in reasons:
+        row = next(r for r in result.rejected if r["reason"] == reason)
+        what = " ".join(
+            str(row[k]) for k in ("instance_type", "model", "precision") if row.get(k) is not None
+        )
+        tp = f" TP{row['tp']}" if row.get("tp") is not None else ""
+        examples.append(
+            f"{reason} ({reasons[reason]:,}): {(what + tp).strip() or 'all'}: {row['detail']}"
+        )
+    return "no configuration met the targets. Rejected: " + "; ".join(examples)
 
 
 def _ms(value: Any) -> str:
@@ -369,7 +711,8 @@ def _usd(value: Any) -> str:
 def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
     d = result.demand
     stdout.print(
-        f"demand: {d['source']}: {d['hours']} h, peak {d['peak_requests_per_s']:,.2f} req/s, "
+        f"demand: {_cell(d['source'])}: {d['hours']} h, "
+        f"peak {d['peak_requests_per_s']:,.2f} req/s, "
         f"mean {d['mean_requests_per_s']:,.2f} req/s; mean tokens in/out "
         f"{d['mean_input_tokens']:,.0f}/{d['mean_output_tokens']:,.0f}"
     )
@@ -384,8 +727,9 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
         chosen = result.plan["chosen"]
         unit = chosen["commitment_unit"].replace("_", " ")
         stdout.print(
-            f"\n[bold]recommended:[/] {w['provider']}/{w['region']} {w['instance_type']} "
-            f"({w['gpus_per_instance']} x {w['gpu']}), {w['model']} {w['precision']}, "
+            f"\n[bold]recommended:[/] {_cell(w['provider'])}/{_cell(w['region'])} "
+            f"{_cell(w['instance_type'])} ({w['gpus_per_instance']} x {_cell(w['gpu'])}), "
+            f"{_cell(w['model'])} {_cell(w['precision'])}, "
             f"TP {w['tp']}, "
             f"max {w['max_seqs']} sequences, chunked prefill "
             + ("on" if w["chunked_prefill"] else "off")
@@ -409,7 +753,11 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
             )
             + f"; all on-demand {_usd(result.plan['all_on_demand_monthly_usd'])} "
             f"(saves {result.plan['savings_vs_on_demand_pct']:.1f}%); "
-            f"${w['usd_per_million_tokens']:,.3f} per million tokens"
+            + (
+                f"${w['usd_per_million_tokens']:,.3f} per million tokens"
+                if w["usd_per_million_tokens"] is not None
+                else "no tokens to price"
+            )
         )
         growth = w.get("load_headroom")
         if growth is not None:
@@ -442,11 +790,14 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
     for row in result.ranked[:rows]:
         table.add_row(
             str(row["id"]) + ("*" if row["id"] in pareto else ""),
-            f"{row['provider']} {row['instance_type']} ({row['gpus_per_instance']}x{row['gpu']})",
-            f"{row['model']} {row['precision']} TP{row['tp']}",
+            _cell(
+                f"{row['provider']} {row['instance_type']} ({row['gpus_per_instance']}x"
+                f"{row['gpu']})"
+            ),
+            _cell(f"{row['model']} {row['precision']} TP{row['tp']}"),
             f"{row['max_seqs']} seqs" + (", chunked" if row["chunked_prefill"] else ""),
             _usd(row["monthly_usd"]),
-            row["purchase"],
+            _cell(row["purchase"]),
             f"{_ms(row['p99_ttft_s'])}/{_ms(row['p99_tpot_s'])}",
             "-" if row["slo_headroom"] is None else f"{row['slo_headroom']:.0%}",
             "yes" if row["verified"] else "no",
@@ -461,7 +812,10 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
             + " (--json lists each with its reason)"
         )
     for row in [r for r in result.rejected if r["stage"] == "verify"][:5]:
-        stdout.print(f"  {row['instance_type']} {row['precision']} TP{row['tp']}: {row['detail']}")
+        stdout.print(
+            f"  {row['instance_type']} {row['precision']} TP{row['tp']}: {row['detail']}",
+            markup=False,
+        )
     for note in result.notes:
         stderr.print(f"note: {note}", markup=False)
     if stored_id is not None:
@@ -488,9 +842,9 @@ def list_command(
         table.add_row(
             str(r["id"]),
             r["created_at"][:19],
-            r["demand_source"],
-            r["model"],
-            r["winner"] or "(none met the targets)",
+            _cell(r["demand_source"]),
+            _cell(r["model"]),
+            _cell(r["winner"]) or "(none met the targets)",
             _usd(r["monthly_usd"]),
             r["purchase"] or "-",
         )
@@ -501,27 +855,43 @@ def list_command(
 @user_errors
 def show_command(
     ctx: typer.Context,
-    recommendation_id: int = typer.Argument(..., help="Recommendation id."),
+    recommendation_id: int = typer.Argument(
+        ..., min=1, max=2**63 - 1, help="Recommendation id (`planner recommendations list`)."
+    ),
     plot: Path | None = typer.Option(None, "--plot", help="Write its chart (HTML)."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON."),
 ) -> None:
     """One stored recommendation."""
+    if plot is not None:
+        _check_output(plot, "--plot")
     with store_from(ctx) as store, store.session() as session:
         run = load_recommendation(session, recommendation_id)
         data = run.result
         header = brief(run)
-    if plot is not None:
-        from planner.recommend.plot import write_html
+    try:
+        _show(header, data, plot, as_json)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StoreError(
+            f"recommendation #{recommendation_id} is stored in a form this planner cannot read "
+            f"({type(exc).__name__}: {shown(str(exc))}); `planner recommendations show "
+            f"{recommendation_id} --json` prints it as stored"
+        ) from exc
 
-        write_html(data, plot)
+
+def _show(header: dict[str, Any], data: Any, plot: Path | None, as_json: bool) -> None:
     if as_json:
+        if plot is not None:
+            _write_plot(data, plot)
         print_json({**header, "result": data})
         return
+    if plot is not None:
+        _write_plot(data, plot)
     stdout.print(
-        f"recommendation #{header['id']} ({header['created_at'][:19]}): {header['demand_source']}"
-        f", {header['model']}: {header['winner'] or 'none met the targets'}"
+        f"recommendation #{header['id']} ({header['created_at'][:19]}): "
+        f"{_cell(header['demand_source'])}, {_cell(header['model'])}: "
+        f"{_cell(header['winner']) or 'none met the targets'}"
         + (
-            f", {_usd(header['monthly_usd'])}/month ({header['purchase']})"
+            f", {_usd(header['monthly_usd'])}/month ({_cell(header['purchase'])})"
             if header["winner"]
             else ""
         )
@@ -530,5 +900,44 @@ def show_command(
         stdout.print(
             f"  #{row['id']} {row['provider']}/{row['region']}/{row['instance_type']} "
             f"{row['model']} {row['precision']} TP{row['tp']}: {_usd(row['monthly_usd'])}/month, "
-            f"P99 TTFT {_ms(row['p99_ttft_s'])} ms, verified {'yes' if row['verified'] else 'no'}"
+            f"P99 TTFT {_ms(row['p99_ttft_s'])} ms, verified {'yes' if row['verified'] else 'no'}",
+            markup=False,
         )
+
+
+def _write_plot(data: Any, plot: Path) -> None:
+    from planner.recommend.plot import html
+
+    _write_output(plot, html(data), "--plot")
+
+
+def _special(path: Path) -> bool:
+    """An existing path that is not a regular file: /dev/stdout, /dev/null, a named pipe."""
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
+def _check_output(path: Path, option: str) -> None:
+    """check_output_path, except for a device or pipe, which is written in place (never
+    replaced by a renamed temporary file: that would need its folder, /dev, to be writable, and
+    as root would replace /dev/stdout itself)."""
+    if _special(path):
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{option} {path}: not writable")
+        return
+    check_output_path(path, option)
+
+
+def _write_output(path: Path, text: str, option: str) -> None:
+    if not _special(path):
+        write_text_atomic(path, text, option)
+        return
+    try:
+        with path.open("w", encoding="utf-8") as stream:
+            stream.write(text)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: could not write ({exc.strerror or exc})") from exc
+
+
+def _cell(value: Any) -> str:
+    """A stored or user-given text for a table or a line: no control characters, no markup."""
+    return "" if value is None else escape(printable(str(value)))

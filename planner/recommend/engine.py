@@ -230,7 +230,7 @@ def _over_budget(s: Screened, budget: float, when: str) -> Rejection:
     return Rejection(
         "budget",
         "over-budget",
-        f"${s.monthly_usd:,.0f}/month {when}, budget ${budget:,.0f}",
+        f"${s.monthly_usd:,.0f}/month {when}, budget {dollars(budget)}",
         s.candidate.describe(),
     )
 
@@ -275,7 +275,7 @@ def _notes(
     if winner is None and screened and not affordable and budget is not None:
         cheapest_screened = min(s.monthly_usd for s in screened)
         notes.append(
-            f"every configuration that passed the screen costs more than the ${budget:,.0f} "
+            f"every configuration that passed the screen costs more than the {dollars(budget)} "
             f"budget (the cheapest ${cheapest_screened:,.0f}/month); nothing was simulated"
         )
     elif winner is None and not screened:
@@ -289,12 +289,22 @@ def _notes(
             "types or precisions, or raise --max-attempts"
         )
     hours = request.demand.hours
+    if request.options.verify_hours > hours:
+        notes.append(
+            f"--verify-hours {request.options.verify_hours} is more than the demand's {hours} "
+            f"hour{'s' if hours != 1 else ''}: all of it was simulated"
+        )
     if hours < 24 * 7:
         notes.append(
             f"the demand covers {hours} hour{'s' if hours != 1 else ''}; commitments (1-3 "
             "years) are sized as if this pattern repeated for the whole term"
         )
     return notes
+
+
+def dollars(value: float) -> str:
+    """Dollars for a message: whole dollars, unless that would print a positive amount as $0."""
+    return f"${value:,.0f}" if value >= 1 else f"${value:.2g}"
 
 
 def _monthly_tokens(request: Request) -> tuple[float, float]:

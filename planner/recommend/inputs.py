@@ -43,6 +43,12 @@ class Demand:
             raise UsageError("the demand needs request lengths: (input, output) token pairs")
         if self.curve.total_requests <= 0:
             raise UsageError(f"the demand ({self.source}) has no requests in any hour")
+        if self.curve.total_requests < 1:
+            raise UsageError(
+                f"the demand ({self.source}) adds up to {self.curve.total_requests:.2g} requests "
+                "in all its hours, less than one: nothing to plan for (a smaller --load-scale "
+                "than meant?)"
+            )
 
     @classmethod
     def from_workload(cls, workload: Workload, source: str) -> Demand:

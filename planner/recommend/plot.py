@@ -144,6 +144,11 @@ def write_html(result: dict[str, Any], path: Path | str, option: str = "--plot")
     """A self-contained HTML file (plotly.js embedded: opens offline), written whole or not at
     all (a full disk leaves no half chart)."""
     path = Path(path)
-    html = figure(result).to_html(include_plotlyjs=True, full_html=True)
-    write_text_atomic(path, html, option)
+    write_text_atomic(path, html(result), option)
     return path
+
+
+def html(result: dict[str, Any]) -> str:
+    """The chart as a self-contained HTML page."""
+    text: str = figure(result).to_html(include_plotlyjs=True, full_html=True)
+    return text

@@ -285,7 +285,7 @@ class Runner:
         else:
             try:
                 self._client = Client(self.dask, timeout=10)
-            except OSError as exc:
+            except (OSError, ValueError, TypeError) as exc:  # unreachable, or not an address
                 raise UsageError(
                     f"--dask {self.dask}: could not reach the Dask scheduler ({exc})"
                 ) from exc

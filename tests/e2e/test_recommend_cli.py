@@ -163,7 +163,7 @@ def test_no_fleet_meets_an_impossible_target(home: Path, demand_csv: Path) -> No
         (["--dataset", "demo", *TARGETS, "--purchase", "forever"], "unknown purchase option"),
         (["--dataset", "nope", *TARGETS], "nope"),
         (["--dataset", "demo", "--model", "gpt-9", "--slo-ttft-p99", "2s"], "gpt-9"),
-        (["--dataset", "demo", *TARGETS, "--provider", "oracle"], "no instance type"),
+        (["--dataset", "demo", *TARGETS, "--provider", "oracle"], "unknown provider 'oracle'"),
         (["--dataset", "demo", *TARGETS, "--max-spot-share", "2"], "--max-spot-share"),
     ],
 )
