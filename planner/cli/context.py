@@ -6,24 +6,20 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
 import typer
-from rich import box
 from rich.console import Console
-from rich.measure import Measurement
-from rich.table import Table
 
 from planner.errors import PlannerError
 from planner.store import Store, open_store
 
 DEBUG_ENV = "PLANNER_DEBUG"
 INTERNAL_ERROR_EXIT = 70
-SHORT_VALUE_CHARS = 10  # table values up to this long are never wrapped
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -111,59 +107,3 @@ def _silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-
-
-def result_table(*headers: str, title: str | None = None) -> Table:
-    """A results table in the house style: light rules, so that more columns fit a terminal."""
-    return Table(
-        *headers,
-        title=title,
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-
-
-def print_table(
-    table: Table, *, keep_whole: Sequence[str] = (), optional: Sequence[str] = ()
-) -> None:
-    """Print ``table`` on stdout so that it reads in the terminal's width (80 columns too).
-
-    ``keep_whole`` names the columns whose values must never be cut or wrapped (instance types,
-    model names); ``optional`` the columns to leave out, in that order, while the table is too
-    wide, each named in a note on stderr. Values are never cut silently into "…".
-    """
-    by_header = {str(column.header): column for column in table.columns}
-    for header in keep_whole:
-        column = by_header[header]
-        column.no_wrap = True
-        column.min_width = max((len(str(c)) for c in column._cells), default=0)
-    left_out = []
-    for header in optional:
-        if _natural_width(table) <= stdout.width:
-            break
-        table.columns.remove(by_header[header])
-        left_out.append(header)
-    for column in table.columns:
-        if column.header in keep_whole:
-            continue
-        widest = max((len(str(c)) for c in column._cells), default=0)
-        if widest <= SHORT_VALUE_CHARS:
-            column.no_wrap = True  # numbers and codes stay on one line, whole
-            column.min_width = max(widest, len(str(column.header)))
-        else:
-            column.overflow = "fold"  # long text wraps onto more lines rather than "…"
-            column.min_width = SHORT_VALUE_CHARS  # and never shrinks out of sight
-    stdout.print(table)
-    if left_out:
-        stderr.print(
-            f"(left out to fit {stdout.width} columns: {', '.join(left_out)}; "
-            "widen the terminal or use --json for every field)",
-            markup=False,
-        )
-
-
-def _natural_width(table: Table) -> int:
-    unbounded = stdout.options.update_width(100_000)  # measured unclamped by the terminal
-    return Measurement.get(stdout, unbounded, table).maximum

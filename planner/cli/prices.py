@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
+from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 from planner.errors import UsageError
 from planner.store import Store
@@ -60,73 +59,6 @@ def _ensure(store: Store) -> None:
             f"the store had no prices: loaded the bundled snapshot as version {loaded.id} "
             f"({loaded.row_count} prices)",
             markup=False,
-        )
-
-
-@dataclass
-class _Column:
-    """A table column: its header, its cells as plain text, and how readily it is left out
-    when the terminal is narrow (0: a key column, always shown; higher: left out first)."""
-
-    header: str
-    cells: list[str]
-    drop: int = 0
-    justify: str = "left"
-
-    @property
-    def natural(self) -> int:
-        return max([len(self.header), *(len(c) for c in self.cells)])
-
-
-def _text(value: str) -> str:
-    """A stored value as table text: control characters escaped."""
-    return printable(value)
-
-
-def _print_table(columns: list[_Column], *, title: str | None = None) -> None:
-    """Print a table whose key columns stay readable at any width: when the full table is wider
-    than the terminal, it is drawn compactly and the least important columns are left out (a
-    note says which; --json has everything); key columns are never cut, and the instance
-    type keeps its full width."""
-    width = stdout.width
-    rows = len(columns[0].cells) if columns else 0
-    if sum(c.natural + 3 for c in columns) + 1 <= width:
-        table = Table(title=title)
-        for c in columns:
-            table.add_column(c.header, justify=c.justify)  # type: ignore[arg-type]
-        chosen = columns
-    else:
-        chosen = list(columns)
-        for c in sorted((c for c in columns if c.drop), key=lambda c: -c.drop):
-            if sum(x.natural for x in chosen) + len(chosen) - 1 <= width:
-                break
-            chosen.remove(c)
-        table = Table(
-            title=title,
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-            pad_edge=False,
-            padding=0,
-            collapse_padding=True,
-        )
-        for c in chosen:
-            key = c.drop == 0
-            table.add_column(
-                c.header,
-                justify=c.justify,  # type: ignore[arg-type]
-                no_wrap=key and c.header != "option",
-                min_width=min(c.natural, 40) if key and c.header != "option" else None,
-                overflow="fold",
-            )
-    for i in range(rows):
-        table.add_row(*(escape(c.cells[i]) for c in chosen))
-    stdout.print(table)
-    left_out = [c.header for c in columns if c not in chosen]
-    if left_out:
-        stdout.print(
-            f"(narrow terminal: left out {', '.join(left_out)}; --json has every field)",
-            markup=False,
-            soft_wrap=False,
         )
 
 
@@ -191,23 +123,23 @@ def list_command(
         stdout.print("no prices match these filters (see `planner prices list` without filters)")
         return
     points = [e.point for e in entries]
-    _print_table(
+    print_table(
         [
-            _Column("provider", [p.provider.value for p in points]),
-            _Column("region", [_text(p.region) for p in points]),
-            _Column("instance", [_text(p.instance_type) for p in points]),
-            _Column("GPUs", [f"{p.gpu_count} x {_text(p.gpu_model)}" for p in points]),
-            _Column("option", [_option_label(p) for p in points]),
-            _Column("$/hour", [_money(p.usd_per_hour) for p in points], justify="right"),
-            _Column("$/GPU-hour", [_money(p.usd_per_gpu_hour) for p in points], 1, justify="right"),
-            _Column(
+            Column("provider", [p.provider.value for p in points]),
+            Column("region", [printable(p.region) for p in points]),
+            Column("instance", [printable(p.instance_type) for p in points]),
+            Column("GPUs", [f"{p.gpu_count} x {printable(p.gpu_model)}" for p in points]),
+            Column("option", [_option_label(p) for p in points]),
+            Column("$/hour", [_money(p.usd_per_hour) for p in points], justify="right"),
+            Column("$/GPU-hour", [_money(p.usd_per_gpu_hour) for p in points], 1, justify="right"),
+            Column(
                 "upfront $",
                 [f"{p.upfront_usd:,.0f}" if p.upfront_usd else "-" for p in points],
                 3,
                 justify="right",
             ),
-            _Column("date", [p.effective_date for p in points], 2),
-            _Column("from", [_from(e) for e in entries], 4),
+            Column("date", [p.effective_date for p in points], 2),
+            Column("from", [_from(e) for e in entries], 4),
         ]
     )
     stdout.print(f"{len(entries)} prices; sources: `planner prices list --json`")
@@ -258,23 +190,23 @@ def compare_command(
         )
         return
     points = [e.point for e in entries]
-    _print_table(
+    print_table(
         [
-            _Column("#", [str(i) for i in range(1, len(entries) + 1)], 5),
-            _Column("provider", [p.provider.value for p in points]),
-            _Column("region", [_text(p.region) for p in points]),
-            _Column("instance", [_text(p.instance_type) for p in points]),
-            _Column("GPUs", [f"{p.gpu_count} x {_text(p.gpu_model)}" for p in points]),
-            _Column(
+            Column("#", [str(i) for i in range(1, len(entries) + 1)], 5),
+            Column("provider", [p.provider.value for p in points]),
+            Column("region", [printable(p.region) for p in points]),
+            Column("instance", [printable(p.instance_type) for p in points]),
+            Column("GPUs", [f"{p.gpu_count} x {printable(p.gpu_model)}" for p in points]),
+            Column(
                 "option",
                 [
                     _option_label(e.point) + (" (yours)" if e.source_kind == "user" else "")
                     for e in entries
                 ],
             ),
-            _Column("$/hour", [_money(p.usd_per_hour) for p in points], justify="right"),
-            _Column("$/GPU-hour", [_money(p.usd_per_gpu_hour) for p in points], 1, justify="right"),
-            _Column(
+            Column("$/hour", [_money(p.usd_per_hour) for p in points], justify="right"),
+            Column("$/GPU-hour", [_money(p.usd_per_gpu_hour) for p in points], 1, justify="right"),
+            Column(
                 "vs cheapest OD",
                 [
                     "-"
@@ -285,7 +217,7 @@ def compare_command(
                 2,
                 justify="right",
             ),
-            _Column(
+            Column(
                 "break-even",
                 [
                     "-"
@@ -296,7 +228,7 @@ def compare_command(
                 3,
                 justify="right",
             ),
-            _Column("date", [p.effective_date for p in points], 4),
+            Column("date", [p.effective_date for p in points], 4),
         ]
     )
     stdout.print(
@@ -383,14 +315,14 @@ def import_command(
 
 
 def _diff_table(title: str, points: list[PricePoint]) -> None:
-    _print_table(
+    print_table(
         [
-            _Column("provider", [p.provider.value for p in points]),
-            _Column("region", [_text(p.region) for p in points]),
-            _Column("instance", [_text(p.instance_type) for p in points]),
-            _Column("GPUs", [f"{p.gpu_count} x {_text(p.gpu_model)}" for p in points], 1),
-            _Column("option", [_option_label(p) for p in points]),
-            _Column("$/hour", [_money(p.usd_per_hour) for p in points], justify="right"),
+            Column("provider", [p.provider.value for p in points]),
+            Column("region", [printable(p.region) for p in points]),
+            Column("instance", [printable(p.instance_type) for p in points]),
+            Column("GPUs", [f"{p.gpu_count} x {printable(p.gpu_model)}" for p in points], 1),
+            Column("option", [_option_label(p) for p in points]),
+            Column("$/hour", [_money(p.usd_per_hour) for p in points], justify="right"),
         ],
         title=title,
     )
@@ -410,15 +342,15 @@ def _print_diff(result: SheetDiff) -> None:
     )
     if result.changed:
         changes = result.changed
-        _print_table(
+        print_table(
             [
-                _Column("provider", [c.new.provider.value for c in changes]),
-                _Column("region", [_text(c.new.region) for c in changes]),
-                _Column("instance", [_text(c.new.instance_type) for c in changes]),
-                _Column("option", [_option_label(c.new) for c in changes]),
-                _Column("old $/hour", [_money(c.old.usd_per_hour) for c in changes], 1, "right"),
-                _Column("new $/hour", [_money(c.new.usd_per_hour) for c in changes], 0, "right"),
-                _Column(
+                Column("provider", [c.new.provider.value for c in changes]),
+                Column("region", [printable(c.new.region) for c in changes]),
+                Column("instance", [printable(c.new.instance_type) for c in changes]),
+                Column("option", [_option_label(c.new) for c in changes]),
+                Column("old $/hour", [_money(c.old.usd_per_hour) for c in changes], 1, "right"),
+                Column("new $/hour", [_money(c.new.usd_per_hour) for c in changes], 0, "right"),
+                Column(
                     "change",
                     [
                         f"{c.pct_change:+.1f}%"
