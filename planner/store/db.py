@@ -231,7 +231,7 @@ def store_error(exc: BaseException, url: str) -> StoreError:
     if "unable to open database file" in low:
         return StoreError(
             f"cannot open the store at {where}: {reason}; check that the path names a file in a "
-            "folder planner may write to"
+            "folder planner may write to (SQLite keeps its -wal and -shm files next to it)"
         )
     if "disk is full" in low or "disk i/o error" in low or state == "53100":
         return StoreError(

@@ -440,3 +440,19 @@ def test_a_missing_dataset_name_is_quoted_safely_and_suggestions_are_few(tmp_pat
     assert message.startswith("no dataset named '\\x1b[2Jtrace-1trace-1")
     assert "... (704 characters)" in message  # cut, with its length
     assert message.count("trace-") < 20 and "and 7 more (`planner datasets list`)" in message
+
+
+def test_a_read_only_store_reads_but_does_not_write(tmp_path: Path) -> None:
+    sqlite_store(tmp_path / "ro.db")
+    url = f"sqlite:///file:{tmp_path / 'ro.db'}?mode=ro&uri=true"
+    with open_store(url) as store:
+        with store.session() as session:
+            assert [d.name for d in session.scalars(select(Dataset))] == ["ro"]
+        with (
+            pytest.raises(
+                StoreError, match="cannot write to the store .*readonly database"
+            ) as caught,
+            store.session() as session,
+        ):
+            session.delete(session.scalars(select(Dataset)).one())
+    assert "DELETE" not in str(caught.value)
