@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from planner.cli.context import print_json, stdout, store_from, user_errors
+from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 from planner.store.queries import delete_dataset, get_dataset, list_datasets, request_frame
 from planner.workload import DatasetSummary, summarize
@@ -43,18 +44,15 @@ def list_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     if not rows:
         stdout.print("no datasets yet: load one with `planner ingest PATH`")
         return
-    table = Table("format", "rows", "start (UTC)", "end (UTC)")
-    table.add_column("name", overflow="fold", ratio=1)
-    table.columns.insert(0, table.columns.pop())
-    for r in rows:
-        table.add_row(
-            _safe(str(r["name"])),
-            _safe(str(r["format"])),
-            f"{r['rows']:,}",
-            f"{r['start_at']:%Y-%m-%d %H:%M}",
-            f"{r['end_at']:%Y-%m-%d %H:%M}",
-        )
-    stdout.print(table)
+    print_table(
+        [
+            Column("name", [printable(str(r["name"])) for r in rows]),
+            Column("format", [printable(str(r["format"])) for r in rows], 2),
+            Column("rows", [f"{r['rows']:,}" for r in rows], justify="right"),
+            Column("start (UTC)", [f"{r['start_at']:%Y-%m-%d %H:%M}" for r in rows]),
+            Column("end (UTC)", [f"{r['end_at']:%Y-%m-%d %H:%M}" for r in rows], 1),
+        ]
+    )
 
 
 @app.command("show")

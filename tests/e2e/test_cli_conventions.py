@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import DEMO_SAMPLE
 from tests.e2e.test_cli import PLANNER
 
 
@@ -55,3 +56,16 @@ def test_errors_print_user_text_as_text(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert "a:b:c" in done.stderr
     assert "\x1b" not in done.stderr and "log\\x1b[31m\\n.csv" in done.stderr
+
+
+def test_dataset_names_stay_whole_at_80_columns(tmp_path: Path) -> None:
+    env = environment(tmp_path, 80)
+    name = "azure-conversation-trace-2023-november-sample"
+    ingest = [PLANNER, "ingest", str(DEMO_SAMPLE), "--name", name]
+    assert subprocess.run(ingest, env=env, capture_output=True, check=False).returncode == 0
+    listed = subprocess.run(
+        [PLANNER, "datasets", "list"], env=env, capture_output=True, text=True, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert name in listed.stdout
+    assert max(len(line) for line in listed.stdout.splitlines()) <= 80
