@@ -7,6 +7,7 @@ import math
 import os
 import re
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -911,29 +912,52 @@ def _write_plot(data: Any, plot: Path) -> None:
     _write_output(plot, html(data), "--plot")
 
 
-def _special(path: Path) -> bool:
-    """An existing path that is not a regular file: /dev/stdout, /dev/null, a named pipe."""
+def _in_place(path: Path) -> bool:
+    """A path written in place rather than replaced by a renamed temporary file: a device or a
+    pipe (/dev/null, a FIFO), or anything under /dev or /proc (/dev/stdout links to the
+    terminal or to whatever file the shell redirected it to: renaming over it would replace the
+    link itself)."""
+    absolute = Path(os.path.normpath(path.absolute()))
+    if absolute.parts[1:2] in (("dev",), ("proc",)):
+        return True
     return path.exists() and not path.is_file() and not path.is_dir()
 
 
 def _check_output(path: Path, option: str) -> None:
-    """check_output_path, except for a device or pipe, which is written in place (never
-    replaced by a renamed temporary file: that would need its folder, /dev, to be writable, and
-    as root would replace /dev/stdout itself)."""
-    if _special(path):
+    """check_output_path on the file a link points to; a device, a pipe or /dev/stdout is
+    checked for writing in place."""
+    if _in_place(path):
+        if path.is_dir():
+            raise UsageError(f"{option} {path}: is a folder; give a file name")
+        if not path.exists():
+            raise UsageError(f"{option} {path}: cannot write there (no such device)")
         if not os.access(path, os.W_OK):
             raise UsageError(f"{option} {path}: not writable")
         return
-    check_output_path(path, option)
+    check_output_path(Path(os.path.realpath(path)) if path.is_symlink() else path, option)
 
 
 def _write_output(path: Path, text: str, option: str) -> None:
-    if not _special(path):
-        write_text_atomic(path, text, option)
+    """Written whole (a temporary file renamed over the file a link points to, never over the
+    link), or in place for a device, a pipe or /dev/stdout."""
+    if not _in_place(path):
+        write_text_atomic(Path(os.path.realpath(path)) if path.is_symlink() else path, text, option)
         return
     try:
-        with path.open("w", encoding="utf-8") as stream:
-            stream.write(text)
+        target = path.stat()
+        for stream in (sys.stdout, sys.stderr):
+            # /dev/stdout is this process's own output: written through it, in order with the
+            # rest (opening it anew would write at another offset of a redirected file)
+            try:
+                mine = os.fstat(stream.fileno())
+            except (OSError, ValueError, AttributeError):
+                continue
+            if (mine.st_dev, mine.st_ino) == (target.st_dev, target.st_ino):
+                stream.write(text)
+                stream.flush()
+                return
+        with path.open("a", encoding="utf-8") as out:  # a device, a pipe: nothing to truncate
+            out.write(text)
     except OSError as exc:
         raise UsageError(f"{option} {path}: could not write ({exc.strerror or exc})") from exc
 
