@@ -13,6 +13,7 @@ from rich.table import Table
 from sqlalchemy.orm import Session
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
+from planner.cli.tables import Column, print_table
 from planner.common.text import shown
 from planner.errors import PlannerError, UsageError
 from planner.latency.calibration import (
@@ -281,21 +282,22 @@ def catalog_gpus(as_json: bool = JSON_OPTION) -> None:
     if as_json:
         print_json([asdict(g) for g in gpus])
         return
-    table = Table(
-        "GPU", "memory GB", "bandwidth GB/s", "BF16 TFLOPS", "FP8 TFLOPS", "INT8 TOPS", "link GB/s"
+    peaks = [g.peak_tflops for g in gpus]
+    print_table(
+        [
+            Column("GPU", [g.name for g in gpus]),
+            Column("memory GB", [f"{g.memory_gb:g}" for g in gpus], justify="right"),
+            Column("bandwidth GB/s", [f"{g.mem_bw_gbps:g}" for g in gpus], justify="right"),
+            Column(
+                "BF16 TFLOPS",
+                [_opt(p.get("bf16_tflops") or p.get("fp16_tflops")) for p in peaks],
+                justify="right",
+            ),
+            Column("FP8 TFLOPS", [_opt(p.get("fp8_tflops")) for p in peaks], justify="right"),
+            Column("INT8 TOPS", [_opt(p.get("int8_tops")) for p in peaks], 2, "right"),
+            Column("link GB/s", [f"{g.link_gbps:g} ({g.interconnect})" for g in gpus], 1),
+        ]
     )
-    for g in gpus:
-        peak = g.peak_tflops
-        table.add_row(
-            g.name,
-            f"{g.memory_gb:g}",
-            f"{g.mem_bw_gbps:g}",
-            _opt(peak.get("bf16_tflops") or peak.get("fp16_tflops")),
-            _opt(peak.get("fp8_tflops")),
-            _opt(peak.get("int8_tops")),
-            f"{g.link_gbps:g} ({g.interconnect})",
-        )
-    stdout.print(table)
     stdout.print("dense peaks (no sparsity); every figure's source: `planner catalog gpus --json`")
 
 
@@ -316,18 +318,20 @@ def catalog_models(as_json: bool = JSON_OPTION) -> None:
             ]
         )
         return
-    table = Table("model", "params", "active", "layers", "hidden", "heads / KV heads", "experts")
-    for m in models:
-        table.add_row(
-            m.name,
-            f"{m.total_params / 1e9:.2f}B",
-            f"{m.active_params / 1e9:.2f}B",
-            str(m.layers),
-            str(m.hidden_size),
-            f"{m.attention_heads} / {m.kv_heads}",
-            f"{m.experts_per_token} of {m.experts}" if m.is_moe else "-",
-        )
-    stdout.print(table)
+    print_table(
+        [
+            Column("model", [m.name for m in models]),
+            Column("params", [f"{m.total_params / 1e9:.2f}B" for m in models], justify="right"),
+            Column("active", [f"{m.active_params / 1e9:.2f}B" for m in models], justify="right"),
+            Column("layers", [str(m.layers) for m in models], 2, "right"),
+            Column("hidden", [str(m.hidden_size) for m in models], 3, "right"),
+            Column("heads / KV heads", [f"{m.attention_heads} / {m.kv_heads}" for m in models], 1),
+            Column(
+                "experts",
+                [f"{m.experts_per_token} of {m.experts}" if m.is_moe else "-" for m in models],
+            ),
+        ]
+    )
 
 
 @catalog_app.command("precisions")
