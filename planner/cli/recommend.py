@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import signal
-import sys
 import threading
 import time
 from collections import Counter
@@ -493,9 +491,9 @@ def recommend_command(
     )
     # output files are checked before the work, never found unwritable after it
     if out is not None:
-        _check_output(out, "--out")
+        check_output_path(out, "--out")
     if plot is not None:
-        _check_output(plot, "--plot")
+        check_output_path(plot, "--plot")
         if out is not None and out.resolve() == plot.resolve():
             raise UsageError(f"--out and --plot name the same file {shown(str(out))}")
     if dask is not None and not dask.strip():
@@ -610,13 +608,13 @@ def recommend_command(
         from planner.recommend.plot import html
 
         try:
-            _write_output(plot, html(data), "--plot")
+            write_text_atomic(plot, html(data), "--plot")
             data["plot"] = str(plot)
         except PlannerError as exc:
             problems.append(str(exc))
     if out is not None:
         try:
-            _write_output(out, json.dumps(data, indent=2, default=str) + "\n", "--out")
+            write_text_atomic(out, json.dumps(data, indent=2, default=str) + "\n", "--out")
         except PlannerError as exc:
             problems.append(str(exc))
     if as_json:
@@ -864,7 +862,7 @@ def show_command(
 ) -> None:
     """One stored recommendation."""
     if plot is not None:
-        _check_output(plot, "--plot")
+        check_output_path(plot, "--plot")
     with store_from(ctx) as store, store.session() as session:
         run = load_recommendation(session, recommendation_id)
         data = run.result
@@ -909,57 +907,7 @@ def _show(header: dict[str, Any], data: Any, plot: Path | None, as_json: bool) -
 def _write_plot(data: Any, plot: Path) -> None:
     from planner.recommend.plot import html
 
-    _write_output(plot, html(data), "--plot")
-
-
-def _in_place(path: Path) -> bool:
-    """A path written in place rather than replaced by a renamed temporary file: a device or a
-    pipe (/dev/null, a FIFO), or anything under /dev or /proc (/dev/stdout links to the
-    terminal or to whatever file the shell redirected it to: renaming over it would replace the
-    link itself)."""
-    absolute = Path(os.path.normpath(path.absolute()))
-    if absolute.parts[1:2] in (("dev",), ("proc",)):
-        return True
-    return path.exists() and not path.is_file() and not path.is_dir()
-
-
-def _check_output(path: Path, option: str) -> None:
-    """check_output_path on the file a link points to; a device, a pipe or /dev/stdout is
-    checked for writing in place."""
-    if _in_place(path):
-        if path.is_dir():
-            raise UsageError(f"{option} {path}: is a folder; give a file name")
-        if not path.exists():
-            raise UsageError(f"{option} {path}: cannot write there (no such device)")
-        if not os.access(path, os.W_OK):
-            raise UsageError(f"{option} {path}: not writable")
-        return
-    check_output_path(Path(os.path.realpath(path)) if path.is_symlink() else path, option)
-
-
-def _write_output(path: Path, text: str, option: str) -> None:
-    """Written whole (a temporary file renamed over the file a link points to, never over the
-    link), or in place for a device, a pipe or /dev/stdout."""
-    if not _in_place(path):
-        write_text_atomic(Path(os.path.realpath(path)) if path.is_symlink() else path, text, option)
-        return
-    try:
-        target = path.stat()
-        for stream in (sys.stdout, sys.stderr):
-            # /dev/stdout is this process's own output: written through it, in order with the
-            # rest (opening it anew would write at another offset of a redirected file)
-            try:
-                mine = os.fstat(stream.fileno())
-            except (OSError, ValueError, AttributeError):
-                continue
-            if (mine.st_dev, mine.st_ino) == (target.st_dev, target.st_ino):
-                stream.write(text)
-                stream.flush()
-                return
-        with path.open("a", encoding="utf-8") as out:  # a device, a pipe: nothing to truncate
-            out.write(text)
-    except OSError as exc:
-        raise UsageError(f"{option} {path}: could not write ({exc.strerror or exc})") from exc
+    write_text_atomic(plot, html(data), "--plot")
 
 
 def _cell(value: Any) -> str:

@@ -448,39 +448,3 @@ def test_more_verify_hours_than_the_demand_has_is_said() -> None:
     )
     notes = recommend(request, PRICES).notes
     assert "--verify-hours 9 is more than the demand's 2 hours: all of it was simulated" in notes
-
-
-def test_a_pipe_or_device_output_is_written_in_place(tmp_path: Path) -> None:
-    import os
-    import stat
-    import threading
-
-    from planner.cli.recommend import _check_output, _write_output
-
-    pipe = tmp_path / "pipe"
-    os.mkfifo(pipe)
-    received: list[str] = []
-    reader = threading.Thread(target=lambda: received.append(pipe.read_text(encoding="utf-8")))
-    reader.start()
-    _check_output(pipe, "--out")
-    _write_output(pipe, '{"winner": null}\n', "--out")
-    reader.join(timeout=10)
-    assert received == ['{"winner": null}\n']
-    assert stat.S_ISFIFO(pipe.stat().st_mode)  # still the pipe, not replaced by a file
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
-
-
-def test_a_link_is_followed_never_replaced(tmp_path: Path) -> None:
-    from planner.cli.recommend import _check_output, _in_place, _write_output
-
-    target = tmp_path / "results" / "r.json"
-    target.parent.mkdir()
-    target.write_text("old", encoding="utf-8")
-    link = tmp_path / "latest.json"
-    link.symlink_to(target)
-    _check_output(link, "--out")
-    _write_output(link, "new\n", "--out")
-    assert link.is_symlink() and target.read_text(encoding="utf-8") == "new\n"
-    # /dev/stdout links to whatever the shell redirected it to: written in place, never renamed
-    assert _in_place(Path("/dev/stdout")) and _in_place(Path("/dev/null"))
-    assert _in_place(Path("/proc/x")) and not _in_place(target)
