@@ -19,7 +19,6 @@ import numpy as np
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -27,6 +26,7 @@ from sqlalchemy.orm import Session
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
 from planner.cli.ingest import parse_start
 from planner.cli.simulate import class_slos, parse_duration
+from planner.cli.tables import Column, print_table
 from planner.common.files import check_output_path, write_text_atomic
 from planner.common.text import closest, printable, shown
 from planner.errors import PlannerError, StoreError, UsageError
@@ -773,35 +773,50 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
                 f"{_usd(case['monthly_usd_with_this_plan'])}/month with this plan, "
                 f"{_usd(case['monthly_usd_replanned'])} replanned ({case['replanned_option']})"
             )
-    table = Table(
-        "#",
-        "instance",
-        "model",
-        "engine",
-        "$/month",
-        "buy",
-        "P99 ms TTFT/TPOT",
-        "margin",
-        "ok",
-        title="alternatives, simulated (--json for all columns)",
-    )
     pareto = set(result.pareto)
-    for row in result.ranked[:rows]:
-        table.add_row(
-            str(row["id"]) + ("*" if row["id"] in pareto else ""),
-            _cell(
-                f"{row['provider']} {row['instance_type']} ({row['gpus_per_instance']}x"
-                f"{row['gpu']})"
+    shown_rows = result.ranked[:rows]
+    print_table(
+        [
+            Column("#", [str(r["id"]) for r in shown_rows], 3, "right"),
+            Column(
+                "instance", [_text(f"{r['provider']} {r['instance_type']}") for r in shown_rows]
             ),
-            _cell(f"{row['model']} {row['precision']} TP{row['tp']}"),
-            f"{row['max_seqs']} seqs" + (", chunked" if row["chunked_prefill"] else ""),
-            _usd(row["monthly_usd"]),
-            _cell(row["purchase"]),
-            f"{_ms(row['p99_ttft_s'])}/{_ms(row['p99_tpot_s'])}",
-            "-" if row["slo_headroom"] is None else f"{row['slo_headroom']:.0%}",
-            "yes" if row["verified"] else "no",
-        )
-    stdout.print(table)
+            Column(
+                "GPUs", [_text(f"{r['gpus_per_instance']} x {r['gpu']}") for r in shown_rows], 6
+            ),
+            Column(
+                "model", [_text(f"{r['model']} {r['precision']} TP{r['tp']}") for r in shown_rows]
+            ),
+            Column(
+                "seqs",
+                [
+                    f"{r['max_seqs']}" + (", chunked" if r["chunked_prefill"] else "")
+                    for r in shown_rows
+                ],
+                1,
+            ),
+            Column(
+                "$/month",
+                [_usd(r["monthly_usd"]) + (" *" if r["id"] in pareto else "") for r in shown_rows],
+                justify="right",
+            ),
+            Column("buy", [_text(r["purchase"]) for r in shown_rows], 4),
+            Column(
+                "TTFT/TPOT", [f"{_ms(r['p99_ttft_s'])}/{_ms(r['p99_tpot_s'])}" for r in shown_rows]
+            ),
+            Column(
+                "margin",
+                [
+                    "-" if r["slo_headroom"] is None else f"{r['slo_headroom']:.0%}"
+                    for r in shown_rows
+                ],
+                5,
+                "right",
+            ),
+            Column("ok", ["yes" if r["verified"] else "no" for r in shown_rows], 2),
+        ],
+        title="alternatives, simulated: P99 TTFT/TPOT in ms (--json for all columns)",
+    )
     stdout.print("* on the cost-vs-P99 Pareto front")
     reasons = result.to_dict()["rejected_by_reason"]
     if reasons:
@@ -836,18 +851,17 @@ def list_command(
     if as_json:
         print_json(runs)
         return
-    table = Table("id", "created", "demand", "model", "winner", "$/month", "buy")
-    for r in runs:
-        table.add_row(
-            str(r["id"]),
-            r["created_at"][:19],
-            _cell(r["demand_source"]),
-            _cell(r["model"]),
-            _cell(r["winner"]) or "(none met the targets)",
-            _usd(r["monthly_usd"]),
-            r["purchase"] or "-",
-        )
-    stdout.print(table)
+    print_table(
+        [
+            Column("id", [str(r["id"]) for r in runs], justify="right"),
+            Column("created", [r["created_at"][:19] for r in runs], 2),
+            Column("demand", [_text(r["demand_source"]) for r in runs], 3),
+            Column("model", [_text(r["model"]) for r in runs]),
+            Column("winner", [_text(r["winner"]) or "(none met the targets)" for r in runs]),
+            Column("$/month", [_usd(r["monthly_usd"]) for r in runs], justify="right"),
+            Column("buy", [r["purchase"] or "-" for r in runs], 1),
+        ]
+    )
 
 
 @recommendations_app.command("show")
@@ -910,6 +924,12 @@ def _write_plot(data: Any, plot: Path) -> None:
     write_text_atomic(plot, html(data), "--plot")
 
 
+def _text(value: Any) -> str:
+    """A stored or user-given text for a table: no control characters (the table escapes
+    markup)."""
+    return "" if value is None else printable(str(value))
+
+
 def _cell(value: Any) -> str:
-    """A stored or user-given text for a table or a line: no control characters, no markup."""
-    return "" if value is None else escape(printable(str(value)))
+    """A stored or user-given text for a line: no control characters, no markup."""
+    return escape(_text(value))

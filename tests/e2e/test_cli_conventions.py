@@ -69,3 +69,28 @@ def test_dataset_names_stay_whole_at_80_columns(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     assert name in listed.stdout
     assert max(len(line) for line in listed.stdout.splitlines()) <= 80
+
+
+def test_recommendation_alternatives_keep_instance_and_model_whole_at_80_columns(
+    tmp_path: Path,
+) -> None:
+    env = environment(tmp_path, 80)
+    ingest = [PLANNER, "ingest", str(DEMO_SAMPLE), "--name", "conv"]
+    assert subprocess.run(ingest, env=env, capture_output=True, check=False).returncode == 0
+    done = subprocess.run(
+        [
+            *(PLANNER, "recommend", "--dataset", "conv", "--load-scale", "0.05"),
+            *("--model", "llama-3.1-8b", "--slo-ttft-p99", "2s", "--slo-tpot-p99", "200ms"),
+            *("--provider", "gcp", "--gpu", "L4"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    table = done.stdout[done.stdout.index("alternatives") :].splitlines()
+    assert "gcp g2-standard-4" in table[3] and "llama-3.1-8b" in table[3]
+    assert max(len(line) for line in table) <= 80
+    assert "left out" in done.stdout
