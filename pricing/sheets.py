@@ -56,7 +56,7 @@ from pricing.snapshot import (
 SourceKind = Literal["snapshot", "aws", "gcp", "azure", "user"]
 REFRESH_PROVIDERS = ("aws", "gcp", "azure")
 LIST_KINDS = ("snapshot", "aws", "gcp", "azure")  # list prices, as opposed to user sheets
-#: The columns a user sheet must have; the others default (see :func:`import_user_sheet`).
+#: The columns a user sheet must have; the others default (see :func:`import_sheet`).
 USER_REQUIRED = ("provider", "region", "instance_type", "purchase_option", "usd_per_hour")
 #: Option groups for filters: ``reserved`` is reserved-1y and reserved-3y, etc.
 OPTION_GROUPS = {
@@ -970,21 +970,6 @@ def import_sheet(
         sha256=sha,
     )
     return ImportResult(version, imported=True)
-
-
-def import_user_sheet(
-    session: Session,
-    path: Path,
-    *,
-    label: str | None = None,
-    today: date | None = None,
-    decimal_comma: bool = False,
-    force: bool = False,
-) -> VersionInfo:
-    """:func:`import_sheet`'s version (the earlier one when nothing was imported)."""
-    return import_sheet(
-        session, path, label=label, today=today, decimal_comma=decimal_comma, force=force
-    ).version
 
 
 def _refresh_label(provider: str, region: str | None) -> str:

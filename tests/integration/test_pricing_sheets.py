@@ -23,7 +23,7 @@ from pricing.sheets import (
     default_diff_pair,
     diff,
     ensure_list_prices,
-    import_user_sheet,
+    import_sheet,
     latest_entries,
     latest_prices,
     list_versions,
@@ -120,7 +120,7 @@ def test_user_sheet_overrides_list_prices_of_the_same_key(store: Store, write: W
     with store.session() as session:
         ensure_list_prices(session)
     with store.session() as session, pytest.raises(InputFileError) as info:
-        import_user_sheet(session, sheet)
+        import_sheet(session, sheet)
     assert "row 2, line 3, column 'gpu_model'" in str(info.value)
     assert "'dgx-h100' is not" in str(info.value)
 
@@ -130,7 +130,7 @@ def test_user_sheet_overrides_list_prices_of_the_same_key(store: Store, write: W
         "other,onprem-fra,dgx-h100,H100,8,reserved-3y,20.5\n"
     )
     with store.session() as session:
-        version = import_user_sheet(session, sheet, today=date(2026, 11, 29))
+        version = import_sheet(session, sheet, today=date(2026, 11, 29)).version
     assert (version.source_kind, version.row_count, version.label) == ("user", 2, "negotiated.csv")
     with store.session() as session:
         old, new, scope = default_diff_pair(session)
@@ -168,7 +168,7 @@ def test_xlsx_sheets_import(store: Store, tmp_path: Path) -> None:
     ).rename(columns={"USD per hour": "usd_per_hour"}).to_excel(path, index=False)
     with store.session() as session:
         ensure_list_prices(session)
-        version = import_user_sheet(session, path, label="q4 quote")
+        version = import_sheet(session, path, label="q4 quote").version
     with store.session() as session:
         latest = _by_key(latest_prices(session, option="commitments"))
     a3 = latest["gcp", "us-central1", "a3-highgpu-8g", "committed-1y", "", ""]
@@ -187,7 +187,7 @@ def test_xlsx_sheets_import(store: Store, tmp_path: Path) -> None:
         }
     ).to_excel(bad, index=False)
     with store.session() as session, pytest.raises(InputFileError) as info:
-        import_user_sheet(session, bad)
+        import_sheet(session, bad)
     assert "row 2, line 3, column 'usd_per_hour': expected a number, got 'cheap'" in str(info.value)
 
 
@@ -206,7 +206,7 @@ def test_a_bad_row_stores_nothing(store: Store, write: WriteFile) -> None:
         pytest.raises(InputFileError, match=r"row 3, line 4, column 'usd_per_hour'"),
         store.session() as session,
     ):
-        import_user_sheet(session, sheet)
+        import_sheet(session, sheet)
     assert _counts(store) == before
     # a failure after the version row is written rolls the whole version back too
     points = _aws_refresh(1.0)
