@@ -324,7 +324,10 @@ def test_unknown_instance_type_gets_suggestions() -> None:
 # --- stored recommendations: odd names and odd rows ----------------------------------------
 
 
-def test_list_and_show_print_names_as_text_not_markup(home: Path, store: Store) -> None:
+def test_list_and_show_print_names_as_text_not_markup(
+    home: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough for the demand column
     if True:
         with store.session() as session:
             run = RecommendationRun(
