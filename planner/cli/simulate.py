@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -14,27 +15,67 @@ from rich.table import Table
 
 from planner.cli.context import print_json, stderr, stdout, store_from
 from planner.cli.ingest import parse_start
+from planner.common.files import atomic_output, check_output_path, write_text_atomic
+from planner.common.text import printable, shown
 from planner.errors import UsageError
 from planner.latency.profile import DEFAULT_ENGINE
 from planner.latency.registry import resolve_profile
 from planner.simulate.fleet import ROUTERS, Autoscaler, FleetConfig
-from planner.simulate.metrics import SLO
+from planner.simulate.metrics import SLO, RequestWriter
 from planner.simulate.run import ServingSpec, SimulationResult, simulate
 from planner.simulate.workload import Workload, from_dataset, read_rate_curve, synthetic, token_pool
 
 DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|min)?\s*$")
+MAX_DURATION_S = 7 * 24 * 3600.0  # a latency target or a start-up time of more than a week
+# Requests a run may simulate unless --max-requests says more: about 20,000 requests simulate
+# per second, so the default is minutes of work and a few GB of memory at most.
+DEFAULT_MAX_REQUESTS = 10_000_000
+# Every arrival advances every live replica: a run costs about (requests x replicas) / 50
+# request-equivalents on top of the requests themselves.
+REPLICA_VISITS_PER_REQUEST = 50
+MAX_SEQS = 65_536  # --max-seqs and --static-batch: the step-time table holds one entry per seq
+MAX_SPOT_INTERRUPTIONS_PER_HOUR = 3600.0
+PRICE_OPTIONS = {
+    "on-demand": "--price-per-hour",
+    "spot": "--spot-price-per-hour",
+    "reserved": "--reserved-price-per-hour",
+}
 
 
-def parse_duration(option: str, text: str | None) -> float | None:
-    """``2s``, ``200ms``, ``1.5``, ``1m`` -> seconds."""
+def parse_duration(option: str, text: str | None, *, positive: bool = False) -> float | None:
+    """``2s``, ``200ms``, ``1.5``, ``1m`` -> seconds (at most a week; above 0 if ``positive``)."""
     if text is None:
         return None
     match = DURATION.match(text)
     if not match:
-        raise UsageError(f"{option} {text!r}: expected a duration such as 2s, 200ms or 1m")
+        raise UsageError(f"{option} {shown(text)}: expected a duration such as 2s, 200ms or 1m")
     value = float(match.group(1))
     unit = match.group(2) or "s"
-    return value * {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0}[unit]
+    seconds = value * {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0}[unit]
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_S:
+        raise UsageError(f"{option} {shown(text)}: expected a duration of at most 7 days")
+    if positive and seconds <= 0:
+        raise UsageError(f"{option} {shown(text)}: expected a duration above 0, such as 2s")
+    return seconds
+
+
+def _check_number(
+    option: str,
+    value: float | None,
+    *,
+    low: float = 0.0,
+    high: float = math.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+    expected: str,
+) -> None:
+    """A float option (Typer takes 'nan' and 'inf') must be finite and in its range."""
+    if value is None:
+        return
+    above = value > low if low_open else value >= low
+    below = value < high if high_open else value <= high
+    if not (math.isfinite(value) and above and below):
+        raise UsageError(f"{option} {value:g}: expected {expected}")
 
 
 def class_slos(classes: tuple[str, ...], items: list[str], default: SLO) -> dict[str, SLO]:
@@ -44,7 +85,7 @@ def class_slos(classes: tuple[str, ...], items: list[str], default: SLO) -> dict
     for item in items:
         name, sep, spec = item.partition(":")
         if not sep or not name:
-            raise UsageError(f"--slo {item!r}: expected CLASS:ttft=2s,tpot=100ms,e2e=30s")
+            raise UsageError(f"--slo {shown(item)}: expected CLASS:ttft=2s,tpot=100ms,e2e=30s")
         targets: dict[str, float | None] = {
             "ttft_s": default.ttft_s,
             "tpot_s": default.tpot_s,
@@ -53,13 +94,16 @@ def class_slos(classes: tuple[str, ...], items: list[str], default: SLO) -> dict
         for part in spec.split(","):
             key, eq, value = part.partition("=")
             if key.strip() not in ("ttft", "tpot", "e2e") or not eq:
-                raise UsageError(f"--slo {item!r}: expected ttft=, tpot= or e2e= targets")
-            targets[f"{key.strip()}_s"] = parse_duration(f"--slo {name}", value)
+                raise UsageError(f"--slo {shown(item)}: expected ttft=, tpot= or e2e= targets")
+            targets[f"{key.strip()}_s"] = parse_duration(
+                f"--slo {shown(name)} {key.strip()}", value, positive=True
+            )
         slos[name] = SLO(**targets)
     unknown = [name for name in slos if name not in classes]
     if unknown:
         raise UsageError(
-            f"--slo: unknown class {unknown[0]!r}; the workload's classes: {', '.join(classes)}"
+            f"--slo: unknown class {shown(unknown[0])}; "
+            f"the workload's classes: {', '.join(classes)}"
         )
     return slos
 
@@ -73,30 +117,83 @@ def _rate_limits(items: list[str]) -> dict[str, tuple[float, float]]:
             limits[name] = (float(rate), float(burst) if colon else float(rate))
         except ValueError:
             raise UsageError(
-                f"--rate-limit {item!r}: expected CLASS=RPS[:BURST], e.g. batch=5:20"
+                f"--rate-limit {shown(item)}: expected CLASS=RPS[:BURST], e.g. batch=5:20"
             ) from None
-        if not sep or limits[name][0] <= 0 or limits[name][1] < 1:
+        rps, size = limits[name]
+        if not (sep and name and math.isfinite(rps) and rps > 0):
             raise UsageError(
-                f"--rate-limit {item!r}: expected CLASS=RPS[:BURST] with RPS > 0, BURST >= 1"
+                f"--rate-limit {shown(item)}: expected CLASS=RPS[:BURST] with RPS a finite "
+                "number > 0, BURST >= 1"
+            )
+        if not (math.isfinite(size) and size >= 1):
+            raise UsageError(
+                f"--rate-limit {shown(item)}: expected CLASS=RPS[:BURST] with BURST a finite "
+                "number >= 1"
             )
     return limits
+
+
+def _check_rate_limit_classes(
+    limits: dict[str, tuple[float, float]], classes: tuple[str, ...]
+) -> None:
+    unknown = [name for name in limits if name not in classes]
+    if unknown:
+        raise UsageError(
+            f"--rate-limit: unknown class {shown(unknown[0])}; "
+            f"the workload's classes: {', '.join(map(printable, classes))}"
+        )
 
 
 def _schedule(text: str | None) -> list[int] | None:
     if text is None:
         return None
     path = Path(text)
-    raw = path.read_text(encoding="utf-8") if path.exists() else text
+    raw = text
+    if text.strip() and path.exists():
+        if not path.is_file():
+            raise UsageError(f"--schedule {shown(text)}: not a file of replica counts")
+        try:
+            raw = path.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(
+                f"--schedule {shown(text)}: cannot read it as a text file of replica counts ({exc})"
+            ) from None
     try:
         counts = [int(x) for x in re.split(r"[,\s]+", raw.strip()) if x]
     except ValueError:
         raise UsageError(
             "--schedule: expected replica counts per hour (e.g. 2,2,4,6) or a file of them, "
-            f"got {text!r}"
+            f"got {shown(text)}"
         ) from None
     if not counts or min(counts) < 0:
         raise UsageError("--schedule: expected non-negative replica counts, one per hour")
     return counts
+
+
+def _fleet_size(
+    replicas: dict[str, int], schedule: list[int] | None, scaler: Autoscaler | None
+) -> int:
+    """The most replicas the run may have up at once."""
+    if schedule:
+        return max(schedule)
+    if scaler is not None:
+        return max(scaler.max_replicas, scaler.min_replicas)
+    return sum(replicas.values())
+
+
+def _check_work(requests: int, fleet: int, max_requests: int) -> None:
+    """Refuse, before the work, a run that would take too long or too much memory."""
+    visits = requests * fleet
+    if visits > max_requests * REPLICA_VISITS_PER_REQUEST:
+        minutes = requests * (1 + fleet / REPLICA_VISITS_PER_REQUEST) / 20_000 / 60
+        raise UsageError(
+            f"{requests:,} requests through a fleet of up to {fleet:,} replicas is "
+            f"{visits:,} replica visits (every arrival visits every replica), over the "
+            f"{max_requests * REPLICA_VISITS_PER_REQUEST:,} that --max-requests "
+            f"{max_requests:,} allows ({REPLICA_VISITS_PER_REQUEST} per request; about "
+            f"{minutes:,.0f} minutes of simulation); use fewer replicas, or raise --max-requests "
+            "to run it anyway"
+        )
 
 
 def simulate_command(
@@ -123,7 +220,9 @@ def simulate_command(
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp8, int8, int4-awq."),
     tp: int = typer.Option(1, "--tp", help="GPUs per replica (tensor parallelism)."),
     kv_cache: str = typer.Option("fp16", "--kv-cache", help="KV-cache precision: fp16 or fp8."),
-    max_seqs: int = typer.Option(256, "--max-seqs", min=1, help="Most sequences per batch."),
+    max_seqs: int = typer.Option(
+        256, "--max-seqs", min=1, max=MAX_SEQS, help="Most sequences per batch."
+    ),
     max_batched_tokens: int = typer.Option(
         8192, "--max-batched-tokens", min=1, help="Most tokens per iteration."
     ),
@@ -134,7 +233,7 @@ def simulate_command(
         "continuous", "--policy", help="continuous (vLLM-style) or static batching."
     ),
     static_batch: int = typer.Option(
-        8, "--static-batch", min=1, help="Static batching: batch size."
+        8, "--static-batch", min=1, max=MAX_SEQS, help="Static batching: batch size."
     ),
     static_wait: str = typer.Option(
         "50ms", "--static-wait", help="Static batching: longest wait for a batch to fill."
@@ -207,7 +306,15 @@ def simulate_command(
     ),
     engine: str = typer.Option(DEFAULT_ENGINE, "--engine", help="Engine whose calibration to use."),
     profile_name: str | None = typer.Option(None, "--profile", help="Calibration profile."),
-    seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same result)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Random seed (same seed, same result)."),
+    max_requests: int = typer.Option(
+        DEFAULT_MAX_REQUESTS,
+        "--max-requests",
+        min=1,
+        help="Refuse, before the work, a run of more requests than this (estimated from the "
+        "dataset and --load-scale, or the rates), or of more than 50 x this many replica "
+        "visits (requests x replicas); raise it to run a bigger simulation anyway.",
+    ),
     out_requests: Path | None = typer.Option(
         None, "--out-requests", help="Per-request results: .parquet, .csv or .jsonl."
     ),
@@ -222,11 +329,66 @@ def simulate_command(
     if (dataset is None) == (rates is None):
         raise UsageError("give exactly one of --dataset (replay) or --rates (synthetic arrivals)")
     if policy not in ("continuous", "static"):
-        raise UsageError(f"--policy {policy!r}: expected continuous or static")
+        raise UsageError(f"--policy {shown(policy)}: expected continuous or static")
+    # Every number first: Typer takes 'nan' and 'inf' for a float option.
+    _check_number("--cv", cv, low_open=True, high=100.0, expected="a number in (0, 100]")
+    _check_number(
+        "--load-scale", load_scale, low_open=True, expected="a positive number (1 replays the log)"
+    )
+    _check_number(
+        "--prefix-hit-rate", prefix_hit_rate, high=1.0, high_open=True, expected="a share in [0, 1)"
+    )
+    _check_number(
+        "--response-cache-hit-rate",
+        response_cache_hit_rate,
+        high=1.0,
+        high_open=True,
+        expected="a share in [0, 1)",
+    )
+    _check_number(
+        "--spot-interruptions-per-hour",
+        spot_rate,
+        high=MAX_SPOT_INTERRUPTIONS_PER_HOUR,
+        expected=f"a rate in [0, {MAX_SPOT_INTERRUPTIONS_PER_HOUR:g}] per replica-hour",
+    )
+    _check_number(
+        "--target-utilization",
+        target_utilization,
+        low_open=True,
+        high=1.0,
+        expected="a busy share in (0, 1]",
+    )
+    _check_number(
+        "--target-queue",
+        target_queue,
+        low_open=True,
+        high=1e6,
+        expected="a positive number of outstanding requests per replica",
+    )
+    for option, price in (
+        ("--price-per-hour", price_per_hour),
+        ("--spot-price-per-hour", spot_price_per_hour),
+        ("--reserved-price-per-hour", reserved_price_per_hour),
+    ):
+        _check_number(option, price, expected="a price in $ per replica-hour, 0 or more")
+    # Output files: checked before the work, written whole or not at all.
+    for option, path in (
+        ("--out-requests", out_requests),
+        ("--out-summary", out_summary),
+        ("--out-timeline", out_timeline),
+    ):
+        if path is not None:
+            check_output_path(path, option)
+    if out_requests is not None and out_requests.suffix.lower() not in RequestWriter.SUFFIXES:
+        raise UsageError(
+            f"--out-requests {shown(str(out_requests))}: unsupported output format "
+            f"{shown(out_requests.suffix or '(no suffix)')}; "
+            f"supported: {', '.join(RequestWriter.SUFFIXES)}"
+        )
     default_slo = SLO(
-        parse_duration("--slo-ttft", slo_ttft),
-        parse_duration("--slo-tpot", slo_tpot),
-        parse_duration("--slo-e2e", slo_e2e),
+        parse_duration("--slo-ttft", slo_ttft, positive=True),
+        parse_duration("--slo-tpot", slo_tpot, positive=True),
+        parse_duration("--slo-e2e", slo_e2e, positive=True),
     )
     serving = ServingSpec(
         gpu=gpu,
@@ -257,9 +419,10 @@ def simulate_command(
     purchase = {
         k: v for k, v in {"on-demand": replicas, "spot": spot, "reserved": reserved}.items() if v
     }
+    hourly = _schedule(schedule)
     fleet = FleetConfig(
         replicas=purchase,
-        schedule=_schedule(schedule),
+        schedule=hourly,
         autoscaler=scaler,
         router=router,
         gpus_per_replica=tp,
@@ -269,6 +432,9 @@ def simulate_command(
         response_cache_hit_rate=response_cache_hit_rate,
         seed=seed,
     )
+    size = _fleet_size(purchase, hourly, scaler)
+    # A fleet bigger than the work allows fails before any request is read.
+    _check_work(1, size, max_requests)
     prices = {
         k: v
         for k, v in {
@@ -278,6 +444,13 @@ def simulate_command(
         }.items()
         if v is not None
     }
+    used = ["on-demand"] if hourly or scaler is not None else list(purchase)
+    missing = [name for name in used if name not in prices]
+    if prices and missing:
+        raise UsageError(
+            f"the fleet has {missing[0]} replicas but no price for them; give "
+            f"{PRICE_OPTIONS[missing[0]]} too (or no prices at all)"
+        )
     with store_from(ctx) as store, store.session() as session:
         workload: Workload
         if dataset is not None:
@@ -288,15 +461,27 @@ def simulate_command(
                 start=parse_start(start, "--start"),
                 end=parse_start(end, "--end"),
                 seed=seed,
+                max_requests=max_requests,
             )
         else:
             assert rates is not None
             if tokens_from is None:
                 raise UsageError("--rates needs --tokens-from DATASET for request lengths")
+            curve = read_rate_curve(rates)
             inputs, outputs = token_pool(session, tokens_from)
-            workload = synthetic(read_rate_curve(rates), inputs, outputs, seed=seed, cv=cv)
+            workload = synthetic(
+                curve, inputs, outputs, seed=seed, cv=cv, max_requests=max_requests
+            )
+            if not len(workload):
+                raise UsageError(
+                    f"the rate curve {shown(str(rates))} asks for {curve.total_requests:g} "
+                    f"requests in all over {curve.hours:,} hour(s), and none arrived with seed "
+                    f"{seed}" + (f" and --cv {cv:g}" if cv != 1.0 else "") + "; give higher rates"
+                )
         profile = resolve_profile(session, serving.deployment().gpu.name, engine, profile_name)
+    _check_work(len(workload), size, max_requests)
     slos = class_slos(workload.classes, slo, default_slo)
+    _check_rate_limit_classes(fleet.rate_limits, workload.classes)
     with Progress(
         TextColumn("simulating"),
         BarColumn(),
@@ -320,9 +505,12 @@ def simulate_command(
         )
     data = result.to_dict()
     if out_summary is not None:
-        out_summary.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+        write_text_atomic(
+            out_summary, json.dumps(data, indent=2, default=str) + "\n", "--out-summary"
+        )
     if out_timeline is not None:
-        result.timeline.to_csv(out_timeline, index=False)
+        with atomic_output(out_timeline, "--out-timeline") as temp:
+            result.timeline.to_csv(temp, index=False)
     if as_json:
         print_json(data)
         return
@@ -331,6 +519,15 @@ def simulate_command(
 
 def _ms(value: Any) -> str:
     return "-" if value is None else f"{value * 1e3:,.1f}"
+
+
+def _share(value: float | None) -> str:
+    """A share, or n/a where there is none (no SLO target set)."""
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.2f} req/s"
 
 
 def _print(result: SimulationResult) -> None:
@@ -342,7 +539,7 @@ def _print(result: SimulationResult) -> None:
     overall = result.summary["all"]
     stdout.print(
         f"{result.requests:,} requests over {result.simulated_s / 3600:,.2f} h simulated in "
-        f"{result.wall_s:,.1f} s ({result.requests / result.wall_s:,.0f} requests/s)"
+        f"{result.wall_s:,.1f} s ({result.requests / max(result.wall_s, 1e-9):,.0f} requests/s)"
     )
     table = Table("latency (ms)", "P50", "P90", "P95", "P99", "max", "mean")
     for key, label in (
@@ -357,13 +554,13 @@ def _print(result: SimulationResult) -> None:
     stdout.print(table)
     stdout.print(
         f"finished {overall['finished']:,}, rejected {overall['rejected']:,}; "
-        f"SLO attainment {overall['slo_attainment']:.1%}; "
-        f"goodput {overall['goodput_rps'] or 0:,.2f} req/s; "
+        f"SLO attainment {_share(overall['slo_attainment'])}; "
+        f"goodput {_rate(overall['goodput_rps'])}; "
         f"throughput {overall['throughput_rps'] or 0:,.2f} req/s, "
         f"{overall['output_tokens_per_s'] or 0:,.0f} output tokens/s"
     )
     fleet = result.fleet
-    hours = ", ".join(f"{k} {v:,.1f}" for k, v in fleet.gpu_hours.items())
+    hours = ", ".join(f"{k} {v:,.1f}" for k, v in fleet.gpu_hours.items()) or "0"
     stdout.print(
         f"fleet: {fleet.launched} replicas launched, peak {fleet.peak_replicas}; "
         f"GPU-hours {hours}; "

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.common.text import shown
 from planner.errors import UsageError
 from planner.simulate.engine import EngineConfig, Finished, Replica, Sequence, StepTimes
 from planner.simulate.workload import Workload
@@ -64,7 +65,7 @@ class FleetConfig:
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
-            raise UsageError(f"router {self.router!r}: expected one of {', '.join(ROUTERS)}")
+            raise UsageError(f"router {shown(self.router)}: expected one of {', '.join(ROUTERS)}")
         if sum(self.replicas.values()) < 1 and not self.schedule and not self.autoscaler:
             raise UsageError("a fleet needs at least one replica")
         if not 0 <= self.response_cache_hit_rate < 1:

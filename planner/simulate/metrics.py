@@ -270,6 +270,11 @@ class SLO:
             if target is not None and not (math.isfinite(target) and target > 0):
                 raise UsageError(f"SLO {name} target {target!r}: expected a positive number")
 
+    @property
+    def any(self) -> bool:
+        """Whether any target is set."""
+        return any(t is not None for t in (self.ttft_s, self.tpot_s, self.e2e_s))
+
     def met(self, chunk: RequestChunk) -> NDArray[np.bool_]:
         """Per request: not rejected and every target set holds (bounds inclusive).
 
@@ -313,11 +318,14 @@ class _ClassStats:
         self.output_tokens += other.output_tokens
         self.cached_tokens += other.cached_tokens
 
-    def summary(self, duration_s: float | None) -> dict[str, Any]:
+    def summary(self, duration_s: float | None, has_slo: bool = True) -> dict[str, Any]:
+        """``has_slo`` False (no target set): attainment and goodput are None, not 100%."""
         finished = self.requests - self.rejected
 
         def rate(amount: int) -> float | None:
             return amount / duration_s if duration_s else None
+
+        judged = has_slo and self.requests > 0
 
         return {
             "requests": self.requests,
@@ -325,11 +333,11 @@ class _ClassStats:
             "rejected": self.rejected,
             "response_cache_hits": self.response_cache_hits,
             "slo_met": self.slo_met,
-            "slo_attainment": self.slo_met / self.requests if self.requests else None,
+            "slo_attainment": self.slo_met / self.requests if judged else None,
             "ttft": self.ttft.stats(),
             "tpot": self.tpot.stats(),
             "e2e": self.e2e.stats(),
-            "goodput_rps": rate(self.slo_met),
+            "goodput_rps": rate(self.slo_met) if has_slo else None,
             "throughput_rps": rate(finished),
             "output_tokens_per_s": rate(self.output_tokens),
             "input_tokens_per_s": rate(self.input_tokens),
@@ -347,9 +355,11 @@ class MetricsCollector:
     """Per-class and overall statistics of the requests of a simulation, fed chunk by chunk.
 
     ``classes`` names the request classes; ``RequestChunk.class_index`` indexes it. ``slos``
-    gives each class its targets; a class without an entry has none (every finished request
-    meets it). Token totals (and the token rates) count finished requests only: a rejected
-    request's tokens were never processed. ``preemptions`` counts all requests.
+    gives each class its targets; a class without an entry has none: its finished requests
+    count as met in the overall attainment, and its own attainment and goodput are None (as
+    are the overall ones when no class has a target). Token totals (and the token rates) count
+    finished requests only: a rejected request's tokens were never processed. ``preemptions``
+    counts all requests.
     """
 
     def __init__(self, classes: tuple[str, ...], slos: dict[str, SLO] | None = None) -> None:
@@ -463,9 +473,9 @@ class MetricsCollector:
             "duration_s": duration,
             "first_arrival_s": None if span is None else self._first_arrival,
             "last_finish_s": self._last_finish if self._last_finish > -math.inf else None,
-            "all": overall.summary(duration),
+            "all": overall.summary(duration, any(slo.any for slo in self.slos.values())),
             "classes": {
-                name: stats.summary(duration)
+                name: stats.summary(duration, self.slos[name].any)
                 for name, stats in zip(self.classes, self._stats, strict=True)
             },
         }
@@ -685,8 +695,13 @@ class RequestWriter:
         folder = self.path.parent
         if not folder.is_dir():
             raise UsageError(f"{self.path}: folder {folder} does not exist")
+        if self.path.is_dir():
+            raise UsageError(f"{self.path}: is a folder; give a file name")
         temp = folder / f".{self.path.name}.{uuid.uuid4().hex[:12]}.tmp"
-        temp.open("xb").close()  # claim the name; the writers below reopen it by path
+        try:
+            temp.open("xb").close()  # claim the name; the writers below reopen it by path
+        except OSError as exc:
+            raise self._failed(exc) from exc
         self._temp = temp
         try:
             if self.format == "parquet":
@@ -702,10 +717,16 @@ class RequestWriter:
                 self._csv = pa_csv.CSVWriter(str(temp), self._csv_schema)
             else:
                 self._jsonl = temp.open("w", encoding="utf-8")
+        except OSError as exc:
+            self._discard()
+            raise self._failed(exc) from exc
         except BaseException:
             self._discard()
             raise
         return self
+
+    def _failed(self, exc: OSError) -> UsageError:
+        return UsageError(f"{self.path}: could not write ({exc.strerror or exc})")
 
     def write(self, chunk: RequestChunk) -> None:
         """Append one chunk (an empty one writes nothing)."""
@@ -716,6 +737,13 @@ class RequestWriter:
         classes = chunk.class_index
         if int(classes.min()) < 0 or int(classes.max()) >= len(self.classes):
             raise ValueError(f"class_index outside the {len(self.classes)} classes")
+        try:
+            self._write(chunk, classes)
+        except OSError as exc:  # disk full, file system gone
+            raise self._failed(exc) from exc
+        self.rows += len(chunk)
+
+    def _write(self, chunk: RequestChunk, classes: NDArray[np.int16]) -> None:
         columns: dict[str, Any] = {name: getattr(chunk, name) for name in RequestChunk.DTYPES}
         columns.update(ttft_s=chunk.ttft_s, tpot_s=chunk.tpot_s, e2e_s=chunk.e2e_s)
         names = pa.DictionaryArray.from_arrays(classes, self._class_names)
@@ -729,7 +757,6 @@ class RequestWriter:
             columns["class"] = np.asarray(self.classes, dtype=object)[classes]
             text = pd.DataFrame(columns).to_json(orient="records", lines=True, double_precision=15)
             self._jsonl.write(text if text.endswith("\n") else text + "\n")
-        self.rows += len(chunk)
 
     def __exit__(
         self,
@@ -745,6 +772,9 @@ class RequestWriter:
             assert self._temp is not None
             self._temp.replace(self.path)
             self._temp = None
+        except OSError as exc:
+            self._discard()
+            raise self._failed(exc) from exc
         except BaseException:
             self._discard()
             raise

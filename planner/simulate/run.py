@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.common.text import shown
 from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
 from planner.latency.model import (
@@ -57,7 +58,7 @@ class ServingSpec:
     def deployment(self) -> Deployment:
         catalog = load_catalog()
         if self.kv_cache not in ("fp16", "bf16", "fp8"):
-            raise UsageError(f"KV cache {self.kv_cache!r}: expected fp16 or fp8")
+            raise UsageError(f"KV cache {shown(self.kv_cache)}: expected fp16 or fp8")
         return Deployment(
             gpu=catalog.gpus.get(self.gpu),
             model=catalog.models.get(self.model),

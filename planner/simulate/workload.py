@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from planner.common.text import shown
 from planner.errors import InputFileError, RowProblem, UsageError
 from planner.store.models import Request
 from planner.store.queries import get_dataset
@@ -42,6 +43,22 @@ DEFAULT_CLASS = "default"  # the class of requests whose log gives none
 MAX_CLASSES = int(np.iinfo(np.int16).max) + 1
 MOONCAKE_BLOCK_TOKENS = 512  # Mooncake's hash_ids each stand for 512 prompt tokens
 FETCH_ROWS = 200_000
+# Most requests any workload may hold, whatever a caller allows: past this the arrays alone
+# take tens of GB (a load scale of 1e9, a rate curve of 1e12 requests an hour).
+HARD_MAX_REQUESTS = 1 << 31
+
+
+def check_request_count(expected: float, max_requests: int | None, what: str) -> None:
+    """Refuse, before building it, a workload of more than ``max_requests`` requests (and
+    never more than :data:`HARD_MAX_REQUESTS`); ``what`` says where the estimate comes from."""
+    limit = HARD_MAX_REQUESTS if max_requests is None else min(max_requests, HARD_MAX_REQUESTS)
+    if expected > limit:
+        shown_count = f"{expected:,.0f}" if expected < 1e15 else f"{expected:.3g}"
+        raise UsageError(
+            f"{what} comes to about {shown_count} requests, over the limit of {limit:,} "
+            "(--max-requests; each request takes time and memory to simulate)"
+            + ("; raise --max-requests to run it anyway" if limit < HARD_MAX_REQUESTS else "")
+        )
 
 
 # --- the workload ---------------------------------------------------------------------------
@@ -96,6 +113,7 @@ class Workload:
         gap between arrivals), so bursts keep their shape. Deterministic for ``seed``."""
         if not (math.isfinite(scale) and scale > 0):
             raise UsageError(f"a load scale must be a positive number, got {scale}")
+        check_request_count(len(self) * scale, None, f"{len(self):,} requests x {scale:g}")
         if mean_gap_s is None:
             n = len(self.arrival_s)
             mean_gap_s = self.duration_s / (n - 1) if n > 1 else 0.0
@@ -143,10 +161,13 @@ def from_dataset(
     start: datetime | None = None,
     end: datetime | None = None,
     seed: int = 0,
+    max_requests: int | None = None,
 ) -> Workload:
     """The requests of dataset ``name`` (optionally those in ``[start, end)``) at ``load_scale``.
 
-    Time zero is ``start`` when given, otherwise the dataset's first arrival.
+    Time zero is ``start`` when given, otherwise the dataset's first arrival. More than
+    ``max_requests`` requests (the window's count times ``load_scale``) is an error, raised
+    before any request is read.
     """
     if not (math.isfinite(load_scale) and load_scale > 0):
         raise UsageError(
@@ -165,7 +186,20 @@ def from_dataset(
         )
     ).one()
     if not count:
-        raise UsageError(f"dataset {name!r} has no requests")
+        raise UsageError(f"dataset {shown(name)} has no requests")
+    inside = count
+    if start_us is not None or end_us is not None:
+        counting = select(func.count()).where(Request.dataset_id == dataset.id)
+        if start_us is not None:
+            counting = counting.where(Request.arrival_us >= start_us)
+        if end_us is not None:
+            counting = counting.where(Request.arrival_us < end_us)
+        inside = session.execute(counting).scalar_one()
+    check_request_count(
+        inside * load_scale,
+        max_requests,
+        f"dataset {shown(name)}: {inside:,} requests at --load-scale {load_scale:g}",
+    )
 
     query = select(
         Request.arrival_us,
@@ -184,7 +218,7 @@ def from_dataset(
     parts = [pd.DataFrame(part, columns=columns) for part in result.partitions()]
     if not parts:
         raise UsageError(
-            f"dataset {name!r} has no requests in the window from "
+            f"dataset {shown(name)} has no requests in the window from "
             f"{_when(start) or 'its start'} to {_when(end) or 'its end'} "
             f"(its requests arrive from {_when(_from_micros(first_us))} "
             f"to {_when(_from_micros(last_us))})"
@@ -199,7 +233,7 @@ def from_dataset(
     classes = tuple(str(u) for u in uniques)
     if len(classes) > MAX_CLASSES:
         raise UsageError(
-            f"dataset {name!r} has {len(classes)} distinct priority classes; "
+            f"dataset {shown(name)} has {len(classes)} distinct priority classes; "
             f"planner simulates at most {MAX_CLASSES}"
         )
     class_index = codes.astype(np.int16)
@@ -225,7 +259,7 @@ def from_dataset(
     if not len(scaled):
         raise UsageError(
             f"--load-scale {load_scale} kept none of the {len(workload)} requests of dataset "
-            f"{name!r}; use a larger scale"
+            f"{shown(name)}; use a larger scale"
         )
     return scaled
 
@@ -266,7 +300,7 @@ def token_pool(session: Session, name: str) -> tuple[NDArray[np.int64], NDArray[
     result = session.execute(query.execution_options(yield_per=FETCH_ROWS))
     parts = [np.array(part, dtype=np.int64).reshape(-1, 2) for part in result.partitions()]
     if not parts:
-        raise UsageError(f"dataset {name!r} has no requests to draw token lengths from")
+        raise UsageError(f"dataset {shown(name)} has no requests to draw token lengths from")
     pairs = np.concatenate(parts)
     return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
 
@@ -305,8 +339,23 @@ class RateCurve:
         rates = np.asarray(self.requests_per_hour, dtype=np.float64)
         if rates.ndim != 1 or not len(rates):
             raise ValueError("a rate curve needs a one-dimensional array of at least one hour")
-        if not (np.isfinite(rates).all() and (rates >= 0).all()):
-            raise ValueError("a rate curve's requests per hour must be finite and non-negative")
+        bad = np.flatnonzero(~(np.isfinite(rates) & (rates >= 0)))
+        if len(bad):
+            hour = int(bad[0])
+            value = float(rates[hour])
+            what = (
+                "not a number"
+                if math.isnan(value)
+                else "infinite (too large)"
+                if math.isinf(value)
+                else "negative"
+            )
+            moment = self.start + timedelta(hours=hour)
+            raise UsageError(
+                f"rate curve hour {hour + 1} ({moment.isoformat()}): {value:g} requests, "
+                f"{what}; every hour needs a finite number of requests >= 0"
+                + (f" ({len(bad)} hours are wrong)" if len(bad) > 1 else "")
+            )
         object.__setattr__(self, "requests_per_hour", rates)
 
     @property
@@ -369,7 +418,7 @@ def read_rate_curve(path: Path | str) -> RateCurve:
                     RowProblem(
                         row,
                         "ds",
-                        f"{fields[ds_col].strip()!r} {_step(moment - previous)}: expected "
+                        f"{shown(fields[ds_col].strip())} {_step(moment - previous)}: expected "
                         f"{expected.isoformat()}, one hour after the previous row "
                         "(one row per hour, consecutive hours, no gaps)",
                         line,
@@ -392,10 +441,10 @@ def _parse_requests(path: Path, text: str, row: int, line: int) -> float:
     try:
         requests = float(value)
     except ValueError:
-        shown = repr(value) if value else "empty"
-        raise InputFileError(path, RowProblem(row, "y", f"{shown}: {expected}", line)) from None
+        what = shown(value) if value else "empty"
+        raise InputFileError(path, RowProblem(row, "y", f"{what}: {expected}", line)) from None
     if not math.isfinite(requests) or requests < 0:
-        raise InputFileError(path, RowProblem(row, "y", f"{value!r}: {expected}", line))
+        raise InputFileError(path, RowProblem(row, "y", f"{shown(value)}: {expected}", line))
     return requests
 
 
@@ -422,6 +471,7 @@ def synthetic(
     cv: float = 1.0,
     classes: Sequence[str] = (DEFAULT_CLASS,),
     class_weights: Sequence[float] | None = None,
+    max_requests: int | None = None,
 ) -> Workload:
     """Requests arriving at ``curve``'s hourly rates, with token lengths drawn from a pool.
 
@@ -431,7 +481,8 @@ def synthetic(
     rate is piecewise constant per hour and hours with rate 0 get no arrivals. Token lengths
     are (input, output) pairs drawn jointly, with replacement, from ``inputs``/``outputs``.
     Classes are drawn independently with ``class_weights`` (uniform by default).
-    Deterministic for a ``seed``.
+    Deterministic for a ``seed``. A curve of more than ``max_requests`` expected requests is an
+    error, raised before any is drawn.
     """
     if not (math.isfinite(cv) and cv > 0):
         raise UsageError(
@@ -448,6 +499,11 @@ def synthetic(
     probabilities = _class_probabilities(names, class_weights)
     if curve.total_requests <= 0:
         raise UsageError("the rate curve asks for no requests: every hour's y is 0")
+    check_request_count(
+        curve.total_requests,
+        max_requests,
+        f"the rate curve ({curve.hours:,} hours from {curve.start.isoformat()})",
+    )
 
     rng = np.random.default_rng(seed)
     arrival_s = _arrivals(rng, curve.requests_per_hour, cv)

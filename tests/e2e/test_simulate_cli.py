@@ -113,7 +113,7 @@ def test_human_output(home: Path) -> None:
         (["--dataset", "code", *BASE, "--slo", "vip:ttft=1s"], "error: --slo: unknown class 'vip'"),
         (
             ["--dataset", "code", *BASE, "--load-scale", "0"],
-            "error: --load-scale must be a positive number",
+            "error: --load-scale 0: expected a positive number",
         ),
         (
             ["--dataset", "code", *BASE, "--out-requests", "x.xlsx"],

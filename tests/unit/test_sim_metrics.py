@@ -248,7 +248,8 @@ def test_collector_summary_by_hand() -> None:
     assert (total["requests"], total["finished"], total["rejected"]) == (5, 4, 1)
     assert chat["slo_met"] == 1  # the second request's ttft is 2 s
     assert chat["slo_attainment"] == 1 / 3
-    assert batch["slo_attainment"] == 1.0  # no targets
+    assert batch["slo_attainment"] is None  # no targets: n/a, not 100%
+    assert batch["goodput_rps"] is None and batch["slo_met"] == 2
     assert total["slo_attainment"] == 3 / 5
     assert total["goodput_rps"] == 3 / 20
     assert total["throughput_rps"] == 4 / 20
@@ -277,6 +278,16 @@ def test_collector_rates_follow_the_given_duration() -> None:
     assert s["classes"]["batch"]["throughput_rps"] == 0.02
     with pytest.raises(UsageError, match="duration"):
         collector.summary(duration_s=0)
+
+
+def test_no_slo_target_means_no_attainment() -> None:
+    """Without any target, attainment and goodput are unknown (None), not 100%."""
+    collector = MetricsCollector(("chat", "batch"), {"batch": SLO()})
+    collector.add(hand_chunk())
+    s = collector.summary()
+    for stats in (s["all"], s["classes"]["chat"], s["classes"]["batch"]):
+        assert stats["slo_attainment"] is None and stats["goodput_rps"] is None
+    assert s["all"]["throughput_rps"] == 4 / 20
 
 
 def test_empty_collector_summary_has_no_rates() -> None:
