@@ -605,7 +605,8 @@ def run_case(case: Case, base: Path, scratch: Path) -> Outcome:
     home = Path(tempfile.mkdtemp(dir=scratch))
     shutil.copytree(base, home, dirs_exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLANNER_")}
-    env.update(PLANNER_HOME=str(home), COLUMNS="100", **case.env)
+    env.update({"PLANNER_HOME": str(home), "COLUMNS": "100"})
+    env.update(case.env)  # a case may point PLANNER_HOME elsewhere
     started = time.monotonic()
     try:
         done = subprocess.run(

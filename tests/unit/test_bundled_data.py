@@ -43,7 +43,7 @@ def test_no_code_reads_from_beside_the_project() -> None:
 
 
 def test_the_guard_would_catch_a_path_beside_the_project() -> None:
-    assert OUTSIDE.search('TRACES = ROOT.parent /' + ' "shared" / "data"')
+    assert OUTSIDE.search("TRACES = ROOT.parent /" + ' "shared" / "data"')
     assert OUTSIDE.search("cat " + "../" + "shared/data/traces/x.csv")
     assert not OUTSIDE.search("tenancy shared")
 

@@ -33,7 +33,9 @@ def test_binary_garbage_names_the_offset(write: WriteFile) -> None:
 
 def test_mostly_non_utf8_text_is_refused(write: WriteFile) -> None:
     path = write("latin1.csv", b"a,b\n" + "café,1\n".encode("latin-1") * 30 + b"x" * 20)
-    with pytest.raises(InputFileError, match=r"not UTF-8 text \(byte 0xe9 at offset 7; 30 such bytes"):
+    with pytest.raises(
+        InputFileError, match=r"not UTF-8 text \(byte 0xe9 at offset 7; 30 such bytes"
+    ):
         inspect_file(path)
 
 
