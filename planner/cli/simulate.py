@@ -405,6 +405,9 @@ def simulate_command(
         prefix_caching=not no_prefix_caching,
         prefix_hit_rate=prefix_hit_rate,
     )
+    # Parsed whether or not --autoscale is on: a bad value is an error, never silently unused.
+    cold_start_s = parse_duration("--cold-start", cold_start) or 0.0
+    warm_start_s = parse_duration("--warm-start", warm_start) or 0.0
     scaler = None
     if autoscale:
         scaler = Autoscaler(
@@ -412,8 +415,8 @@ def simulate_command(
             max_replicas=max_replicas,
             target_utilization=None if target_queue is not None else (target_utilization or 0.7),
             target_queue=target_queue,
-            cold_start_s=parse_duration("--cold-start", cold_start) or 0.0,
-            warm_start_s=parse_duration("--warm-start", warm_start) or 0.0,
+            cold_start_s=cold_start_s,
+            warm_start_s=warm_start_s,
             warm_pool=warm_pool,
         )
     purchase = {

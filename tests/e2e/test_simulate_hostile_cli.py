@@ -79,6 +79,9 @@ def test_unwritable_outputs_fail_before_the_work(
         (["--slo-ttft", "9" * 400], "--slo-ttft '9999"),
         (["--slo", "default:ttft=0ms"], "expected a duration above 0"),
         (["--cold-start", "1e999", "--autoscale"], "--cold-start '1e999': expected a duration"),
+        # checked without --autoscale too: never silently unused
+        (["--cold-start", "forever"], "--cold-start 'forever': expected a duration"),
+        (["--warm-start", "soon"], "--warm-start 'soon': expected a duration"),
         # the rest
         (["--seed", "-1"], "Invalid value for '--seed'"),
         (["--schedule", ""], "--schedule: expected non-negative replica counts"),
