@@ -328,26 +328,25 @@ def test_list_and_show_print_names_as_text_not_markup(
     home: Path, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # wide enough for the demand column
-    if True:
-        with store.session() as session:
-            run = RecommendationRun(
-                demand_source="file d[/x].csv\x1b[31m",
-                model="llama-3.1-8b",
-                winner=None,
-                monthly_usd=None,
-                purchase=None,
-                request={},
-                result={"ranked": []},
-            )
-            session.add(run)
-            session.flush()
-            good = run.id
-            broken = RecommendationRun(
-                demand_source="x", model="m", request={}, result={"ranked": [{"id": 1}]}
-            )
-            session.add(broken)
-            session.flush()
-            broken_id = broken.id
+    with store.session() as session:
+        run = RecommendationRun(
+            demand_source="file d[/x].csv\x1b[31m",
+            model="llama-3.1-8b",
+            winner=None,
+            monthly_usd=None,
+            purchase=None,
+            request={},
+            result={"ranked": []},
+        )
+        session.add(run)
+        session.flush()
+        good = run.id
+        broken = RecommendationRun(
+            demand_source="x", model="m", request={}, result={"ranked": [{"id": 1}]}
+        )
+        session.add(broken)
+        session.flush()
+        broken_id = broken.id
     store_url = store.url
     listed = cli("--db", store_url, "recommendations", "list")
     assert listed.exit_code == 0, listed.output
