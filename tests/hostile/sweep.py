@@ -468,54 +468,13 @@ def cases(f: dict[str, Path], tmp: Path) -> list[Case]:
             ["simulate", "--dataset", "nope", "--gpu", "H100-SXM", "--model", "llama-3.1-8b"],
         )
     )
-    add(
-        Case(
-            "simulate rates 9999",
-            [
-                "simulate",
-                "--rates",
-                p["series-9999.csv"],
-                "--tokens-from",
-                "demo",
-                "--gpu",
-                "H100-SXM",
-                "--model",
-                "llama-3.1-8b",
-            ],
-        )
-    )
-    add(
-        Case(
-            "simulate rates nan",
-            [
-                "simulate",
-                "--rates",
-                p["series-nan.csv"],
-                "--tokens-from",
-                "demo",
-                "--gpu",
-                "H100-SXM",
-                "--model",
-                "llama-3.1-8b",
-            ],
-        )
-    )
-    add(
-        Case(
-            "simulate rates negative",
-            [
-                "simulate",
-                "--rates",
-                p["series-negative.csv"],
-                "--tokens-from",
-                "demo",
-                "--gpu",
-                "H100-SXM",
-                "--model",
-                "llama-3.1-8b",
-            ],
-        )
-    )
+    rates = ["--tokens-from", "demo", "--gpu", "H100-SXM", "--model", "llama-3.1-8b"]
+    for label, name in (
+        ("9999", "series-9999.csv"),
+        ("nan", "series-nan.csv"),
+        ("negative", "series-negative.csv"),
+    ):
+        add(Case(f"simulate rates {label}", ["simulate", "--rates", p[name], *rates]))
     add(Case("simulate ok", [*SIM, "--load-scale", "0.2", "--json"], "ok", timeout=180))
 
     # --- forecast --------------------------------------------------------------------------
