@@ -336,16 +336,21 @@ def _measurement(row: dict[str, str], catalog: Catalog) -> Measurement | None:
     )
 
 
-def predict(point: Measurement, profile: Profile, catalog: Catalog | None = None) -> float:
-    """The model's value (ms) for a measurement's metric, under ``profile``."""
-    catalog = catalog or load_catalog()
-    deployment = Deployment(
+def _deployment(point: Measurement, catalog: Catalog) -> Deployment:
+    """The deployment a measurement was taken on."""
+    return Deployment(
         gpu=catalog.gpus.get(point.gpu),
         model=catalog.models.get(point.model),
         precision=catalog.precisions.get(point.precision),
         tp=point.tp,
         kv_bytes=KV_CACHES.get(point.kv_cache, 2.0),
     )
+
+
+def predict(point: Measurement, profile: Profile, catalog: Catalog | None = None) -> float:
+    """The model's value (ms) for a measurement's metric, under ``profile``."""
+    catalog = catalog or load_catalog()
+    deployment = _deployment(point, catalog)
     latency = steady_state(
         LatencyModel(deployment, profile),
         point.input_tokens,
@@ -619,13 +624,7 @@ def _unusable_reason(point: Measurement, start: Profile, catalog: Catalog) -> st
 
 def _check_batch_fits(point: Measurement, catalog: Catalog) -> None:
     """A static batch whose KV cache exceeds the deployment's cannot run as measured."""
-    deployment = Deployment(
-        gpu=catalog.gpus.get(point.gpu),
-        model=catalog.models.get(point.model),
-        precision=catalog.precisions.get(point.precision),
-        tp=point.tp,
-        kv_bytes=KV_CACHES.get(point.kv_cache, 2.0),
-    )
+    deployment = _deployment(point, catalog)
     per_sequence = point.input_tokens + point.output_tokens
     need = int(point.load) * per_sequence
     capacity = deployment.kv_capacity_tokens
