@@ -206,7 +206,9 @@ class _Row:
         return value
 
     def number(self, column: str, *, blank: float | None = None) -> float | None:
-        text = self.text(column).replace(",", "").removeprefix("$").strip()
+        # No separators are guessed here: deleting commas read "1,09" as 109. User sheets
+        # normalize their number text first (pricing.sheets.number_text, --decimal-comma).
+        text = self.text(column).removeprefix("$").strip()
         if not text:
             return blank
         try:

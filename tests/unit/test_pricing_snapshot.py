@@ -250,3 +250,9 @@ def test_header_problems(tmp_path: Path) -> None:
         load_snapshot(empty)
     with pytest.raises(InputFileError, match="file not found"):
         load_snapshot(tmp_path / "missing.csv")
+
+
+def test_a_comma_in_a_number_is_refused_not_deleted(tmp_path: Path) -> None:
+    # "1,09" once became 109.0: no separator is guessed
+    with pytest.raises(InputFileError, match=r"column 'usd_per_hour': expected a number"):
+        load_snapshot(_sheet(tmp_path, GOOD.replace("1.212", '"1,09"')))
