@@ -17,8 +17,9 @@ from planner.errors import PlannerError, UsageError
 from planner.paths import data_dir
 
 GIB = 1024**3
+MIB = 1024**2
 GB = 1e9
-SCALE_BITS_PER_WEIGHT_INT4 = 16 / 128  # one FP16 scale per group of 128 weights
+MEMORY_UNITS: Mapping[str, float] = {"GiB": GIB, "GB": GB}  # bytes per unit of ``GPU.memory``
 
 
 class CatalogError(PlannerError):
@@ -34,7 +35,9 @@ class GPU:
     name: str
     aliases: tuple[str, ...]
     vendor: str
-    memory_gb: float
+    memory: float  # the vendor's nominal figure ("80" for an 80 GB H100) in ``memory_unit``
+    memory_unit: str  # "GiB" (HBM and GDDR capacities are binary) or "GB" (1e9 bytes)
+    device_memory_mib: float | None  # total the driver reports (nvidia-smi MiB), when published
     mem_bw_gbps: float
     peak_tflops: Mapping[str, float]  # column (bf16_tflops, fp8_tflops, ...) -> dense peak
     interconnect: str
@@ -45,7 +48,19 @@ class GPU:
 
     @property
     def memory_bytes(self) -> float:
-        return self.memory_gb * GB
+        """Device memory in bytes: the driver's total where known (what an engine can size
+        its KV cache against), else the nominal figure in its unit."""
+        if self.device_memory_mib is not None:
+            return self.device_memory_mib * MIB
+        return self.nominal_memory_bytes
+
+    @property
+    def nominal_memory_bytes(self) -> float:
+        return self.memory * MEMORY_UNITS[self.memory_unit]
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / GIB
 
     @property
     def bandwidth(self) -> float:
@@ -135,6 +150,7 @@ class Precision:
     name: str
     aliases: tuple[str, ...]
     weight_bits: int
+    scale_bits_per_weight: float
     activation: str
     compute_peak: str  # GPU column for this precision's matmul peak
     dequant_compute_factor: float
@@ -144,9 +160,9 @@ class Precision:
 
     @property
     def weight_bytes(self) -> float:
-        """Bytes per weight, with group scales for 4-bit formats."""
-        bits = self.weight_bits + (SCALE_BITS_PER_WEIGHT_INT4 if self.weight_bits == 4 else 0)
-        return bits / 8
+        """Bytes per weight, with the format's per-group scales (int4-awq: one FP16 scale per
+        128 weights = 0.125 bit; NVFP4: one FP8 scale per 16 weights = 0.5 bit)."""
+        return (self.weight_bits + self.scale_bits_per_weight) / 8
 
 
 class Named(Protocol):
@@ -192,7 +208,16 @@ class Catalog:
     precisions: Table[Precision]
 
 
-GPU_COLUMNS = ("name", "aliases", "memory_gb", "mem_bw_gbps", "link_gbps", "max_gpus_per_node")
+GPU_COLUMNS = (
+    "name",
+    "aliases",
+    "memory",
+    "memory_unit",
+    "device_memory_mib",
+    "mem_bw_gbps",
+    "link_gbps",
+    "max_gpus_per_node",
+)
 MODEL_COLUMNS = (
     "name",
     "aliases",
@@ -212,11 +237,19 @@ PRECISION_COLUMNS = (
     "name",
     "aliases",
     "weight_bits",
+    "scale_bits_per_weight",
     "compute_peak",
     "dequant_compute_factor",
     "quality_delta_pct",
 )
-PEAK_COLUMNS = ("bf16_tflops", "fp16_tflops", "fp8_tflops", "int8_tops", "fp32_tflops")
+PEAK_COLUMNS = (
+    "bf16_tflops",
+    "fp16_tflops",
+    "fp8_tflops",
+    "fp4_tflops",
+    "int8_tops",
+    "fp32_tflops",
+)
 
 
 def _rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
@@ -275,27 +308,57 @@ def _whole(row: Mapping[str, str], key: str, path: Path) -> int:
     return int(value)
 
 
+def _memory_unit(row: Mapping[str, str], path: Path) -> str:
+    unit = row["memory_unit"].strip()
+    if unit not in MEMORY_UNITS:
+        raise CatalogError(
+            f"{path}: {shown(row['name'])}: memory_unit must be one of "
+            f"{', '.join(MEMORY_UNITS)}, got {shown(unit)}"
+        )
+    return unit
+
+
+def _check_device_memory(gpu: GPU, path: Path) -> None:
+    """The driver's total cannot exceed the nominal capacity (it reserves, never adds)."""
+    if gpu.device_memory_mib is None:
+        return
+    if gpu.device_memory_mib * MIB > gpu.nominal_memory_bytes:
+        raise CatalogError(
+            f"{path}: {shown(gpu.name)}: device_memory_mib = {gpu.device_memory_mib:g} "
+            f"({gpu.device_memory_mib * MIB / GIB:.2f} GiB) exceeds memory = {gpu.memory:g} "
+            f"{gpu.memory_unit}; is memory_unit right?"
+        )
+
+
 def load_gpus(path: Path) -> list[GPU]:
     gpus = []
     for row in _rows(path, GPU_COLUMNS):
         peaks = {c: v for c in PEAK_COLUMNS if (v := _float(row, c, path)) is not None}
         if any(v <= 0 for v in peaks.values()):
             raise CatalogError(f"{path}: {shown(row['name'])}: peaks must be positive")
-        gpus.append(
-            GPU(
-                name=row["name"],
-                aliases=_aliases(row["aliases"]),
-                vendor=row.get("vendor", ""),
-                memory_gb=_required(row, "memory_gb", path),
-                mem_bw_gbps=_required(row, "mem_bw_gbps", path),
-                peak_tflops=peaks,
-                interconnect=row.get("interconnect", ""),
-                link_gbps=_required(row, "link_gbps", path),
-                max_gpus_per_node=_whole(row, "max_gpus_per_node", path),
-                source=row.get("source", ""),
-                notes=row.get("notes", ""),
+        device_mib = _float(row, "device_memory_mib", path)
+        if device_mib is not None and device_mib <= 0:
+            raise CatalogError(
+                f"{path}: {shown(row['name'])}: device_memory_mib = {device_mib:g} "
+                "must be positive (or blank when unknown)"
             )
+        gpu = GPU(
+            name=row["name"],
+            aliases=_aliases(row["aliases"]),
+            vendor=row.get("vendor", ""),
+            memory=_required(row, "memory", path),
+            memory_unit=_memory_unit(row, path),
+            device_memory_mib=device_mib,
+            mem_bw_gbps=_required(row, "mem_bw_gbps", path),
+            peak_tflops=peaks,
+            interconnect=row.get("interconnect", ""),
+            link_gbps=_required(row, "link_gbps", path),
+            max_gpus_per_node=_whole(row, "max_gpus_per_node", path),
+            source=row.get("source", ""),
+            notes=row.get("notes", ""),
         )
+        _check_device_memory(gpu, path)
+        gpus.append(gpu)
     return gpus
 
 
@@ -336,11 +399,18 @@ def load_precisions(path: Path) -> list[Precision]:
                 f"{path}: {shown(row['name'])}: compute_peak must be one of "
                 f"{', '.join(PEAK_COLUMNS)}, got {shown(row['compute_peak'])}"
             )
+        scale_bits = _required(row, "scale_bits_per_weight", path, positive=False)
+        if scale_bits < 0:
+            raise CatalogError(
+                f"{path}: {shown(row['name'])}: scale_bits_per_weight = {scale_bits:g} "
+                "must be 0 or more"
+            )
         precisions.append(
             Precision(
                 name=row["name"],
                 aliases=_aliases(row["aliases"]),
                 weight_bits=_whole(row, "weight_bits", path),
+                scale_bits_per_weight=scale_bits,
                 activation=row.get("activation", ""),
                 compute_peak=row["compute_peak"],
                 dequant_compute_factor=_required(row, "dequant_compute_factor", path),
