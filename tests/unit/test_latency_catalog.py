@@ -2,16 +2,22 @@ from __future__ import annotations
 
 import csv
 import re
+from pathlib import Path
 
 import pytest
 
 from planner.errors import UsageError
 from planner.latency.catalog import (
+    GIB,
+    MEMORY_UNITS,
     PEAK_COLUMNS,
     Catalog,
+    CatalogError,
     Precision,
     UnsupportedError,
     load_catalog,
+    load_gpus,
+    load_precisions,
 )
 from planner.paths import data_dir
 
@@ -46,11 +52,22 @@ def test_every_catalog_row_loads_under_its_own_name(file: str, kind: str) -> Non
 def test_every_gpu_row_has_a_source_and_the_numbers_it_needs() -> None:
     for gpu in catalog().gpus.entries:
         assert gpu.source.strip(), gpu.name
-        assert gpu.memory_gb > 0 and gpu.mem_bw_gbps > 0 and gpu.link_gbps > 0, gpu.name
+        assert gpu.memory > 0 and gpu.mem_bw_gbps > 0 and gpu.link_gbps > 0, gpu.name
+        assert gpu.memory_unit in MEMORY_UNITS, gpu.name
+        # the driver reserves part of the nominal capacity, never adds to it
+        assert 0 < gpu.memory_bytes <= gpu.nominal_memory_bytes, gpu.name
         assert gpu.max_gpus_per_node >= 1, gpu.name
         assert set(gpu.peak_tflops) <= set(PEAK_COLUMNS), gpu.name
         # every chip has a 16-bit tensor peak (the half-precision attention and LM head use it)
         assert gpu.peak_tflops.get("bf16_tflops") or gpu.peak_tflops.get("fp16_tflops"), gpu.name
+
+
+def test_every_gpu_row_says_how_its_memory_unit_is_known() -> None:
+    for row in csv_rows("gpus.csv"):
+        assert row["memory_note"].strip(), row["name"]
+        if row["device_memory_mib"].strip():
+            # a driver figure is cited with the public page that shows it
+            assert "https://" in row["memory_note"], row["name"]
 
 
 def test_every_model_row_has_a_source_and_a_consistent_shape() -> None:
@@ -91,8 +108,11 @@ def test_no_alias_names_two_entries(kind: str) -> None:
         ("llama-2-70b", 69.0e9),
         ("llama-3.1-8b", 8.03e9),
         ("llama-3.1-70b", 70.6e9),
+        ("llama-3.1-405b", 405e9),
         ("mistral-7b", 7.24e9),
         ("mixtral-8x7b", 46.7e9),
+        ("mixtral-8x22b", 141e9),
+        ("qwen3-30b-a3b", 30.5e9),
         ("qwen2.5-7b", 7.6e9),
         ("qwen2.5-72b", 72.7e9),
         ("tinyllama-1.1b", 1.1e9),
@@ -102,13 +122,31 @@ def test_total_parameters_match_published_sizes(name: str, published: float) -> 
     assert catalog().models.get(name).total_params == pytest.approx(published, rel=0.02)
 
 
-def test_mixtral_active_parameters_are_two_of_eight_experts() -> None:
-    mixtral = catalog().models.get("mixtral-8x7b")
-    assert mixtral.is_moe
-    assert mixtral.active_params == pytest.approx(12.9e9, rel=0.02)
-    assert (
-        mixtral.total_params - mixtral.active_params == 6 * mixtral.layers * mixtral.expert_params
-    )
+@pytest.mark.parametrize(
+    ("name", "experts", "top_k", "published_active"),
+    [
+        ("mixtral-8x7b", 8, 2, 12.9e9),
+        ("mixtral-8x22b", 8, 2, 39e9),
+        ("qwen3-30b-a3b", 128, 8, 3.3e9),
+    ],
+)
+def test_moe_active_parameters_are_the_top_k_experts(
+    name: str, experts: int, top_k: int, published_active: float
+) -> None:
+    model = catalog().models.get(name)
+    assert model.is_moe
+    assert (model.experts, model.experts_per_token) == (experts, top_k)
+    assert model.active_params == pytest.approx(published_active, rel=0.02)
+    unused = (experts - top_k) * model.layers * model.expert_params
+    assert model.total_params - model.active_params == unused
+
+
+def test_qwen3_moe_attention_uses_heads_times_head_dim_not_hidden_size() -> None:
+    # 32 query heads x 128 = 4096 != hidden 2048: Q and O are 2048 x 4096, K and V 2048 x 512
+    qwen = catalog().models.get("qwen3-30b-a3b")
+    assert qwen.attention_heads * qwen.head_dim != qwen.hidden_size
+    assert qwen.attention_params_per_layer == 2 * 2048 * 4096 + 2 * 2048 * 512  # 18,874,368
+    assert qwen.expert_params == 3 * 2048 * 768  # moe_intermediate_size, not 6144
 
 
 def test_dense_models_have_all_parameters_active() -> None:
@@ -133,6 +171,15 @@ def test_dense_models_have_all_parameters_active() -> None:
         ("models", "LLAMA-3.1-8B", "llama-3.1-8b"),
         ("models", "meta-llama/llama-2-7b-hf", "llama-2-7b"),
         ("models", "Mixtral-8x7B", "mixtral-8x7b"),
+        ("models", "mistralai/Mixtral-8x22B-Instruct-v0.1", "mixtral-8x22b"),
+        ("models", "Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
+        ("models", "meta-llama/Llama-3.1-405B-Instruct", "llama-3.1-405b"),
+        ("gpus", "NVIDIA H100 NVL", "H100-NVL"),
+        ("gpus", "NVIDIA GH200 480GB", "GH200-96GB"),
+        ("gpus", "GH200 144G HBM3e", "GH200-144GB"),
+        ("gpus", "nvidia a40", "A40"),
+        ("precisions", "NVFP4", "fp4"),
+        ("precisions", "w4a4-fp4", "fp4"),
         ("precisions", "BF16", "bf16"),
         ("precisions", "half", "bf16"),
         ("precisions", "AWQ", "int4-awq"),
@@ -194,6 +241,8 @@ def test_closest_gpu_comes_before_its_siblings() -> None:
         # 4 bits per weight plus one FP16 scale (16 bits) per group of 128 weights:
         # (4 + 16/128) / 8 = 0.5 + 1/64
         ("int4-awq", 0.5 + 1 / 64),
+        # NVFP4: 4 bits plus one FP8 scale (8 bits) per 16 weights: (4 + 8/16) / 8 = 0.5625
+        ("fp4", 0.5625),
     ],
 )
 def test_precision_weight_bytes(name: str, weight_bytes: float) -> None:
@@ -205,7 +254,103 @@ def test_gpu_peak_is_in_flops_and_missing_units_are_unsupported() -> None:
     h100 = catalog().gpus.get("H100-SXM")
     assert h100.peak("fp8_tflops") == pytest.approx(1978.9e12, rel=1e-12)
     assert h100.bandwidth == pytest.approx(3350e9, rel=1e-12)
-    assert h100.memory_bytes == pytest.approx(80e9, rel=1e-12)
     with pytest.raises(UnsupportedError, match=re.escape("A100-80GB has no FP8 tensor-core peak")):
         catalog().gpus.get("A100-80GB").peak("fp8_tflops")
     assert issubclass(UnsupportedError, UsageError)
+
+
+def test_fp4_runs_on_fp4_tensor_cores_only() -> None:
+    fp4 = catalog().precisions.get("fp4")
+    assert (fp4.weight_bits, fp4.scale_bits_per_weight, fp4.compute_peak) == (4, 0.5, "fp4_tflops")
+    assert catalog().gpus.get("B200").peak("fp4_tflops") == pytest.approx(9000e12, rel=1e-12)
+    with_fp4 = [g.name for g in catalog().gpus.entries if "fp4_tflops" in g.peak_tflops]
+    assert with_fp4 == ["B200"]
+    with pytest.raises(UnsupportedError, match=re.escape("H200 has no FP4 tensor-core peak")):
+        catalog().gpus.get("H200").peak(fp4.compute_peak)
+
+
+# --- memory units ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "memory_bytes"),
+    [
+        # the driver's totals (nvidia-smi / rocminfo MiB) x 2**20
+        ("A100-80GB", 81920 * 1048576),  # 85,899,345,920 B = exactly 80 GiB
+        ("H100-SXM", 81559 * 1048576),  # 85,520,809,984 B = 79.65 GiB (not 80e9)
+        ("L4", 23034 * 1048576),  # 24,152,899,584 B
+        ("MI300X", 196592 * 1048576),  # 206,141,652,992 B
+        # no published driver total: the nominal figure in GiB
+        ("H100-PCIe", 80 * 1073741824),  # 85,899,345,920 B
+        ("H200", 141 * 1073741824),  # 151,397,597,184 B
+    ],
+)
+def test_gpu_memory_bytes_are_the_driver_total_else_the_nominal_gib(
+    name: str, memory_bytes: int
+) -> None:
+    gpu = catalog().gpus.get(name)
+    assert gpu.memory_bytes == memory_bytes
+    assert gpu.memory_gib == pytest.approx(memory_bytes / 2**30, rel=1e-12)
+
+
+def test_hbm_capacities_are_gib_so_the_driver_reports_more_than_the_decimal_figure() -> None:
+    # the bug this guards against: 80 GB read as 80e9 bytes loses 5.5e9 bytes of KV cache
+    h100 = catalog().gpus.get("H100-SXM")
+    assert (h100.memory, h100.memory_unit) == (80, "GiB")
+    assert h100.memory_bytes - 80e9 == 81559 * 2**20 - 80e9 == pytest.approx(5.52e9, rel=1e-3)
+    assert h100.memory_gib == pytest.approx(79.647, abs=1e-3) and GIB == 2**30
+
+
+GPU_HEADER = (
+    "name,aliases,memory,memory_unit,device_memory_mib,mem_bw_gbps,bf16_tflops,link_gbps,"
+    "max_gpus_per_node\n"
+)
+
+
+def write_gpus(tmp_path: Path, row: str) -> Path:
+    path = tmp_path / "gpus.csv"
+    path.write_text(GPU_HEADER + row + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_gb_unit_row_is_read_as_decimal_bytes(tmp_path: Path) -> None:
+    (gpu,) = load_gpus(write_gpus(tmp_path, "X,,24,GB,,300,100,32,8"))
+    assert gpu.memory_bytes == 24e9
+    assert gpu.device_memory_mib is None
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("X,,80,gb,,300,100,32,8", "memory_unit must be one of GiB, GB, got 'gb'"),
+        ("X,,80,,,300,100,32,8", "memory_unit must be one of GiB, GB, got ''"),
+        ("X,,80,TB,,300,100,32,8", "memory_unit must be one of GiB, GB"),
+        # 81559 MiB = 85.5e9 bytes cannot fit in 80 GB (decimal): the unit must be GiB
+        ("X,,80,GB,81559,300,100,32,8", "device_memory_mib = 81559 (79.65 GiB) exceeds memory"),
+        ("X,,80,GiB,81921,300,100,32,8", "exceeds memory = 80 GiB"),
+        ("X,,80,GiB,0,300,100,32,8", "device_memory_mib = 0 must be positive"),
+        ("X,,80,GiB,lots,300,100,32,8", "device_memory_mib = 'lots' is not a number"),
+        ("X,,,GiB,,300,100,32,8", "memory is required"),
+    ],
+)
+def test_bad_memory_cells_are_catalog_errors_naming_row_and_column(
+    tmp_path: Path, row: str, message: str
+) -> None:
+    with pytest.raises(CatalogError, match=re.escape(message)) as info:
+        load_gpus(write_gpus(tmp_path, row))
+    assert "gpus.csv: 'X'" in str(info.value)
+
+
+def test_a_missing_memory_unit_column_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "gpus.csv"
+    path.write_text("name,aliases,memory,mem_bw_gbps,link_gbps,max_gpus_per_node\nX,,80,1,1,1\n")
+    with pytest.raises(CatalogError, match="missing column 'memory_unit'"):
+        load_gpus(path)
+
+
+def test_a_negative_scale_overhead_is_a_catalog_error(tmp_path: Path) -> None:
+    text = (CATALOG_DIR / "precisions.csv").read_text(encoding="utf-8")
+    path = tmp_path / "precisions.csv"
+    path.write_text(text.replace('fp4,"nvfp4,w4a4-fp4",4,0.5,', "fp4,,4,-0.5,", 1))
+    with pytest.raises(CatalogError, match=re.escape("'fp4': scale_bits_per_weight = -0.5")):
+        load_precisions(path)
