@@ -154,6 +154,7 @@ def _point(path: Path, number: int, row: dict[str, str]) -> OperatorPoint:
         if not (row.get(column) or "").strip():
             raise OperatorDataError(f"{path}: row {number}, column {column}: empty")
     attention = operator in ATTENTION_OPERATORS
+    decode, prefill = operator == "attn_decode", operator == "attn_prefill"
     point = OperatorPoint(
         gpu=row["gpu"].strip(),
         model=row["model"].strip(),
@@ -161,8 +162,8 @@ def _point(path: Path, number: int, row: dict[str, str]) -> OperatorPoint:
         operator=operator,
         tokens=_whole(path, number, row, "tokens", 1),
         batch=_whole(path, number, row, "batch", 1 if attention else 0),
-        context=_whole(path, number, row, "context", 1 if operator == "attn_decode" else 0),
-        prefill_len=_whole(path, number, row, "prefill_len", 1 if operator == "attn_prefill" else 0),
+        context=_whole(path, number, row, "context", 1 if decode else 0),
+        prefill_len=_whole(path, number, row, "prefill_len", 1 if prefill else 0),
         measured_ms=measured,
         dtype=row["dtype"].strip(),
         backend=(row.get("backend") or "").strip(),
