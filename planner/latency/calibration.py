@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -25,12 +25,28 @@ from scipy.optimize import least_squares
 from planner.common.text import shown
 from planner.errors import InputFileError, PlannerError, RowProblem, UsageError
 from planner.latency.catalog import Catalog, UnsupportedError, load_catalog
+from planner.latency.engines import deploy, get_engine
 from planner.latency.model import Deployment, LatencyModel
 from planner.latency.profile import DEFAULT_ENGINE, FIT_BOUNDS, Profile
-from planner.latency.serving import LoadKind, SaturatedError, steady_state
+from planner.latency.serving import LoadKind, SaturatedError, max_throughput, steady_state
 
-METRICS = {"ttft": "ttft", "itl": "tpot", "tpot": "tpot", "e2e": "e2e"}
-UNITS = {"ms": 1.0, "s": 1000.0}
+METRICS = {
+    "ttft": "ttft",
+    "itl": "tpot",
+    "tpot": "tpot",
+    "e2e": "e2e",
+    "output_throughput": "output_throughput",
+    "throughput": "output_throughput",
+    "request_throughput": "request_throughput",
+}
+THROUGHPUTS = ("output_throughput", "request_throughput")
+# units each metric may be given in, with the factor to planner's unit (ms, tokens/s, req/s)
+UNITS: dict[str, dict[str, float]] = {
+    "latency": {"ms": 1.0, "s": 1000.0},
+    "output_throughput": {"tok/s": 1.0, "tokens/s": 1.0, "token/s": 1.0},
+    "request_throughput": {"req/s": 1.0, "requests/s": 1.0},
+}
+UNIT_OF = {"latency": "ms", "output_throughput": "tok/s", "request_throughput": "req/s"}
 MAX_LOAD = 1_000_000  # sequences in a batch or clients of a load test: no benchmark runs more
 REQUIRED_COLUMNS = (
     "model",
@@ -56,10 +72,10 @@ class Measurement:
     kv_cache: str
     input_tokens: int
     output_tokens: int
-    load_kind: LoadKind
+    load_kind: LoadKind | Literal["max"]  # max: offline, as fast as the engine goes
     load: float
-    metric: str  # ttft, tpot or e2e
-    value_ms: float
+    metric: str  # ttft, tpot, e2e (ms), output_throughput (tokens/s), request_throughput (req/s)
+    value: float  # in the metric's unit (see unit_of)
     source: str = ""
     row: int = 0  # data row in its file, for messages
 
@@ -77,10 +93,17 @@ class Excluded:
     reason: str
 
 
-def _parse_load(text: str) -> tuple[LoadKind, float] | None:
-    """``1`` -> batch 1; ``QPS=2``; ``concurrency=50``; ``QPS=INF`` -> None (a burst)."""
+def unit_of(metric: str) -> str:
+    return UNIT_OF[metric if metric in THROUGHPUTS else "latency"]
+
+
+def _parse_load(text: str) -> tuple[LoadKind | Literal["max"], float] | None:
+    """``1`` -> batch 1; ``QPS=2``; ``concurrency=50``; ``max`` (offline maximum throughput);
+    ``QPS=INF`` -> None (a burst)."""
     name, sep, value = (part.strip() for part in text.strip().lower().partition("="))
     kind: LoadKind
+    if not sep and name in ("max", "offline"):
+        return "max", 0.0
     if not sep:
         kind, value = "batch", name
     else:
@@ -91,7 +114,7 @@ def _parse_load(text: str) -> tuple[LoadKind, float] | None:
             "batch": "batch",
         }
         if name not in kinds:
-            raise ValueError(f"expected 1, QPS=N, concurrency=N or batch=N, got {shown(text)}")
+            raise ValueError(f"expected 1, QPS=N, concurrency=N, batch=N or max, got {shown(text)}")
         kind = kinds[name]
         if kind == "qps" and value in ("inf", "infinity"):
             return None
@@ -115,6 +138,7 @@ MAX_LATENCY_MS = 86_400_000.0  # a day: no measured latency of one request is lo
 MIN_LATENCY_MS = 0.01  # 10 us: shorter than any GPU kernel launch, let alone a token
 MAX_FILE_BYTES = 100 * 1024**2  # measurement files are small; this is not one
 KV_CACHES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
+MAX_THROUGHPUT = 10_000_000.0  # tokens/s of one model instance: far beyond any GPU node
 
 
 class _BadValueError(Exception):
@@ -279,38 +303,55 @@ def _measurement(row: dict[str, str], catalog: Catalog) -> Measurement | None:
     except ValueError as exc:
         raise _BadValueError("batch_or_concurrency", str(exc)) from None
     metric_text = _cell(row, "metric")
-    metric = metric_text.strip().lower().removeprefix("mean_")
-    if metric not in METRICS:
+    metric = METRICS.get(metric_text.strip().lower().removeprefix("mean_"), "")
+    if not metric:
         raise _BadValueError(
             "metric",
-            f"expected TTFT, ITL, TPOT or E2E (optionally mean_), got {shown(metric_text)}",
+            "expected TTFT, ITL, TPOT or E2E (optionally mean_), output_throughput or "
+            f"request_throughput, got {shown(metric_text)}",
         )
+    if load is not None and load[0] == "max" and metric not in THROUGHPUTS:
+        raise _BadValueError(
+            "batch_or_concurrency",
+            "load 'max' (offline maximum throughput) goes with output_throughput or "
+            f"request_throughput, not {shown(metric_text)}",
+        )
+    units = UNITS[metric if metric in THROUGHPUTS else "latency"]
     unit_text = _cell(row, "unit")
     unit = unit_text.strip().lower()
-    if unit not in UNITS:
-        raise _BadValueError("unit", f"expected ms or s, got {shown(unit_text)}")
-    value = _number(row, "value") * UNITS[unit]
-    if not math.isfinite(value) or value < MIN_LATENCY_MS:
+    if unit not in units:
+        raise _BadValueError(
+            "unit", f"expected {' or '.join(units)} for {metric}, got {shown(unit_text)}"
+        )
+    value = _number(row, "value") * units[unit]
+    if metric in THROUGHPUTS:
+        if not (math.isfinite(value) and 0 < value <= MAX_THROUGHPUT):
+            raise _BadValueError(
+                "value",
+                f"expected a positive throughput up to {MAX_THROUGHPUT:,.0f} {unit}, "
+                f"got {shown(row['value'])}",
+            )
+    elif not math.isfinite(value) or value < MIN_LATENCY_MS:
         raise _BadValueError(
             "value",
             f"expected a positive latency of at least {MIN_LATENCY_MS:g} ms, "
             f"got {shown(row['value'])} {unit}",
         )
-    if value > MAX_LATENCY_MS:
+    elif value > MAX_LATENCY_MS:
         raise _BadValueError(
             "value", f"expected a latency under a day, got {shown(row['value'])} {unit}"
         )
-    kv_text = (row.get("kv_cache") or "fp16").strip()
+    try:
+        engine = get_engine((row.get("engine") or DEFAULT_ENGINE).strip()).name
+    except UsageError as exc:
+        raise _BadValueError("engine", str(exc)) from None
+    kv_text = (row.get("kv_cache") or "").strip()
     kv_cache = kv_text.lower()
-    if kv_cache not in KV_CACHES:
+    if kv_cache and kv_cache not in KV_CACHES:
         raise _BadValueError("kv_cache", f"expected fp16, bf16 or fp8, got {shown(kv_text)}")
     try:  # what the hardware and model cannot run at all
-        Deployment(
-            gpu=gpu,
-            model=model,
-            precision=catalog.precisions.get(precision),
-            tp=tp,
-            kv_bytes=KV_CACHES[kv_cache],
+        deployment = deploy(
+            engine, gpu, model, catalog.precisions.get(precision), tp, kv_cache=kv_cache or None
         )
     except UnsupportedError as exc:
         column = "kv_cache" if "KV cache" in str(exc) else "num_gpus"
@@ -324,40 +365,52 @@ def _measurement(row: dict[str, str], catalog: Catalog) -> Measurement | None:
         model=model.name,
         precision=precision,
         tp=tp,
-        engine=(row.get("engine") or DEFAULT_ENGINE).strip(),
-        kv_cache=kv_cache,
+        engine=engine,
+        kv_cache=deployment.kv_cache,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         load_kind=load[0],
         load=load[1],
-        metric=METRICS[metric],
-        value_ms=value,
+        metric=metric,
+        value=value,
         source=(row.get("source") or row.get("url_or_path") or "").strip(),
     )
 
 
 def _deployment(point: Measurement, catalog: Catalog) -> Deployment:
-    """The deployment a measurement was taken on."""
-    return Deployment(
-        gpu=catalog.gpus.get(point.gpu),
-        model=catalog.models.get(point.model),
-        precision=catalog.precisions.get(point.precision),
-        tp=point.tp,
-        kv_bytes=KV_CACHES.get(point.kv_cache, 2.0),
+    """The deployment a measurement was taken on, sized as its engine sizes it."""
+    return deploy(
+        point.engine,
+        catalog.gpus.get(point.gpu),
+        catalog.models.get(point.model),
+        catalog.precisions.get(point.precision),
+        point.tp,
+        kv_cache=point.kv_cache,
     )
 
 
 def predict(point: Measurement, profile: Profile, catalog: Catalog | None = None) -> float:
-    """The model's value (ms) for a measurement's metric, under ``profile``."""
+    """The model's value for a measurement's metric, in its unit, under ``profile``."""
     catalog = catalog or load_catalog()
-    deployment = _deployment(point, catalog)
+    model = LatencyModel(_deployment(point, catalog), profile)
+    if point.load_kind == "max":
+        most = max_throughput(model, point.input_tokens, point.output_tokens)
+        if point.metric == "output_throughput":
+            return most["output_tokens_per_s"]
+        return most["requests_per_s"]
     latency = steady_state(
-        LatencyModel(deployment, profile),
-        point.input_tokens,
-        point.output_tokens,
-        point.load_kind,
-        point.load,
+        model, point.input_tokens, point.output_tokens, point.load_kind, point.load
     )
+    if point.metric in THROUGHPUTS:
+        if point.load_kind == "qps":
+            rate = point.load
+        else:  # a batch or closed loop: its clients cycle once per end-to-end latency
+            rate = (
+                latency.batch / (latency.e2e_ms / 1e3)
+                if point.load_kind == "batch"
+                else (point.load / (latency.e2e_ms / 1e3))
+            )
+        return rate * point.output_tokens if point.metric == "output_throughput" else rate
     return {"ttft": latency.ttft_ms, "tpot": latency.tpot_ms, "e2e": latency.e2e_ms}[point.metric]
 
 
@@ -365,14 +418,14 @@ def predict(point: Measurement, profile: Profile, catalog: Catalog | None = None
 class PointError:
     key: str
     metric: str
-    measured_ms: float
-    predicted_ms: float
+    measured: float  # in the metric's unit (ms, tokens/s or req/s)
+    predicted: float
     split: str  # train or test
 
     @property
     def error(self) -> float:
         """Signed relative error of the prediction."""
-        return self.predicted_ms / self.measured_ms - 1
+        return self.predicted / self.measured - 1
 
 
 @dataclass
@@ -440,10 +493,11 @@ class CalibrationReport:
                     {
                         "key": b.key,
                         "split": b.split,
-                        "measured_ms": b.measured_ms,
-                        "before_ms": b.predicted_ms,
-                        "heldout_ms": h.predicted_ms,
-                        "after_ms": a.predicted_ms,
+                        "unit": unit_of(b.metric),
+                        "measured": b.measured,
+                        "before": b.predicted,
+                        "heldout": h.predicted,
+                        "after": a.predicted,
                     }
                     for b, h, a in zip(self.before, self.heldout, self.after, strict=True)
                 ],
@@ -519,7 +573,7 @@ def _errors(
         PointError(
             p.key,
             p.metric,
-            p.value_ms,
+            p.value,
             _safe_predict(p, profile, catalog),
             "test" if p.key in test_keys else "train",
         )
@@ -534,14 +588,56 @@ def _safe_predict(point: Measurement, profile: Profile, catalog: Catalog) -> flo
         return math.inf
 
 
+ALWAYS_FITTED = (
+    "compute_eff",
+    "gemm_half_tokens",
+    "attn_prefill_eff",
+    "attn_decode_eff",
+    "memory_eff",
+    "iteration_overhead_ms",
+    "request_overhead_ms",
+)
+
+
+def fitted_params(points: Sequence[Measurement], catalog: Catalog | None = None) -> list[str]:
+    """The parameters the points can inform: all-reduce latency only with tensor parallelism,
+    a quantized precision's GEMM scale only beside 16-bit points (alone, it and
+    ``compute_eff`` are one product and cannot be told apart)."""
+    catalog = catalog or load_catalog()
+    params = list(ALWAYS_FITTED)
+    if any(p.tp > 1 for p in points):
+        params.append("allreduce_us")
+    precisions = {catalog.precisions.get(p.precision) for p in points}
+    if any(p.weight_bits == 16 for p in precisions):
+        for precision in sorted(precisions, key=lambda p: p.name):
+            scale = _scale_param(precision)
+            if scale and scale not in params:
+                params.append(scale)
+    return params
+
+
+def _scale_param(precision: Any) -> str | None:
+    if precision.weight_bits == 16:
+        return None
+    if precision.weight_bits == 4 and precision.compute_peak in ("fp16_tflops", "bf16_tflops"):
+        return "int4_gemm_scale"
+    return {
+        "fp8_tflops": "fp8_gemm_scale",
+        "int8_tops": "int8_gemm_scale",
+        "fp4_tflops": "fp4_gemm_scale",
+    }.get(precision.compute_peak)
+
+
 def fit(
     points: Sequence[Measurement],
     start: Profile,
-    params: Sequence[str] = tuple(FIT_BOUNDS),
+    params: Sequence[str] | None = None,
     catalog: Catalog | None = None,
 ) -> Profile:
-    """The profile whose parameters ``params`` minimise robust log errors over ``points``."""
+    """The profile whose parameters ``params`` (default: :func:`fitted_params`) minimise robust
+    log errors over ``points``."""
     catalog = catalog or load_catalog()
+    params = fitted_params(points, catalog) if params is None else params
     if len(points) < len(params):
         raise PlannerError(
             f"{len(points)} measurements cannot fit {len(params)} parameters; add measurements"
@@ -549,7 +645,7 @@ def fit(
     low = np.array([FIT_BOUNDS[p][0] for p in params])
     high = np.array([FIT_BOUNDS[p][1] for p in params])
     x0 = np.clip([getattr(start, p) for p in params], low, high)
-    measured = np.log([p.value_ms for p in points])
+    measured = np.log([p.value for p in points])
 
     def residuals(x: np.ndarray) -> np.ndarray:
         profile = start.with_params(**dict(zip(params, map(float, x), strict=True)))
@@ -583,7 +679,8 @@ def calibrate(
             excluded.append(Excluded(point.row, reason))
     test_keys = split_points(usable, holdout)
     train = [p for p in usable if p.key not in test_keys]
-    needs = len(FIT_BOUNDS)
+    params = fitted_params(usable, catalog)
+    needs = len(params)
     if len(usable) < needs:
         raise PlannerError(
             f"{len(usable)} usable measurements ({len(excluded)} excluded) cannot fit "
@@ -594,8 +691,8 @@ def calibrate(
             f"--holdout {holdout:g} leaves {len(train)} of the {len(usable)} measurements to "
             f"fit {needs} parameters; give a smaller --holdout"
         )
-    heldout_fit = fit(train, start, catalog=catalog)
-    final = fit(usable, heldout_fit, catalog=catalog)
+    heldout_fit = fit(train, start, params, catalog=catalog)
+    final = fit(usable, heldout_fit, params, catalog=catalog)
     return CalibrationReport(
         profile=final,
         start=start,

@@ -52,6 +52,15 @@ class Deployment:
     kv_bytes: float = HALF_BYTES  # per KV element: 2 (FP16) or 1 (FP8)
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
+    max_seqs: int = DEFAULT_MAX_SEQS
+    # How the engine sizes its KV cache (see planner.latency.engines): "total" gives it
+    # utilization x device memory less weights and activations (vLLM); "free" gives it
+    # utilization x what is left after weights and activations (TensorRT-LLM); "static" gives
+    # weights and KV cache together utilization x device memory, activations living in the
+    # rest (SGLang's mem_fraction_static).
+    memory_rule: str = "total"
+    runtime_reserve_bytes: float = FRAMEWORK_RESERVE_BYTES
+    logits_bytes: float = 4.0  # FP32 logits of max_seqs sequences, held while sampling
 
     def __post_init__(self) -> None:
         self.gpu.peak(self.precision.compute_peak)  # raises when the chip lacks the units
@@ -74,6 +83,12 @@ class Deployment:
             raise UnsupportedError(
                 f"memory utilization {self.memory_utilization} must be between 0.1 and 1.0"
             )
+        if self.memory_rule not in ("total", "free", "static"):
+            raise UnsupportedError(
+                f"memory rule must be total, free or static, got {self.memory_rule!r}"
+            )
+        if self.max_batched_tokens < 1 or self.max_seqs < 1:
+            raise UnsupportedError("the batched-token budget and max sequences must be positive")
         if self.kv_bytes not in (1.0, 2.0):
             raise UnsupportedError("KV cache bytes per element must be 2 (fp16) or 1 (fp8)")
         if self.kv_bytes == 1.0 and "fp8_tflops" not in self.gpu.peak_tflops:
@@ -82,6 +97,11 @@ class Deployment:
             )
 
     # --- sizes -----------------------------------------------------------------------------
+
+    @property
+    def kv_cache(self) -> str:
+        """The KV-cache precision's name."""
+        return "fp8" if self.kv_bytes == 1.0 else "fp16"
 
     @property
     def kv_heads_per_gpu(self) -> int:
@@ -102,28 +122,48 @@ class Deployment:
 
     @property
     def activation_reserve_bytes(self) -> float:
-        """Peak activations of the largest batch, plus the framework's own memory."""
+        """What an engine's memory profiling run finds besides weights: the peak activations of
+        a forward pass over the whole batched-token budget, the FP32 logits of the largest
+        batch while sampling, and the runtime's own memory (CUDA context, graphs, buffers)."""
         m = self.model
-        per_token = (4 * m.hidden_size + 2 * m.intermediate_size / self.tp) * HALF_BYTES
-        return FRAMEWORK_RESERVE_BYTES + self.max_batched_tokens * per_token
+        # the MLP's gate/up output for every routed expert (per-expert width for MoE)
+        mlp = 2 * m.intermediate_size * m.experts_per_token / self.tp
+        per_token = (4 * m.hidden_size + mlp) * HALF_BYTES
+        # every rank gathers the whole vocabulary's logits to sample
+        logits = min(self.max_seqs, self.max_batched_tokens) * m.vocab_size * self.logits_bytes
+        return self.runtime_reserve_bytes + self.max_batched_tokens * per_token + logits
 
     @property
     def usable_bytes(self) -> float:
+        """Bytes of each GPU the engine lets weights, activations and KV cache use."""
         return self.gpu.memory_bytes * self.memory_utilization
+
+    @property
+    def kv_cache_bytes(self) -> float:
+        """Bytes of each GPU the KV cache gets (negative: the model does not fit)."""
+        rest = self.weight_bytes_per_gpu + self.activation_reserve_bytes
+        if self.memory_rule == "free":
+            return (self.gpu.memory_bytes - rest) * self.memory_utilization
+        if self.memory_rule == "static":
+            return self.usable_bytes - self.weight_bytes_per_gpu
+        return self.usable_bytes - rest
 
     @property
     def kv_capacity_tokens(self) -> int:
         """Tokens of KV cache that fit beside the weights; raises when the model does not fit."""
-        free = self.usable_bytes - self.weight_bytes_per_gpu - self.activation_reserve_bytes
+        free = self.kv_cache_bytes
         tokens = int(free // self.kv_bytes_per_token) if free > 0 else 0
         if tokens < self.model.max_context and tokens < 2048:
             need = self.weight_bytes_per_gpu + self.activation_reserve_bytes
             raise DoesNotFitError(
                 f"{self.model.name} in {self.precision.name} does not fit {self.tp} x "
-                f"{self.gpu.name}: it needs {need / 1e9:.1f} GB per GPU for weights and "
-                f"activations plus KV cache, and each GPU has {self.usable_bytes / 1e9:.1f} GB "
-                f"({self.gpu.memory_gb:g} GB x {self.memory_utilization:g} utilization); "
-                "use more GPUs (--tp), a smaller precision or a larger GPU"
+                f"{self.gpu.name}: it needs {need / GIB:.1f} GiB per GPU for weights and "
+                f"activations plus at least {min(self.model.max_context, 2048):,} tokens of KV "
+                f"cache ({min(self.model.max_context, 2048) * self.kv_bytes_per_token / GIB:.1f}"
+                f" GiB), and each GPU has {self.usable_bytes / GIB:.1f} GiB "
+                f"({self.gpu.memory_bytes / GIB:.1f} GiB x {self.memory_utilization:g} "
+                "utilization); use more GPUs (--tp), a smaller precision, a larger GPU or a "
+                "higher --gpu-memory-utilization"
             )
         return tokens
 
@@ -151,6 +191,21 @@ class IterationCost:
         )
 
 
+GEMM_SCALES = {  # which profile parameter scales a precision's GEMM efficiency
+    "fp8_tflops": "fp8_gemm_scale",
+    "int8_tops": "int8_gemm_scale",
+    "fp4_tflops": "fp4_gemm_scale",
+}
+
+
+def gemm_scale(profile: Profile, precision: Precision) -> float:
+    """The profile's efficiency scale for this precision's GEMMs (1 for 16-bit)."""
+    if precision.weight_bits == 4 and precision.compute_peak in ("fp16_tflops", "bf16_tflops"):
+        return profile.int4_gemm_scale  # weight-only 4-bit: dequantizing kernels (AWQ/GPTQ)
+    name = GEMM_SCALES.get(precision.compute_peak)
+    return float(getattr(profile, name)) if name else 1.0
+
+
 class LatencyModel:
     """Iteration times of one deployment under one calibration profile (vectorized)."""
 
@@ -158,12 +213,19 @@ class LatencyModel:
         self.deployment = deployment
         self.profile = profile
         d, m, p, gpu = deployment, deployment.model, deployment.precision, deployment.gpu
+        # asymptotic GEMM FLOP/s; the token-dependent share is applied per call
         self.matmul_flops = (
-            gpu.peak(p.compute_peak) * profile.compute_eff / p.dequant_compute_factor
+            gpu.peak(p.compute_peak)
+            * profile.compute_eff
+            * gemm_scale(profile, p)
+            / p.dequant_compute_factor
         )
+        self.gemm_half_tokens = profile.gemm_half_tokens
         half_peak = gpu.peak_tflops.get("bf16_tflops") or gpu.peak_tflops["fp16_tflops"]
-        self.half_flops = half_peak * 1e12 * profile.compute_eff
+        self.lm_flops = half_peak * 1e12 * profile.compute_eff  # the LM head stays 16-bit
+        self.attn_flops = half_peak * 1e12 * profile.attn_prefill_eff
         self.bandwidth = gpu.bandwidth * profile.memory_eff
+        self.kv_bandwidth = gpu.bandwidth * profile.attn_decode_eff
         tp = d.tp
         wbytes = p.weight_bytes
         heads = m.attention_heads // tp
@@ -180,6 +242,12 @@ class LatencyModel:
         self.allreduces = 2 * m.layers if tp > 1 else 0
         self.allreduce_bytes_per_token = m.hidden_size * HALF_BYTES * 2 * (tp - 1) / tp
         self.link_bandwidth = gpu.link_gbps * 1e9 * profile.comm_eff
+
+    def gemm_rows(self, tokens: ArrayLike) -> Array:
+        """Rows a GEMM of ``tokens`` rows costs at the asymptotic rate: with an efficiency of
+        n / (n + n_half), FLOPs / efficiency = FLOPs per row x (n + n_half); none for n = 0."""
+        n = np.asarray(tokens, dtype=np.float64)
+        return np.asarray((n > 0) * (n + self.gemm_half_tokens), dtype=np.float64)
 
     def _experts_touched(self, tokens: Array) -> Array:
         """Expected distinct experts per layer that ``tokens`` tokens route to (top-k of E)."""
@@ -200,20 +268,27 @@ class LatencyModel:
         active = (n > 0).astype(np.float64)  # an empty iteration reads no weights
 
         projections = np.maximum(
-            n * self.proj_flops_per_token / self.matmul_flops,
+            self.gemm_rows(n) * self.proj_flops_per_token / self.matmul_flops,
             active * self.proj_bytes / self.bandwidth,
         )
-        mlp_flops = n * (
-            m.experts_per_token * self.expert_flops_per_token + self.router_flops_per_token
+        touched = self._experts_touched(n)
+        per_expert = n * m.experts_per_token / touched  # rows each expert's GEMM gets
+        mlp_flops = (
+            self.gemm_rows(per_expert) * touched * self.expert_flops_per_token
+            + n * self.router_flops_per_token
         )
-        mlp_bytes = active * self._experts_touched(n) * self.expert_bytes
-        mlp = np.maximum(mlp_flops / self.matmul_flops, mlp_bytes / self.bandwidth)
-        attention = np.maximum(
-            pairs * self.attn_flops_per_pair / self.half_flops,
-            (kv + n) * self.kv_bytes_per_token / self.bandwidth,  # read context, write new KV
+        mlp = np.maximum(
+            mlp_flops / self.matmul_flops,
+            active * touched * self.expert_bytes / self.bandwidth,
+        )
+        # prefill attention is compute bound, decode attention bound by reading the KV cache:
+        # separate kernels, so their times add
+        attention = (
+            pairs * self.attn_flops_per_pair / self.attn_flops
+            + (kv + n) * self.kv_bytes_per_token / self.kv_bandwidth
         )
         lm_head = np.maximum(
-            lm * self.lm_flops_per_token / self.half_flops,
+            self.gemm_rows(lm) * self.lm_flops_per_token / self.lm_flops,
             (lm > 0) * self.lm_bytes / self.bandwidth,
         )
         communication = self.allreduces * (
@@ -232,23 +307,28 @@ class LatencyModel:
             return 0.0
         m = self.deployment.model
         bw = self.bandwidth
+        half = self.gemm_half_tokens
         projections = max(
-            tokens * self.proj_flops_per_token / self.matmul_flops, self.proj_bytes / bw
+            (tokens + half) * self.proj_flops_per_token / self.matmul_flops, self.proj_bytes / bw
         )
         if m.is_moe:
             touched = m.experts * (1 - (1 - m.experts_per_token / m.experts) ** tokens)
         else:
             touched = 1.0
-        mlp_flops = tokens * (
-            m.experts_per_token * self.expert_flops_per_token + self.router_flops_per_token
+        per_expert = tokens * m.experts_per_token / touched
+        mlp_flops = (per_expert + half) * touched * self.expert_flops_per_token + (
+            tokens * self.router_flops_per_token
         )
-        mlp = max(mlp_flops / self.matmul_flops, touched * self.expert_bytes / bw)
-        attention = max(
-            attn_pairs * self.attn_flops_per_pair / self.half_flops,
-            (kv_read + tokens) * self.kv_bytes_per_token / bw,
+        mlp = max(
+            mlp_flops / self.matmul_flops,
+            touched * self.expert_bytes / bw,
+        )
+        attention = (
+            attn_pairs * self.attn_flops_per_pair / self.attn_flops
+            + (kv_read + tokens) * self.kv_bytes_per_token / self.kv_bandwidth
         )
         lm_head = (
-            max(logits * self.lm_flops_per_token / self.half_flops, self.lm_bytes / bw)
+            max((logits + half) * self.lm_flops_per_token / self.lm_flops, self.lm_bytes / bw)
             if logits > 0
             else 0.0
         )
@@ -295,11 +375,17 @@ class LatencyModel:
 
 
 def describe(model: LatencyModel) -> dict[str, Any]:
-    """Sizes worth showing next to a prediction."""
+    """Memory sizes worth showing next to a prediction (per GPU, in GiB = 2**30 bytes)."""
     d = model.deployment
     return {
-        "weights_gb_per_gpu": d.weight_bytes_per_gpu / 1e9,
+        "memory_gib_per_gpu": d.gpu.memory_bytes / GIB,
+        "memory_utilization": d.memory_utilization,
+        "memory_rule": d.memory_rule,
+        "usable_gib_per_gpu": d.usable_bytes / GIB,
+        "weights_gib_per_gpu": d.weight_bytes_per_gpu / GIB,
+        "activation_gib_per_gpu": d.activation_reserve_bytes / GIB,
+        "kv_cache_gib_per_gpu": max(0.0, d.kv_cache_bytes) / GIB,
+        "kv_cache": d.kv_cache,
         "kv_bytes_per_token_per_gpu": d.kv_bytes_per_token,
         "kv_capacity_tokens": d.kv_capacity_tokens,
-        "usable_gb_per_gpu": d.usable_bytes / 1e9,
     }

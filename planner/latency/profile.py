@@ -17,6 +17,13 @@ DEFAULT_ENGINE = "trtllm"
 # Parameters a calibration may fit, with their bounds.
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "compute_eff": (0.05, 1.0),
+    "gemm_half_tokens": (0.0, 2048.0),
+    "attn_prefill_eff": (0.05, 1.0),
+    "attn_decode_eff": (0.05, 1.0),
+    "fp8_gemm_scale": (0.3, 1.5),
+    "int8_gemm_scale": (0.3, 1.5),
+    "int4_gemm_scale": (0.3, 1.5),
+    "fp4_gemm_scale": (0.3, 1.5),
     "memory_eff": (0.1, 1.0),
     "iteration_overhead_ms": (0.0, 50.0),
     "request_overhead_ms": (0.0, 500.0),
@@ -31,8 +38,21 @@ class Profile:
     name: str
     engine: str = DEFAULT_ENGINE
     gpu: str | None = None  # None: fits any GPU of the engine
-    compute_eff: float = 0.6  # fraction of dense matmul peak
-    memory_eff: float = 0.75  # fraction of memory bandwidth
+    # GEMMs reach compute_eff x n / (n + gemm_half_tokens) of the 16-bit dense peak with n
+    # tokens: small token counts cannot fill the tensor cores (tile quantization, wave tails)
+    compute_eff: float = 0.6
+    gemm_half_tokens: float = 0.0
+    # Attention is its own kernel (FlashAttention / paged attention), far from the GEMM roofline:
+    # prefill reaches attn_prefill_eff of the 16-bit peak, decode attn_decode_eff of the memory
+    # bandwidth while reading the KV cache.
+    attn_prefill_eff: float = 0.6
+    attn_decode_eff: float = 0.75
+    # Quantized GEMMs reach a different share of their own peak than 16-bit ones.
+    fp8_gemm_scale: float = 1.0
+    int8_gemm_scale: float = 1.0
+    int4_gemm_scale: float = 1.0
+    fp4_gemm_scale: float = 1.0
+    memory_eff: float = 0.75  # fraction of memory bandwidth reading weights
     iteration_overhead_ms: float = 2.0  # scheduling, kernel launches, sampling per iteration
     request_overhead_ms: float = 2.0  # per request, on its first token (tokenize, HTTP, queue)
     allreduce_us: float = 8.0  # fixed latency of one tensor-parallel all-reduce

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from planner.errors import PlannerError, UsageError
-from planner.latency.model import DEFAULT_MAX_SEQS, DoesNotFitError, LatencyModel
+from planner.latency.model import DoesNotFitError, LatencyModel
 
 LoadKind = Literal["batch", "qps", "concurrency"]
 
@@ -58,36 +58,86 @@ def at_batch(
     return RequestLatency(ttft * 1e3, step * 1e3, e2e * 1e3, float(batch))
 
 
+def static_batch(
+    model: LatencyModel, input_tokens: int, output_tokens: int, batch: int = 1
+) -> RequestLatency:
+    """Static batching, as benchmark tables' "static batching" rows run it: ``batch`` prompts
+    prefilled together in one iteration, then decoded together to the end. Time per output
+    token is the mean decode step over the growing context."""
+    if batch < 1:
+        raise UsageError(f"batch must be at least 1, got {batch}")
+    prefill = _scalar(model.prefill_time(input_tokens, batch))
+    ttft = prefill + model.profile.request_overhead_ms * 1e-3
+    mean_context = input_tokens + output_tokens / 2
+    step = _scalar(model.decode_time(batch, batch * mean_context))
+    e2e = ttft + max(output_tokens - 1, 0) * step
+    return RequestLatency(ttft * 1e3, step * 1e3, e2e * 1e3, float(batch))
+
+
 def max_batch(
-    model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int = DEFAULT_MAX_SEQS
+    model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int | None = None
 ) -> int:
     """Most sequences of this shape that fit the KV cache at once (and the max-sequences cap);
     a sequence longer than the whole KV cache is an error."""
     per_sequence = input_tokens + output_tokens
-    capacity = model.deployment.kv_capacity_tokens
+    d = model.deployment
+    capacity = d.kv_capacity_tokens
     if per_sequence > capacity:
-        d = model.deployment
         raise DoesNotFitError(
             f"a sequence of {per_sequence:,} tokens needs more KV cache than the {capacity:,} "
             f"tokens {d.model.name} leaves on {d.tp} x {d.gpu.name}"
         )
-    return min(max_seqs, capacity // per_sequence)
+    limit = d.max_seqs if max_seqs is None else max_seqs
+    return min(limit, capacity // per_sequence)
+
+
+def mixed_iteration(
+    model: LatencyModel, decoding: float, prompts: float, input_tokens: int, output_tokens: int
+) -> float:
+    """Seconds of one continuous-batching iteration: ``decoding`` sequences each take a decode
+    step while ``prompts`` whole prompts are prefilled alongside (engines batch them all into
+    one forward pass up to the batched-token budget, so the weights are read once)."""
+    context = input_tokens + output_tokens / 2
+    s = float(input_tokens)
+    return model.iteration_seconds(
+        decoding + prompts * s,
+        decoding * (context + 1) + prompts * s * (s + 1) / 2,
+        decoding * context,
+        decoding + prompts,
+    )
 
 
 def max_throughput(
-    model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int = DEFAULT_MAX_SEQS
+    model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int | None = None
 ) -> dict[str, float]:
-    """Output tokens/s at the largest batch that fits, prefills included."""
-    batch = max_batch(model, input_tokens, output_tokens, max_seqs)
-    step = _scalar(model.decode_time(batch, batch * (input_tokens + output_tokens / 2)))
-    prefill = _scalar(model.prefill_time(input_tokens))
-    cycle = output_tokens * step + batch * prefill  # every sequence in the batch is replaced once
-    tokens_per_s = batch * output_tokens / cycle
+    """Offline maximum throughput: every iteration decodes the largest batch that fits and
+    prefills the prompts that replace finishing sequences, batched together within the
+    token budget (a sequence is replaced every ``output - 1`` iterations)."""
+    budget = model.deployment.max_batched_tokens
+    resident = max_batch(model, input_tokens, output_tokens, max_seqs)
+    if output_tokens <= 1:  # prefill only: as many whole prompts as the budget takes
+        decoding = 0.0
+        prompts = float(max(1, min(resident, budget // input_tokens)))
+    else:
+        lifetime = output_tokens - 1  # iterations a sequence decodes after its first token
+        # resident = decoding + prompts, prompts = decoding / lifetime; tokens within budget
+        decoding = min(resident * lifetime / (lifetime + 1), budget / (1 + input_tokens / lifetime))
+        decoding = max(decoding, 1.0)
+        prompts = decoding / lifetime
+    step = mixed_iteration(model, decoding, prompts, input_tokens, output_tokens)
+    requests_per_s = prompts / step
     return {
-        "batch": float(batch),
-        "output_tokens_per_s": tokens_per_s,
-        "requests_per_s": tokens_per_s / output_tokens,
+        "batch": decoding + prompts,
+        "prompts_per_iteration": prompts,
+        "iteration_ms": step * 1e3,
+        "output_tokens_per_s": requests_per_s * output_tokens,
+        "requests_per_s": requests_per_s,
     }
+
+
+def _check_load(kind: str, load: float) -> None:
+    if not (math.isfinite(load) and load > 0):
+        raise UsageError(f"a {kind} load must be positive and finite, got {load:g}")
 
 
 def steady_state(
@@ -96,70 +146,104 @@ def steady_state(
     output_tokens: int,
     kind: LoadKind,
     load: float,
-    max_seqs: int = DEFAULT_MAX_SEQS,
+    max_seqs: int | None = None,
 ) -> RequestLatency:
-    """Mean TTFT and time per output token under a load: ``batch`` (a static batch of that
-    many), ``qps`` (Poisson arrivals per second) or ``concurrency`` (that many clients, each
-    sending its next request when the last one ends)."""
-    if not (math.isfinite(load) and load > 0):
-        raise UsageError(f"a {kind} load must be positive and finite, got {load:g}")
+    """Mean TTFT and time per output token under a load: ``batch`` (a batch of that many),
+    ``qps`` (Poisson arrivals per second) or ``concurrency`` (that many clients, each sending
+    its next request when the last one ends).
+
+    Continuous batching as engines run it: each iteration decodes the batch and prefills the
+    prompts that arrived during the previous one, together (see :func:`mixed_iteration`). With
+    ``p = 1 - exp(-rate x T)`` of the iterations carrying prompts, the mean iteration is
+    ``T = (1 - p) decode(B) + p mixed(B, rate x T / p)``, the batch follows Little's law
+    (``B = rate x (output - 1) x T``), and a prompt waits for the iteration in progress and, as
+    the token budget fills, for the prompt tokens ahead of it (an M/D/1 queue)."""
+    _check_load(kind, load)
     if kind == "batch":
         return at_batch(model, input_tokens, output_tokens, int(load))
     capacity = max_batch(model, input_tokens, output_tokens, max_seqs)
-    prefill = _scalar(model.prefill_time(input_tokens))
+    budget = model.deployment.max_batched_tokens
     overhead = model.profile.request_overhead_ms * 1e-3
-    mean_context = input_tokens + output_tokens / 2
     decode_steps = max(output_tokens - 1, 0)
+    s = input_tokens
 
-    def at_rate(rate: float, batch: float, busy: float) -> tuple[float, float]:
-        """(time per output token, TTFT) with ``rate`` prefills/s, ``batch`` decoding, and
-        ``busy`` the chance that an iteration is running when a prompt arrives."""
-        prefill_share = rate * prefill
-        step_raw = _scalar(model.decode_time(batch, batch * mean_context))
-        step = step_raw / (1 - prefill_share)
-        wait = rate * prefill**2 / (2 * (1 - prefill_share))  # M/D/1 queue of prefills
-        return step, overhead + prefill + wait + busy * step_raw / 2
+    def at_rate(rate: float, batch: float, busy: float) -> tuple[float, float, float]:
+        """(time per output token, TTFT, prompt-token utilization) at ``rate`` arrivals/s with
+        ``batch`` sequences decoding and ``busy`` the chance an iteration is running."""
+        t_dec = mixed_iteration(model, batch, 0.0, s, output_tokens) if batch else 0.0
+        step = mixed_iteration(model, batch, 1.0, s, output_tokens)
+        for _ in range(40):  # T depends on the prompts per iteration, which depend on T
+            arrivals = rate * step if step else 0.0
+            share = -math.expm1(-arrivals)
+            per = max(arrivals / share, 1.0) if share > 0 else 1.0
+            mixed = mixed_iteration(model, batch, per, s, output_tokens)
+            new = (1 - share) * t_dec + share * mixed
+            if math.isclose(new, step, rel_tol=1e-7):
+                break
+            step = new
+        room = max(budget - batch, 1.0)
+        utilization = rate * s * step / room  # prompt tokens per iteration / budget left
+        own = mixed_iteration(model, batch, 1 + rate * step, s, output_tokens)
+        queue = utilization / (2 * (1 - utilization)) * step if utilization < 1 else math.inf
+        ttft = overhead + busy * step / 2 + own + queue
+        return step, ttft, utilization
 
     def result(ttft: float, step: float, batch: float) -> RequestLatency:
         return RequestLatency(ttft * 1e3, step * 1e3, (ttft + decode_steps * step) * 1e3, batch)
 
-    if kind == "qps":
-        if load * prefill >= 1:
-            share = load * prefill
-            need = f"{share:.0%} of" if share < 10 else "over ten times"
-            raise SaturatedError(f"prefills alone need {need} the GPU time")
-        batch, busy = 1.0, 0.0
+    def solve(rate: float, busy_floor: float = 0.0) -> tuple[float, float, float, float]:
+        """(step, TTFT, decoding batch, requests in the system) at ``rate``; raises
+        SaturatedError past the token budget or the KV capacity."""
+        batch, busy = 0.0, busy_floor
+        step = ttft = 0.0
         for _ in range(200):  # Little's law: batch = rate x decode time
-            step, ttft = at_rate(load, batch, busy)
-            new_batch = max(1.0, load * decode_steps * step)
-            if new_batch > capacity:
+            step, ttft, utilization = at_rate(rate, batch, busy)
+            if utilization >= 1:
                 raise SaturatedError(
-                    f"{new_batch:.0f} sequences in flight exceed the {capacity} that fit"
+                    f"{rate:g} prompts/s of {s:,} tokens need more than the "
+                    f"{budget:,}-token iteration budget"
                 )
-            # Requests in the system are Poisson (M/G/inf): the server is idle with e^-N.
-            new_busy = 1 - math.exp(-load * (ttft + decode_steps * step))
-            if math.isclose(new_batch, batch, rel_tol=1e-9) and math.isclose(
-                new_busy, busy, rel_tol=1e-9
+            new_batch = rate * decode_steps * step
+            in_system = rate * (ttft + decode_steps * step)
+            if in_system > capacity:
+                raise SaturatedError(
+                    f"{in_system:.0f} sequences in flight exceed the {capacity} that fit"
+                )
+            new_busy = max(busy_floor, 1 - math.exp(-in_system))
+            if math.isclose(new_batch, batch, rel_tol=1e-7, abs_tol=1e-9) and math.isclose(
+                new_busy, busy, rel_tol=1e-7
             ):
                 break
             batch, busy = new_batch, new_busy
-        return result(ttft, step, batch)
+        return step, ttft, batch, in_system
 
-    # Closed loop: at most `capacity` clients are served at once, the rest queue for a slot.
-    batch = float(min(load, capacity))
-    busy = 1.0 if load > 1 else 0.0  # with two or more clients another one is always running
-    low, high = 0.0, 1.0 / prefill
-    for _ in range(100):  # the rate at which `batch` clients cycle: rate x cycle = batch
-        rate = (low + high) / 2
-        step, ttft = at_rate(rate, batch, busy)
-        cycle = ttft + decode_steps * step
-        low, high = (rate, high) if rate * cycle < batch else (low, rate)
+    if kind == "qps":
+        step, ttft, batch, _ = solve(load)
+        return result(ttft, step, max(batch, 1.0))
+
+    # Closed loop: at most `capacity` clients are served at once, the rest queue for a slot;
+    # find the rate at which the served clients cycle (requests in the system = clients).
+    served = float(min(load, capacity))
+    busy_floor = 1.0 if load > 1 else 0.0  # with two or more clients one is always running
+    batch = served * decode_steps / (decode_steps + 1)
+    step, ttft, _ = at_rate(0.0, batch, busy_floor)
+    rate = served / (ttft + decode_steps * step)
+    for _ in range(200):  # rate = clients / cycle, the cycle depending on the rate (damped)
+        step, ttft, utilization = at_rate(rate, batch, busy_floor)
+        if utilization >= 1:  # more prompt tokens than the budget: the cycle must be longer
+            rate *= 0.9
+            continue
+        new_rate = served / (ttft + decode_steps * step)
+        batch = min(served, new_rate * decode_steps * step)
+        if math.isclose(new_rate, rate, rel_tol=1e-7):
+            break
+        rate = math.sqrt(rate * new_rate)
     ttft += max(0.0, load - capacity) / rate  # waiting for a free slot
-    return result(ttft, step, batch)
+    return result(ttft, step, max(batch, 1.0))
 
 
 def saturation_qps(
-    model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int = DEFAULT_MAX_SEQS
+    model: LatencyModel, input_tokens: int, output_tokens: int, max_seqs: int | None = None
 ) -> float:
     """The highest Poisson rate (requests/s, to 0.1%) that :func:`steady_state` serves without
     saturating: the capacity a ``qps`` load is measured against."""
@@ -171,8 +255,11 @@ def saturation_qps(
             return False
         return True
 
-    prefill = _scalar(model.prefill_time(input_tokens))
-    low, high = 0.0, 1.0 / prefill  # prefills alone saturate at 1 / prefill
+    # the offline maximum bounds any sustainable rate
+    low, high = (
+        0.0,
+        2 * max_throughput(model, input_tokens, output_tokens, max_seqs)["requests_per_s"],
+    )
     while high - low > 1e-3 * high:
         middle = (low + high) / 2
         low, high = (middle, high) if served(middle) else (low, middle)
