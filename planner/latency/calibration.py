@@ -27,6 +27,8 @@ from planner.errors import InputFileError, PlannerError, RowProblem, UsageError
 from planner.latency.catalog import Catalog, UnsupportedError, load_catalog
 from planner.latency.engines import deploy, get_engine
 from planner.latency.model import Deployment, LatencyModel
+from planner.latency.operators import ErrorRow, OperatorPoint, operator_errors
+from planner.latency.operators import predict_ms as operator_ms
 from planner.latency.profile import DEFAULT_ENGINE, FIT_BOUNDS, Profile
 from planner.latency.serving import LoadKind, SaturatedError, max_throughput, steady_state
 
@@ -472,6 +474,39 @@ class CalibrationReport:
     heldout_fit: Profile  # fitted on the training split only
     heldout: list[PointError]  # heldout_fit on every point (split says which were unseen)
     after: list[PointError]  # final profile, every point
+    operators_before: list[ErrorRow] = field(default_factory=list)  # per-operator errors
+    operators_after: list[ErrorRow] = field(default_factory=list)
+
+    def by_group(self) -> list[dict[str, Any]]:
+        """Median absolute error per (engine, GPU, precision, metric): before fitting, on
+        held-out points (fit without them) and after fitting on all points."""
+        groups: dict[tuple[str, str, str, str], list[int]] = {}
+        for index, point in enumerate(self.points):
+            key = (point.engine, point.gpu, point.precision, point.metric)
+            groups.setdefault(key, []).append(index)
+        rows = []
+        for (engine, gpu, precision, metric), indexes in sorted(groups.items()):
+
+            def median(
+                errors: list[PointError], which: str | None = None, at: list[int] = indexes
+            ) -> float | None:
+                chosen = [errors[i] for i in at if which is None or errors[i].split == which]
+                return float(np.median([abs(e.error) for e in chosen])) if chosen else None
+
+            rows.append(
+                {
+                    "engine": engine,
+                    "gpu": gpu,
+                    "precision": precision,
+                    "metric": metric,
+                    "points": len(indexes),
+                    "test_points": sum(self.after[i].split == "test" for i in indexes),
+                    "before": median(self.before),
+                    "heldout_test": median(self.heldout, "test"),
+                    "after": median(self.after),
+                }
+            )
+        return rows
 
     def summary(self) -> dict[str, Any]:
         """Everything worth showing, JSON-ready: an empty error summary has null errors."""
@@ -489,6 +524,9 @@ class CalibrationReport:
                 "heldout_train": asdict(split(self.heldout, "train")),
                 "heldout_test": asdict(split(self.heldout, "test")),
                 "after_all": asdict(ErrorSummary.of(self.after)),
+                "by_group": self.by_group(),
+                "operators_before": [asdict(r) for r in self.operators_before],
+                "operators_after": [asdict(r) for r in self.operators_after],
                 "per_point": [
                     {
                         "key": b.key,
@@ -593,6 +631,7 @@ ALWAYS_FITTED = (
     "gemm_half_tokens",
     "attn_prefill_eff",
     "attn_decode_eff",
+    "attn_layer_us",
     "memory_eff",
     "iteration_overhead_ms",
     "request_overhead_ms",
@@ -601,14 +640,19 @@ ALWAYS_FITTED = (
 
 def fitted_params(points: Sequence[Measurement], catalog: Catalog | None = None) -> list[str]:
     """The parameters the points can inform: all-reduce latency only with tensor parallelism,
-    a quantized precision's GEMM scale only beside 16-bit points (alone, it and
-    ``compute_eff`` are one product and cannot be told apart)."""
+    a quantized precision's GEMM scale only where one GPU was also measured in 16-bit (alone,
+    it and ``compute_eff`` are one product, and across GPUs it would absorb their
+    differences)."""
     catalog = catalog or load_catalog()
     params = list(ALWAYS_FITTED)
     if any(p.tp > 1 for p in points):
         params.append("allreduce_us")
-    precisions = {catalog.precisions.get(p.precision) for p in points}
-    if any(p.weight_bits == 16 for p in precisions):
+    by_gpu: dict[str, set[Any]] = {}
+    for point in points:
+        by_gpu.setdefault(point.gpu, set()).add(catalog.precisions.get(point.precision))
+    for precisions in by_gpu.values():
+        if not any(p.weight_bits == 16 for p in precisions):
+            continue
         for precision in sorted(precisions, key=lambda p: p.name):
             scale = _scale_param(precision)
             if scale and scale not in params:
@@ -628,17 +672,27 @@ def _scale_param(precision: Any) -> str | None:
     }.get(precision.compute_peak)
 
 
+# The operator timings together weigh this share of the serving measurements in a fit: enough
+# to pin the per-operator efficiencies, not so much that kernels measured under one engine
+# outvote the serving measurements of another.
+OPERATOR_WEIGHT = 0.5
+
+
 def fit(
     points: Sequence[Measurement],
     start: Profile,
     params: Sequence[str] | None = None,
     catalog: Catalog | None = None,
+    operators: Sequence[OperatorPoint] = (),
 ) -> Profile:
     """The profile whose parameters ``params`` (default: :func:`fitted_params`) minimise robust
-    log errors over ``points``."""
+    log errors over ``points`` and, weighted by :data:`OPERATOR_WEIGHT`, over ``operators``
+    (per-operator timings, which pin the GEMM curve and attention efficiencies)."""
     catalog = catalog or load_catalog()
     params = fitted_params(points, catalog) if params is None else params
-    if len(points) < len(params):
+    op_measured = np.log([o.measured_ms for o in operators]) if operators else np.zeros(0)
+    op_weight = math.sqrt(OPERATOR_WEIGHT * len(points) / len(operators)) if operators else 0.0
+    if len(points) + len(operators) < len(params):
         raise PlannerError(
             f"{len(points)} measurements cannot fit {len(params)} parameters; add measurements"
         )
@@ -650,7 +704,11 @@ def fit(
     def residuals(x: np.ndarray) -> np.ndarray:
         profile = start.with_params(**dict(zip(params, map(float, x), strict=True)))
         predicted = [_safe_predict(p, profile, catalog) for p in points]
-        return np.log(np.minimum(predicted, 1e12)) - measured
+        serving = np.log(np.minimum(predicted, 1e12)) - measured
+        if not operators:
+            return serving
+        kernels = np.log([operator_ms(o, profile, catalog) for o in operators]) - op_measured
+        return np.concatenate([serving, op_weight * kernels])
 
     result = least_squares(
         residuals, x0, bounds=(low, high), loss="soft_l1", f_scale=0.1, x_scale="jac"
@@ -665,6 +723,7 @@ def calibrate(
     excluded: Sequence[Excluded] = (),
     holdout: float = 0.3,
     catalog: Catalog | None = None,
+    operators: Sequence[OperatorPoint] = (),
 ) -> CalibrationReport:
     """Fit ``start`` to ``points``: once on a training split (to report held-out error), then on
     all points (the profile to use)."""
@@ -680,7 +739,8 @@ def calibrate(
     test_keys = split_points(usable, holdout)
     train = [p for p in usable if p.key not in test_keys]
     params = fitted_params(usable, catalog)
-    needs = len(params)
+    # operator timings inform the efficiencies, so they count toward what a fit needs
+    needs = len(params) - (len(ALWAYS_FITTED) - 2 if operators else 0)
     if len(usable) < needs:
         raise PlannerError(
             f"{len(usable)} usable measurements ({len(excluded)} excluded) cannot fit "
@@ -691,8 +751,8 @@ def calibrate(
             f"--holdout {holdout:g} leaves {len(train)} of the {len(usable)} measurements to "
             f"fit {needs} parameters; give a smaller --holdout"
         )
-    heldout_fit = fit(train, start, params, catalog=catalog)
-    final = fit(usable, heldout_fit, params, catalog=catalog)
+    heldout_fit = fit(train, start, params, catalog=catalog, operators=operators)
+    final = fit(usable, heldout_fit, params, catalog=catalog, operators=operators)
     return CalibrationReport(
         profile=final,
         start=start,
@@ -703,6 +763,8 @@ def calibrate(
         heldout_fit=heldout_fit,
         heldout=_errors(usable, heldout_fit, test_keys, catalog),
         after=_errors(usable, final, test_keys, catalog),
+        operators_before=operator_errors(operators, start, catalog) if operators else [],
+        operators_after=operator_errors(operators, final, catalog) if operators else [],
     )
 
 

@@ -226,6 +226,7 @@ class LatencyModel:
         self.attn_flops = half_peak * 1e12 * profile.attn_prefill_eff
         self.bandwidth = gpu.bandwidth * profile.memory_eff
         self.kv_bandwidth = gpu.bandwidth * profile.attn_decode_eff
+        self.attn_fixed = m.layers * profile.attn_layer_us * 1e-6
         tp = d.tp
         wbytes = p.weight_bytes
         heads = m.attention_heads // tp
@@ -284,7 +285,8 @@ class LatencyModel:
         # prefill attention is compute bound, decode attention bound by reading the KV cache:
         # separate kernels, so their times add
         attention = (
-            pairs * self.attn_flops_per_pair / self.attn_flops
+            active * self.attn_fixed
+            + pairs * self.attn_flops_per_pair / self.attn_flops
             + (kv + n) * self.kv_bytes_per_token / self.kv_bandwidth
         )
         lm_head = np.maximum(
@@ -324,7 +326,8 @@ class LatencyModel:
             touched * self.expert_bytes / bw,
         )
         attention = (
-            attn_pairs * self.attn_flops_per_pair / self.attn_flops
+            self.attn_fixed
+            + attn_pairs * self.attn_flops_per_pair / self.attn_flops
             + (kv_read + tokens) * self.kv_bytes_per_token / self.kv_bandwidth
         )
         lm_head = (

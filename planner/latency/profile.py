@@ -20,6 +20,7 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_half_tokens": (0.0, 2048.0),
     "attn_prefill_eff": (0.05, 1.0),
     "attn_decode_eff": (0.05, 1.0),
+    "attn_layer_us": (0.0, 100.0),
     "fp8_gemm_scale": (0.3, 1.5),
     "int8_gemm_scale": (0.3, 1.5),
     "int4_gemm_scale": (0.3, 1.5),
@@ -47,6 +48,7 @@ class Profile:
     # bandwidth while reading the KV cache.
     attn_prefill_eff: float = 0.6
     attn_decode_eff: float = 0.75
+    attn_layer_us: float = 0.0  # fixed cost of a layer's attention kernels per iteration
     # Quantized GEMMs reach a different share of their own peak than 16-bit ones.
     fp8_gemm_scale: float = 1.0
     int8_gemm_scale: float = 1.0
