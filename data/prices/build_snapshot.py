@@ -191,7 +191,7 @@ AZURE_SHAPES: dict[str, tuple[str, int, int]] = {
 
 def _gpu_memory() -> dict[str, str]:
     with GPU_CATALOG.open(newline="", encoding="utf-8") as fh:
-        return {row["name"]: row["memory_gb"] for row in csv.DictReader(fh)}
+        return {row["name"]: row["memory"] for row in csv.DictReader(fh)}
 
 
 def _row(**values: str) -> dict[str, str]:

@@ -69,7 +69,7 @@ def test_gpu_models_are_catalog_names_with_catalog_memory(points: list[PricePoin
     gpus = {g.name: g for g in load_catalog().gpus.entries}
     for p in points:
         assert p.gpu_model in gpus, p.gpu_model
-        assert p.gpu_memory_gb == gpus[p.gpu_model].memory_gb
+        assert p.gpu_memory_gb == gpus[p.gpu_model].memory
         assert p.gpu_count in (1, 2, 4, 8, 16)
 
 
