@@ -27,19 +27,21 @@ from planner.latency.calibration import (
     read_measurements,
     select,
 )
-from planner.latency.catalog import load_catalog
-from planner.latency.model import DEFAULT_MAX_SEQS, Deployment, LatencyModel
+from planner.latency.catalog import GPU, load_catalog
+from planner.latency.engines import Engine, deploy, get_engine, load_engines
+from planner.latency.model import Deployment, LatencyModel
 from planner.latency.profile import DEFAULT_ENGINE, Profile, ProfileError
 from planner.latency.registry import export_profile, read_export, resolve_profile, save_profile
 from planner.latency.serving import (
-    RequestLatency,
     SaturatedError,
     at_batch,
     max_batch,
     max_throughput,
     saturation_qps,
+    static_batch,
     steady_state,
 )
+from planner.simulate.run import kv_cache_source, memory_rule_text, memory_summary, steady_load
 
 JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
 catalog_app = typer.Typer(
@@ -49,12 +51,10 @@ catalog_app = typer.Typer(
 
 MAX_COUNT = 1_000_000_000  # more tokens, sequences or clients than any deployment sees
 MAX_TP = 1024
-
-
-def _kv_bytes(kv_cache: str) -> float:
-    if kv_cache not in ("fp16", "bf16", "fp8"):
-        raise UsageError(f"--kv-cache {shown(kv_cache)}: expected fp16 or fp8")
-    return 1.0 if kv_cache == "fp8" else 2.0
+MAX_SIM_SEQS = 65_536  # the simulator tabulates one decode step time per batch size
+MIN_SIM_REQUESTS = 100
+MAX_SIM_REQUESTS = 200_000  # about 20,000 requests simulate per second
+DEFAULT_SIM_REQUESTS = 10_000
 
 
 def _digits(value: int) -> str:
@@ -70,15 +70,62 @@ def _count(option: str, value: int | None, what: str, most: int = MAX_COUNT) -> 
         )
 
 
+def check_memory_utilization(value: float | None) -> None:
+    """``--gpu-memory-utilization``: a share of each GPU's memory, 0.1 to 1 (vLLM's name)."""
+    if value is not None and not (math.isfinite(value) and 0.1 <= value <= 1.0):
+        raise UsageError(
+            f"--gpu-memory-utilization {value:g}: expected a share of GPU memory from 0.1 to "
+            "1.0 (e.g. 0.9; the default is the engine's, see `planner catalog engines`)"
+        )
+
+
+def check_kv_cache(value: str | None) -> str | None:
+    """``--kv-cache``: fp16 (bf16) or fp8; None keeps the engine's default."""
+    if value is None:
+        return None
+    name = value.strip().lower()
+    if name not in ("fp16", "bf16", "fp8"):
+        raise UsageError(
+            f"--kv-cache {shown(value)}: expected fp16 or fp8 (default: the engine's, "
+            "see `planner catalog engines`)"
+        )
+    return "fp16" if name == "bf16" else name
+
+
+def memory_utilization_option(value: float | None, alias: float | None) -> float | None:
+    """``--gpu-memory-utilization``, or its older name ``--memory-utilization``."""
+    if value is not None and alias is not None and value != alias:
+        raise UsageError(
+            "--gpu-memory-utilization and --memory-utilization are the same option; give one"
+        )
+    chosen = value if value is not None else alias
+    check_memory_utilization(chosen)
+    return chosen
+
+
+def engine_profile(session: Session | None, gpu: str, engine: Engine, name: str | None) -> Profile:
+    """The calibration profile for ``engine`` on ``gpu`` (or the one named); with none fitted
+    for the engine, the error says how to time it with another's."""
+    try:
+        return resolve_profile(session, gpu, engine.name, name)
+    except ProfileError as exc:
+        if name is not None:
+            raise
+        raise ProfileError(
+            f"{exc}; or give --profile NAME to size the deployment as {engine.name} does but "
+            "time it with another engine's calibration (e.g. --profile trtllm-default)"
+        ) from None
+
+
 def _check_options(
     tp: int,
     batch: int,
     input_tokens: int,
     output_tokens: int,
-    memory_utilization: float,
-    max_seqs: int,
+    max_seqs: int | None,
     qps: float | None,
     concurrency: int | None,
+    sim_requests: int,
 ) -> None:
     """Every number a user typed, before any work: non-finite, non-positive and absurd values
     are refused with the option's name (Typer takes 'nan' and 'inf' for a float)."""
@@ -88,15 +135,15 @@ def _check_options(
     _count("--batch", batch, "sequences")
     _count("--input", input_tokens, "tokens")
     _count("--output", output_tokens, "tokens")
-    _count("--max-seqs", max_seqs, "sequences")
+    _count("--max-seqs", max_seqs, "sequences", MAX_SIM_SEQS)
     _count("--concurrency", concurrency, "clients")
-    if not (math.isfinite(memory_utilization) and 0.1 <= memory_utilization <= 1.0):
-        raise UsageError(
-            f"--memory-utilization {memory_utilization:g}: expected a share of GPU memory "
-            "from 0.1 to 1.0 (e.g. 0.9)"
-        )
     if qps is not None and not (math.isfinite(qps) and qps > 0):
         raise UsageError(f"--qps {qps:g}: expected a positive, finite number of requests/s")
+    if sim_requests != 0 and not MIN_SIM_REQUESTS <= sim_requests <= MAX_SIM_REQUESTS:
+        raise UsageError(
+            f"--sim-requests {_digits(sim_requests)}: expected 0 (no simulation) or "
+            f"{MIN_SIM_REQUESTS:,} to {MAX_SIM_REQUESTS:,} requests"
+        )
 
 
 def _check_shape(deployment: Deployment, input_tokens: int, output_tokens: int) -> None:
@@ -134,19 +181,64 @@ def _round_down(value: float, digits: int = 3) -> float:
     return math.floor(value / scale) * scale
 
 
-def _under_qps(
-    lat_model: LatencyModel, input_tokens: int, output_tokens: int, qps: float, max_seqs: int
-) -> RequestLatency:
-    try:
-        return steady_state(lat_model, input_tokens, output_tokens, "qps", qps, max_seqs)
-    except SaturatedError as exc:
-        edge = _round_down(saturation_qps(lat_model, input_tokens, output_tokens, max_seqs))
-        raise PlannerError(
-            f"--qps {qps:g}: more than this deployment can serve: it saturates above about "
-            f"{edge:g} req/s of {input_tokens}-in / {output_tokens}-out requests ({exc}), "
-            "so queues would grow without bound; give a lower --qps, or add GPUs (--tp) or "
-            "replicas (`planner simulate --replicas`)"
-        ) from None
+def _saturation(
+    deployment: Deployment,
+    lat_model: LatencyModel,
+    input_tokens: int,
+    output_tokens: int,
+    qps: float,
+    reason: str,
+) -> dict[str, Any]:
+    """A load beyond the deployment's capacity, as a result: the capacity, the load offered,
+    and what would serve it."""
+    capacity = _round_down(
+        saturation_qps(lat_model, input_tokens, output_tokens, deployment.max_seqs)
+    )
+    replicas = math.ceil(qps / capacity) if capacity > 0 else None
+    options = []
+    if replicas is not None:
+        options.append(
+            f"{replicas:,} replicas of this deployment (ceil({qps:g} / {capacity:g}); "
+            "`planner simulate --replicas`)"
+        )
+    gpu = deployment.gpu
+    bigger = deployment.tp * 2
+    if bigger <= gpu.max_gpus_per_node and deployment.model.attention_heads % bigger == 0:
+        options.append(f"more GPUs per replica (--tp {bigger})")
+    if deployment.precision.name not in ("fp8", "fp4") and "fp8_tflops" in gpu.peak_tflops:
+        options.append("FP8 weights (--precision fp8)")
+    options.append("shorter outputs (fewer decode steps per request)")
+    return {
+        "saturated": True,
+        "capacity_qps": capacity,
+        "offered_qps": qps,
+        "reason": reason,
+        "replicas_needed": replicas,
+        "options": options,
+    }
+
+
+def _percentiles(
+    deployment: Deployment,
+    profile: Profile,
+    input_tokens: int,
+    output_tokens: int,
+    qps: float | None,
+    sim_requests: int,
+    seed: int,
+    saturated: bool,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Simulated percentiles under the load, or why there are none."""
+    if qps is None:
+        return None, ("n/a: the simulator replays open (Poisson) arrivals, not closed-loop clients")
+    if sim_requests == 0:
+        return None, "off (--sim-requests 0)"
+    if saturated:
+        return None, "n/a: saturated, queues grow without bound"
+    load = steady_load(
+        deployment, profile, input_tokens, output_tokens, qps, sim_requests, seed=seed
+    )
+    return load.to_dict(), None
 
 
 @user_errors
@@ -157,114 +249,236 @@ def latency(
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp8, int8, int4-awq."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree (GPUs per replica)."),
     batch: int = typer.Option(1, "--batch", help="Sequences decoding together."),
+    static: bool = typer.Option(
+        False,
+        "--static",
+        help="With --batch: static batching (the batch prefilled together, then decoded "
+        "together) instead of one request joining a continuous batch.",
+    ),
     input_tokens: int = typer.Option(1024, "--input", help="Prompt tokens."),
     output_tokens: int = typer.Option(256, "--output", help="Output tokens."),
-    kv_cache: str = typer.Option("fp16", "--kv-cache", help="KV-cache precision: fp16 or fp8."),
-    memory_utilization: float = typer.Option(
-        0.9, "--memory-utilization", help="Share of GPU memory the engine may use (0.1 to 1)."
+    engine: str = typer.Option(
+        DEFAULT_ENGINE,
+        "--engine",
+        help="Inference engine: its memory, KV-cache and batch defaults and its calibration "
+        "(see `planner catalog engines`).",
     ),
-    max_seqs: int = typer.Option(DEFAULT_MAX_SEQS, "--max-seqs", help="Most sequences in a batch."),
+    kv_cache: str | None = typer.Option(
+        None,
+        "--kv-cache",
+        help="KV-cache precision: fp16 or fp8 (default: the engine's; TensorRT-LLM uses FP8 "
+        "under FP8 weights).",
+    ),
+    memory_utilization: float | None = typer.Option(
+        None,
+        "--gpu-memory-utilization",
+        help="Share of GPU memory the engine may use, 0.1 to 1 (default: the engine's).",
+    ),
+    memory_utilization_alias: float | None = typer.Option(
+        None, "--memory-utilization", hidden=True
+    ),
+    max_seqs: int | None = typer.Option(
+        None, "--max-seqs", help="Most sequences in a batch (default: the engine's)."
+    ),
     qps: float | None = typer.Option(
-        None, "--qps", help="Also: mean latencies under this Poisson load (requests/s)."
+        None, "--qps", help="Also: latencies under this Poisson load (requests/s)."
     ),
     concurrency: int | None = typer.Option(
         None, "--concurrency", help="Also: mean latencies with this many closed-loop clients."
     ),
-    engine: str = typer.Option(DEFAULT_ENGINE, "--engine", help="Engine whose calibration to use."),
+    sim_requests: int = typer.Option(
+        DEFAULT_SIM_REQUESTS,
+        "--sim-requests",
+        help="With --qps: requests the simulator runs for P50/P90/P99 (0: no simulation).",
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, help="Random seed of the simulated arrivals."),
     profile_name: str | None = typer.Option(
         None, "--profile", help="Calibration profile (default: best for GPU and engine)."
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Predict TTFT, time per output token and end-to-end latency, KV capacity and throughput."""
-    _check_options(
-        tp, batch, input_tokens, output_tokens, memory_utilization, max_seqs, qps, concurrency
-    )
+    """Predict TTFT, time per output token and end-to-end latency, memory, KV capacity and
+    throughput; with --qps, also latency percentiles from the simulator."""
+    _check_options(tp, batch, input_tokens, output_tokens, max_seqs, qps, concurrency, sim_requests)
+    utilization = memory_utilization_option(memory_utilization, memory_utilization_alias)
+    kv_asked = check_kv_cache(kv_cache)
+    spec = get_engine(engine)
+    if static and (qps is not None or concurrency is not None):
+        raise UsageError(
+            "--static describes one static batch (--batch N); under --qps or --concurrency "
+            "the server batches continuously"
+        )
     catalog = load_catalog()
-    deployment = Deployment(
-        gpu=catalog.gpus.get(gpu),
-        model=catalog.models.get(model),
-        precision=catalog.precisions.get(precision),
-        tp=tp,
-        kv_bytes=_kv_bytes(kv_cache),
-        memory_utilization=memory_utilization,
+    deployment = deploy(
+        spec,
+        catalog.gpus.get(gpu),
+        catalog.models.get(model),
+        catalog.precisions.get(precision),
+        tp,
+        kv_cache=kv_asked,
+        memory_utilization=utilization,
+        max_seqs=max_seqs,
     )
     _check_shape(deployment, input_tokens, output_tokens)
     with store_from(ctx) as store, store.session() as session:
-        profile = resolve_profile(session, deployment.gpu.name, engine, profile_name)
+        profile = engine_profile(session, deployment.gpu.name, spec, profile_name)
     lat_model = LatencyModel(deployment, profile)
+    memory = memory_summary(deployment)  # raises when the model does not fit
     capacity = deployment.kv_capacity_tokens
-    fits = max_batch(lat_model, input_tokens, output_tokens, max_seqs)
+    seqs = deployment.max_seqs
+    fits = max_batch(lat_model, input_tokens, output_tokens, seqs)
     _check_batch(deployment, input_tokens, output_tokens, batch)
-    single = at_batch(lat_model, input_tokens, output_tokens, batch)
-    throughput = max_throughput(lat_model, input_tokens, output_tokens, max_seqs)
+    batching = "static" if static else "continuous"
+    single = (static_batch if static else at_batch)(lat_model, input_tokens, output_tokens, batch)
+    throughput = max_throughput(lat_model, input_tokens, output_tokens, seqs)
     loaded = None
+    saturation = None
     queued = 0
     if qps is not None:
-        loaded = _under_qps(lat_model, input_tokens, output_tokens, qps, max_seqs)
+        try:
+            loaded = steady_state(lat_model, input_tokens, output_tokens, "qps", qps, seqs)
+        except SaturatedError as exc:
+            saturation = _saturation(
+                deployment, lat_model, input_tokens, output_tokens, qps, str(exc)
+            )
     elif concurrency is not None:
         loaded = steady_state(
-            lat_model, input_tokens, output_tokens, "concurrency", concurrency, max_seqs
+            lat_model, input_tokens, output_tokens, "concurrency", concurrency, seqs
         )
         queued = max(0, concurrency - fits)
+    percentiles, percentiles_note = (None, None)
+    if qps is not None or concurrency is not None:
+        percentiles, percentiles_note = _percentiles(
+            deployment,
+            profile,
+            input_tokens,
+            output_tokens,
+            qps,
+            sim_requests,
+            seed,
+            saturation is not None,
+        )
+    kv_source = kv_cache_source(spec, kv_asked, deployment)
+    under_load: dict[str, Any] | None = None
+    if qps is not None or concurrency is not None:
+        under_load = {
+            "kind": "qps" if qps is not None else "concurrency",
+            "load": qps if qps is not None else concurrency,
+            "saturated": saturation is not None,
+            **(
+                loaded.to_dict()
+                if loaded is not None
+                else {"ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "batch": None}
+            ),
+            **({"queued_clients": queued} if concurrency is not None else {}),
+            **(saturation or {}),
+            "percentiles": percentiles,
+            **({"percentiles_note": percentiles_note} if percentiles_note else {}),
+        }
     result: dict[str, Any] = {
         "gpu": deployment.gpu.name,
         "model": deployment.model.name,
         "precision": deployment.precision.name,
         "tp": tp,
-        "kv_cache": kv_cache,
+        "engine": spec.name,
+        "kv_cache": deployment.kv_cache,
+        "kv_cache_source": kv_source,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "batch": batch,
+        "batching": batching,
+        "max_seqs": seqs,
         "profile": profile.name,
         "ttft_ms": single.ttft_ms,
         "tpot_ms": single.tpot_ms,
         "e2e_ms": single.e2e_ms,
-        "weights_gb_per_gpu": deployment.weight_bytes_per_gpu / 1e9,
+        "memory": memory,
+        "memory_rule": memory_rule_text(spec, deployment.memory_utilization),
+        "weights_gib_per_gpu": memory["weights_gib"],
         "kv_capacity_tokens": capacity,
         "max_concurrent_sequences": fits,
         "max_output_tokens_per_s": throughput["output_tokens_per_s"],
         "max_requests_per_s": throughput["requests_per_s"],
         "quality_delta_pct": deployment.precision.quality_delta_pct,
-        "under_load": None
-        if loaded is None
-        else {
-            "kind": "qps" if qps is not None else "concurrency",
-            "load": qps if qps is not None else concurrency,
-            **loaded.to_dict(),
-            **({"queued_clients": queued} if concurrency is not None else {}),
-        },
+        "saturated": saturation is not None,
+        "capacity_qps": saturation["capacity_qps"] if saturation else None,
+        "under_load": under_load,
     }
+    if qps is not None and saturation is None:
+        result["capacity_qps"] = _round_down(
+            saturation_qps(lat_model, input_tokens, output_tokens, seqs)
+        )
+    result["seed"] = seed
     if as_json:
         print_json(result)
         return
+    _print_latency(result, deployment, profile)
+
+
+def _print_latency(result: dict[str, Any], deployment: Deployment, profile: Profile) -> None:
+    memory = result["memory"]
+    batch = result["batch"]
+    batching = (
+        f"static batch of {batch}"
+        if result["batching"] == "static"
+        else f"batch {batch} (continuous batching)"
+    )
     stdout.print(
         f"[bold]{deployment.model.name}[/] {deployment.precision.name} "
-        f"on {tp} x {deployment.gpu.name} "
-        f"(profile {escape(profile.name)}), {input_tokens} in / {output_tokens} out, batch {batch}"
+        f"on {result['tp']} x {deployment.gpu.name} with {result['engine']} "
+        f"(profile {escape(profile.name)}), {result['input_tokens']} in / "
+        f"{result['output_tokens']} out, {batching}"
     )
     table = Table("", "value")
-    table.add_row("TTFT", f"{single.ttft_ms:,.1f} ms")
-    table.add_row("time per output token", f"{single.tpot_ms:,.2f} ms")
-    table.add_row("end-to-end", f"{single.e2e_ms:,.0f} ms")
-    table.add_row("weights per GPU", f"{result['weights_gb_per_gpu']:,.1f} GB")
-    table.add_row("KV-cache capacity", f"{capacity:,} tokens ({fits} sequences of this shape)")
+    table.add_row("TTFT", f"{result['ttft_ms']:,.1f} ms")
+    table.add_row("time per output token", f"{result['tpot_ms']:,.2f} ms")
+    table.add_row("end-to-end", f"{result['e2e_ms']:,.0f} ms")
+    table.add_row(
+        "GPU memory",
+        f"{memory['device_gib']:,.1f} GiB per GPU; {escape(result['engine'])} gives "
+        f"{escape(result['memory_rule'])}",
+    )
+    table.add_row("  weights", f"{memory['weights_gib']:,.1f} GiB per GPU")
+    table.add_row("  activations + runtime", f"{memory['activations_gib']:,.1f} GiB per GPU")
+    table.add_row(
+        "  KV cache",
+        f"{memory['kv_cache_gib']:,.1f} GiB per GPU = {result['kv_capacity_tokens']:,} tokens "
+        f"({result['max_concurrent_sequences']} sequences of this shape)",
+    )
+    table.add_row(
+        "KV-cache precision", f"{result['kv_cache']} ({escape(result['kv_cache_source'])})"
+    )
     table.add_row(
         "max throughput",
-        f"{throughput['output_tokens_per_s']:,.0f} output tokens/s "
-        f"({throughput['requests_per_s']:,.2f} req/s)",
+        f"{result['max_output_tokens_per_s']:,.0f} output tokens/s "
+        f"({result['max_requests_per_s']:,.2f} req/s)",
     )
+    loaded = result["under_load"]
     if loaded is not None:
-        load = f"{qps:g} req/s" if qps is not None else f"{concurrency} clients"
-        table.add_row(f"at {load}: mean TTFT", f"{loaded.ttft_ms:,.1f} ms")
-        table.add_row(
-            f"at {load}: mean TPOT", f"{loaded.tpot_ms:,.2f} ms (batch {loaded.batch:.0f})"
-        )
-        if queued:
+        qps = loaded["kind"] == "qps"
+        load = f"{loaded['load']:g} req/s" if qps else f"{loaded['load']} clients"
+        if loaded["saturated"]:
+            table.add_row(
+                f"at {load}",
+                f"SATURATED: capacity about {loaded['capacity_qps']:g} req/s of this shape "
+                f"({escape(loaded['reason'])}); queues would grow without bound",
+            )
+            table.add_row("  to serve it", "; or ".join(escape(o) for o in loaded["options"]))
+        else:
+            table.add_row(f"at {load}: mean TTFT", f"{loaded['ttft_ms']:,.1f} ms")
+            table.add_row(
+                f"at {load}: mean TPOT",
+                f"{loaded['tpot_ms']:,.2f} ms (batch {loaded['batch']:.0f})",
+            )
+            table.add_row(f"at {load}: mean end-to-end", f"{loaded['e2e_ms']:,.0f} ms")
+            if qps and result["capacity_qps"] is not None:
+                table.add_row("  capacity", f"about {result['capacity_qps']:g} req/s")
+        if loaded.get("queued_clients"):
             table.add_row(
                 f"at {load}: queueing",
-                f"{queued:,} of the {concurrency:,} clients wait for a slot "
-                f"(at most {fits} sequences run at once; the wait is in the TTFT)",
+                f"{loaded['queued_clients']:,} of the {loaded['load']:,} clients wait for a "
+                f"slot (at most {result['max_concurrent_sequences']} sequences run at once; "
+                "the wait is in the TTFT)",
             )
     if deployment.precision.quality_delta_pct:
         table.add_row(
@@ -272,21 +486,56 @@ def latency(
             f"{deployment.precision.quality_delta_pct:+.1f}% (see `planner catalog precisions`)",
         )
     stdout.print(table)
+    if loaded is None:
+        return
+    sim = loaded["percentiles"]
+    if sim is None:
+        stdout.print(f"percentiles: {escape(loaded['percentiles_note'])}")
+        return
+    spread = Table("under load (ms)", "mean (model)", "mean (sim)", "P50", "P90", "P99")
+    for key, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "end-to-end")):
+        if key not in sim:
+            continue
+        row = sim[key]
+        spread.add_row(
+            label,
+            f"{loaded[f'{key}_ms']:,.1f}",
+            *(f"{row[q]:,.1f}" for q in ("mean", "p50", "p90", "p99")),
+        )
+    stdout.print(spread)
+    stdout.print(
+        f"percentiles from the discrete-event simulator: {sim['requests']:,} Poisson "
+        f"arrivals at {loaded['load']:g} req/s, {sim['excluded']} excluded, seed "
+        f"{result.get('seed', 0)}; {sim['wall_s']:.2f} s"
+    )
+
+
+def _memory(gpu: GPU) -> str:
+    """The vendor's figure with its unit, and the driver's total where published."""
+    text = f"{gpu.memory:g} {gpu.memory_unit}"
+    if gpu.device_memory_mib is not None:
+        text += f" ({gpu.device_memory_mib * 2**20 / 2**30:,.1f} GiB usable)"
+    return text
 
 
 @catalog_app.command("gpus")
 @user_errors
 def catalog_gpus(as_json: bool = JSON_OPTION) -> None:
-    """GPUs: memory, bandwidth, dense peaks, interconnect, sources."""
+    """GPUs: memory (with its unit), bandwidth, dense peaks, interconnect, sources."""
     gpus = load_catalog().gpus.entries
     if as_json:
-        print_json([asdict(g) for g in gpus])
+        print_json(
+            [
+                {**asdict(g), "memory_gib": g.memory_gib, "memory_bytes": g.memory_bytes}
+                for g in gpus
+            ]
+        )
         return
     peaks = [g.peak_tflops for g in gpus]
     print_table(
         [
             Column("GPU", [g.name for g in gpus]),
-            Column("memory GB", [f"{g.memory_gb:g}" for g in gpus], justify="right"),
+            Column("memory", [_memory(g) for g in gpus], justify="right"),
             Column("bandwidth GB/s", [f"{g.mem_bw_gbps:g}" for g in gpus], justify="right"),
             Column(
                 "BF16 TFLOPS",
@@ -298,7 +547,51 @@ def catalog_gpus(as_json: bool = JSON_OPTION) -> None:
             Column("link GB/s", [f"{g.link_gbps:g} ({g.interconnect})" for g in gpus], 1),
         ]
     )
-    stdout.print("dense peaks (no sparsity); every figure's source: `planner catalog gpus --json`")
+    stdout.print(
+        "memory: the vendor's figure in its unit (GiB = 2^30 bytes, GB = 10^9), and in "
+        "brackets what the driver reports where published; dense peaks (no sparsity); every "
+        "figure's source: `planner catalog gpus --json`"
+    )
+
+
+@catalog_app.command("engines")
+@user_errors
+def catalog_engines(as_json: bool = JSON_OPTION) -> None:
+    """Inference engines: how each sizes memory, KV cache and batches by default."""
+    engines = load_engines()
+    if as_json:
+        print_json([asdict(e) for e in engines])
+        return
+    print_table(
+        [
+            Column("engine", [e.name for e in engines]),
+            Column(
+                "memory",
+                [
+                    f"{e.memory_fraction:g} of {'free' if e.memory_rule == 'free' else 'total'}"
+                    for e in engines
+                ],
+            ),
+            Column(
+                "KV cache default",
+                [
+                    "FP8 under FP8 weights" if e.kv_cache_default == "weights" else "model dtype"
+                    for e in engines
+                ],
+            ),
+            Column("max tokens", [f"{e.max_batched_tokens:,}" for e in engines], 1, "right"),
+            Column("max seqs", [f"{e.max_seqs:,}" for e in engines], 1, "right"),
+            Column("admission", [e.admission for e in engines], 2),
+            Column("aliases", [", ".join(e.aliases) or "-" for e in engines], 3),
+        ]
+    )
+    stdout.print(
+        "memory: 'of total' = the share of device memory for weights, activations and KV "
+        "cache (vLLM, SGLang); 'of free' = the share of what is left after weights and "
+        "activations (TensorRT-LLM). Override with --gpu-memory-utilization and --kv-cache."
+    )
+    for e in engines:
+        stdout.print(f"{e.name}: {escape(e.source)}", soft_wrap=True)
 
 
 def _opt(value: float | None) -> str:

@@ -25,11 +25,13 @@ from sqlalchemy.orm import Session
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
 from planner.cli.ingest import parse_start
+from planner.cli.latency import check_kv_cache, check_memory_utilization
 from planner.cli.simulate import class_slos, parse_duration
 from planner.cli.tables import Column, print_table
 from planner.common.files import check_output_path, write_text_atomic
 from planner.common.text import closest, printable, shown
 from planner.errors import PlannerError, StoreError, UsageError
+from planner.latency.engines import get_engine
 from planner.latency.profile import DEFAULT_ENGINE, choose_profile
 from planner.latency.registry import all_profiles
 from planner.recommend.engine import Recommendation, recommend
@@ -407,7 +409,17 @@ def recommend_command(
     chunked_prefill: str = typer.Option(
         "both", "--chunked-prefill", help="Chunked prefill: both, on or off."
     ),
-    kv_cache: str = typer.Option("fp16", "--kv-cache", help="KV-cache precision: fp16 or fp8."),
+    kv_cache: str | None = typer.Option(
+        None,
+        "--kv-cache",
+        help="KV-cache precision: fp16 or fp8 (default: the engine's; TensorRT-LLM uses FP8 "
+        "under FP8 weights).",
+    ),
+    memory_utilization: float | None = typer.Option(
+        None,
+        "--gpu-memory-utilization",
+        help="Share of GPU memory the engine may use, 0.1 to 1 (default: the engine's).",
+    ),
     purchase: list[str] = typer.Option(
         [],
         "--purchase",
@@ -458,7 +470,12 @@ def recommend_command(
     dask: str | None = typer.Option(
         None, "--dask", help="Run the sweep on Dask: a scheduler address, or 'local'."
     ),
-    engine: str = typer.Option(DEFAULT_ENGINE, "--engine", help="Engine whose calibration to use."),
+    engine: str = typer.Option(
+        DEFAULT_ENGINE,
+        "--engine",
+        help="Inference engine: its memory, KV-cache and batch defaults and its calibration "
+        "(see `planner catalog engines`).",
+    ),
     seed: int = typer.Option(
         0, "--seed", min=0, max=2**63 - 1, help="Random seed (same seed, same result)."
     ),
@@ -489,6 +506,8 @@ def recommend_command(
         budget,
         tighten_margin,
     )
+    check_memory_utilization(memory_utilization)
+    spec = get_engine(engine)
     # output files are checked before the work, never found unwritable after it
     if out is not None:
         check_output_path(out, "--out")
@@ -530,7 +549,9 @@ def recommend_command(
         max_tp=max_tp,
         max_seqs=_ints("--max-seqs", max_seqs, DEFAULT_MAX_SEQS, MAX_SEQS_LIMIT),
         chunked_prefill=_chunked(chunked_prefill),
-        kv_cache=kv_cache.strip().lower(),
+        kv_cache=check_kv_cache(kv_cache),
+        engine=spec.name,
+        memory_utilization=memory_utilization,
         purchase_options=_purchase(purchase, max_spot_share),
         max_spot_share=max_spot_share,
         spot_classes=spot_classes,
@@ -549,7 +570,7 @@ def recommend_command(
         seed=seed,
         workers=workers,
         dask=dask,
-        engine=engine,
+        engine=spec.name,
     )
     limit = WindowLimit(max_requests, verify_hours, load_scale)
     with store_from(ctx) as store:
@@ -597,7 +618,7 @@ def recommend_command(
             result = recommend(
                 request,
                 prices,
-                lambda name: choose_profile(profiles, name, engine),
+                lambda name: choose_profile(profiles, name, spec.name),
                 progress=progress,
             )
         data = result.to_dict()
@@ -732,6 +753,11 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
             f"TP {w['tp']}, "
             f"max {w['max_seqs']} sequences, chunked prefill "
             + ("on" if w["chunked_prefill"] else "off")
+        )
+        stdout.print(
+            f"  engine {_cell(w['engine'])}: KV cache {_cell(w['kv_cache'])} "
+            f"({_cell(w['kv_cache_source'])}), GPU memory utilization "
+            f"{w['gpu_memory_utilization']:g}"
         )
         stdout.print(
             f"  {w['peak_instances']} instances at peak, {w['mean_instances']:.1f} on average; "

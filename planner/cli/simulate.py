@@ -15,11 +15,12 @@ from rich.table import Table
 
 from planner.cli.context import print_json, stderr, stdout, store_from
 from planner.cli.ingest import parse_start
+from planner.cli.latency import check_kv_cache, check_memory_utilization, engine_profile
 from planner.common.files import atomic_output, check_output_path, write_text_atomic
 from planner.common.text import printable, shown
 from planner.errors import UsageError
+from planner.latency.engines import get_engine
 from planner.latency.profile import DEFAULT_ENGINE
-from planner.latency.registry import resolve_profile
 from planner.simulate.fleet import ROUTERS, Autoscaler, FleetConfig
 from planner.simulate.metrics import SLO, RequestWriter
 from planner.simulate.run import ServingSpec, SimulationResult, simulate
@@ -34,6 +35,7 @@ DEFAULT_MAX_REQUESTS = 10_000_000
 # request-equivalents on top of the requests themselves.
 REPLICA_VISITS_PER_REQUEST = 50
 MAX_SEQS = 65_536  # --max-seqs and --static-batch: the step-time table holds one entry per seq
+MAX_BATCHED_TOKENS = 1 << 24  # tokens per iteration: more than any engine schedules
 MAX_SPOT_INTERRUPTIONS_PER_HOUR = 3600.0
 PRICE_OPTIONS = {
     "on-demand": "--price-per-hour",
@@ -219,12 +221,30 @@ def simulate_command(
     model: str = typer.Option(..., "--model", help="Model served."),
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp8, int8, int4-awq."),
     tp: int = typer.Option(1, "--tp", help="GPUs per replica (tensor parallelism)."),
-    kv_cache: str = typer.Option("fp16", "--kv-cache", help="KV-cache precision: fp16 or fp8."),
-    max_seqs: int = typer.Option(
-        256, "--max-seqs", min=1, max=MAX_SEQS, help="Most sequences per batch."
+    kv_cache: str | None = typer.Option(
+        None,
+        "--kv-cache",
+        help="KV-cache precision: fp16 or fp8 (default: the engine's; TensorRT-LLM uses FP8 "
+        "under FP8 weights).",
     ),
-    max_batched_tokens: int = typer.Option(
-        8192, "--max-batched-tokens", min=1, help="Most tokens per iteration."
+    memory_utilization: float | None = typer.Option(
+        None,
+        "--gpu-memory-utilization",
+        help="Share of GPU memory the engine may use, 0.1 to 1 (default: the engine's).",
+    ),
+    max_seqs: int | None = typer.Option(
+        None,
+        "--max-seqs",
+        min=1,
+        max=MAX_SEQS,
+        help="Most sequences per batch (default: the engine's).",
+    ),
+    max_batched_tokens: int | None = typer.Option(
+        None,
+        "--max-batched-tokens",
+        min=1,
+        max=MAX_BATCHED_TOKENS,
+        help="Most tokens per iteration (default: the engine's).",
     ),
     no_chunked_prefill: bool = typer.Option(
         False, "--no-chunked-prefill", help="Prefill-first scheduling instead of chunked prefill."
@@ -304,7 +324,12 @@ def simulate_command(
     reserved_price_per_hour: float | None = typer.Option(
         None, "--reserved-price-per-hour", help="$ per reserved replica-hour."
     ),
-    engine: str = typer.Option(DEFAULT_ENGINE, "--engine", help="Engine whose calibration to use."),
+    engine: str = typer.Option(
+        DEFAULT_ENGINE,
+        "--engine",
+        help="Inference engine: its memory, KV-cache and batch defaults and its calibration "
+        "(see `planner catalog engines`).",
+    ),
     profile_name: str | None = typer.Option(None, "--profile", help="Calibration profile."),
     seed: int = typer.Option(0, "--seed", min=0, help="Random seed (same seed, same result)."),
     max_requests: int = typer.Option(
@@ -331,6 +356,9 @@ def simulate_command(
     if policy not in ("continuous", "static"):
         raise UsageError(f"--policy {shown(policy)}: expected continuous or static")
     # Every number first: Typer takes 'nan' and 'inf' for a float option.
+    check_memory_utilization(memory_utilization)
+    kv_asked = check_kv_cache(kv_cache)
+    spec = get_engine(engine)
     _check_number("--cv", cv, low_open=True, high=100.0, expected="a number in (0, 100]")
     _check_number(
         "--load-scale", load_scale, low_open=True, expected="a positive number (1 replays the log)"
@@ -395,7 +423,8 @@ def simulate_command(
         model=model,
         precision=precision,
         tp=tp,
-        kv_cache=kv_cache,
+        kv_cache=kv_asked,
+        memory_utilization=memory_utilization,
         max_seqs=max_seqs,
         max_batched_tokens=max_batched_tokens,
         chunked_prefill=not no_chunked_prefill,
@@ -404,6 +433,7 @@ def simulate_command(
         static_max_wait_s=parse_duration("--static-wait", static_wait) or 0.0,
         prefix_caching=not no_prefix_caching,
         prefix_hit_rate=prefix_hit_rate,
+        engine=spec.name,
     )
     # Parsed whether or not --autoscale is on: a bad value is an error, never silently unused.
     cold_start_s = parse_duration("--cold-start", cold_start) or 0.0
@@ -481,7 +511,7 @@ def simulate_command(
                     f"requests in all over {curve.hours:,} hour(s), and none arrived with seed "
                     f"{seed}" + (f" and --cv {cv:g}" if cv != 1.0 else "") + "; give higher rates"
                 )
-        profile = resolve_profile(session, serving.deployment().gpu.name, engine, profile_name)
+        profile = engine_profile(session, serving.deployment().gpu.name, spec, profile_name)
     _check_work(len(workload), size, max_requests)
     slos = class_slos(workload.classes, slo, default_slo)
     _check_rate_limit_classes(fleet.rate_limits, workload.classes)
@@ -537,7 +567,17 @@ def _print(result: SimulationResult) -> None:
     s = result.serving
     stdout.print(
         f"[bold]{s['model']}[/] {s['precision']} on {s['tp']} x {s['gpu']} per replica, "
-        f"{s['policy']} batching, router {s['router']}, profile {escape(s['profile'])}"
+        f"{s['policy']} batching, router {s['router']}, engine {s['engine']}, "
+        f"profile {escape(s['profile'])}"
+    )
+    memory = s["memory"]
+    stdout.print(
+        f"memory per GPU: {memory['device_gib']:,.1f} GiB, {s['engine']} gives "
+        f"{escape(s['memory_rule'])}: weights {memory['weights_gib']:,.1f} GiB, activations "
+        f"{memory['activations_gib']:,.1f} GiB, KV cache {memory['kv_cache_gib']:,.1f} GiB = "
+        f"{memory['kv_cache_tokens']:,} tokens in {s['kv_cache']} "
+        f"({escape(s['kv_cache_source'])}); at most {s['max_seqs']:,} sequences and "
+        f"{s['max_batched_tokens']:,} tokens per iteration"
     )
     overall = result.summary["all"]
     stdout.print(

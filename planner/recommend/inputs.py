@@ -168,7 +168,9 @@ class Constraints:
     max_tp: int = 8
     max_seqs: tuple[int, ...] = DEFAULT_MAX_SEQS
     chunked_prefill: tuple[bool, ...] = (True, False)
-    kv_cache: str = "fp16"
+    kv_cache: str | None = None  # None: the engine's default (TensorRT-LLM: FP8 under FP8)
+    engine: str = DEFAULT_ENGINE  # sizes memory, KV cache and batches (engines.csv)
+    memory_utilization: float | None = None  # None: the engine's memory fraction
     purchase_options: tuple[PurchaseOption, ...] = DEFAULT_PURCHASE
     max_spot_share: float = 0.0
     spot_classes: tuple[str, ...] = ()  # classes that tolerate interruption; empty: all
@@ -194,6 +196,11 @@ class Constraints:
             raise UsageError("on-demand must be allowed: it serves the load above commitments")
         if self.budget_usd_per_month is not None and self.budget_usd_per_month <= 0:
             raise UsageError("--budget must be a positive number of dollars a month")
+        if self.memory_utilization is not None and not 0.1 <= self.memory_utilization <= 1.0:
+            raise UsageError(
+                f"--gpu-memory-utilization {self.memory_utilization:g}: expected a share of GPU "
+                "memory from 0.1 to 1.0"
+            )
         if self.min_replicas < 0:
             raise UsageError("--min-replicas cannot be negative")
         if self.max_quality_loss_pct is not None and self.max_quality_loss_pct < 0:

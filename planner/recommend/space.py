@@ -11,9 +11,11 @@ from typing import Any
 from planner.common.text import closest, shown
 from planner.errors import UsageError
 from planner.latency.catalog import Catalog, UnsupportedError, load_catalog
+from planner.latency.engines import deploy, get_engine
 from planner.latency.model import Deployment
+from planner.latency.profile import DEFAULT_ENGINE
 from planner.recommend.inputs import Constraints
-from planner.simulate.run import ServingSpec
+from planner.simulate.run import ServingSpec, kv_cache_source
 from pricing.costs import Prices
 from pricing.model import PricePoint, PurchaseOption
 from pricing.sheets import gpu_matches
@@ -66,6 +68,10 @@ class Candidate:
     chunked_prefill: bool
     quality_delta_pct: float
     alternative: bool = False  # an allowed alternative to the model asked for
+    engine: str = DEFAULT_ENGINE
+    kv_cache: str = "fp16"  # the KV-cache precision the engine runs (asked or its default)
+    kv_cache_source: str = "--kv-cache"
+    memory_utilization: float = 0.9
 
     @property
     def replicas_per_instance(self) -> int:
@@ -78,8 +84,10 @@ class Candidate:
             precision=self.precision,
             tp=self.tp,
             kv_cache=constraints.kv_cache,
+            memory_utilization=constraints.memory_utilization,
             max_seqs=self.max_seqs,
             chunked_prefill=self.chunked_prefill,
+            engine=constraints.engine,
         )
 
     def deployment_key(self) -> tuple[str, str, str, int]:
@@ -100,6 +108,10 @@ class Candidate:
             "replicas_per_instance": self.replicas_per_instance,
             "max_seqs": self.max_seqs,
             "chunked_prefill": self.chunked_prefill,
+            "engine": self.engine,
+            "kv_cache": self.kv_cache,
+            "kv_cache_source": self.kv_cache_source,
+            "gpu_memory_utilization": self.memory_utilization,
             "quality_delta_pct": self.quality_delta_pct,
             "on_demand_usd_per_hour": self.offer.on_demand,
         }
@@ -177,7 +189,8 @@ def enumerate_candidates(
     precisions = [catalog.precisions.get(name) for name in constraints.precisions]
     candidates: list[Candidate] = []
     rejected: list[Rejection] = []
-    deployment_ok: dict[tuple[str, str, str, int], str | None] = {}
+    deployment_ok: dict[tuple[str, str, str, int, int], Deployment | str] = {}
+    engine = get_engine(constraints.engine)
     found = offers(points, constraints)
     for offer in found:
         try:
@@ -232,17 +245,20 @@ def enumerate_candidates(
                             )
                         )
                         continue
-                    key = (offer.gpu, model, precision.name, tp)
-                    if key not in deployment_ok:
-                        deployment_ok[key] = _fits(
-                            gpu.name, model, precision.name, tp, constraints, catalog
-                        )
-                    problem = deployment_ok[key]
-                    if problem is not None:
-                        kind = "does-not-fit" if "does not fit" in problem else "unsupported"
-                        rejected.append(Rejection("space", kind, problem, base))
-                        continue
                     for max_seqs in sorted(set(constraints.max_seqs)):
+                        # The engine's memory profile grows with max sequences (their logits).
+                        key = (offer.gpu, model, precision.name, tp, max_seqs)
+                        if key not in deployment_ok:
+                            deployment_ok[key] = _fits(
+                                gpu.name, model, precision.name, tp, max_seqs, constraints, catalog
+                            )
+                        deployment = deployment_ok[key]
+                        if isinstance(deployment, str):
+                            kind = "does-not-fit" if "does not fit" in deployment else "unsupported"
+                            smallest = max_seqs == min(constraints.max_seqs)
+                            where = base if smallest else {**base, "max_seqs": max_seqs}
+                            rejected.append(Rejection("space", kind, deployment, where))
+                            break  # more sequences need more memory: none of them fits
                         for chunked in constraints.chunked_prefill:
                             candidates.append(
                                 Candidate(
@@ -255,6 +271,12 @@ def enumerate_candidates(
                                     max_seqs=max_seqs,
                                     chunked_prefill=chunked,
                                     quality_delta_pct=precision.quality_delta_pct,
+                                    engine=engine.name,
+                                    kv_cache=deployment.kv_cache,
+                                    kv_cache_source=kv_cache_source(
+                                        engine, constraints.kv_cache, deployment
+                                    ),
+                                    memory_utilization=deployment.memory_utilization,
                                 )
                             )
     if not candidates:
@@ -283,18 +305,28 @@ def _unusable_tp(found: list[Offer], constraints: Constraints) -> list[Rejection
 
 
 def _fits(
-    gpu: str, model: str, precision: str, tp: int, constraints: Constraints, catalog: Catalog
-) -> str | None:
-    """None when the deployment is possible, else what is wrong with it."""
+    gpu: str,
+    model: str,
+    precision: str,
+    tp: int,
+    max_seqs: int,
+    constraints: Constraints,
+    catalog: Catalog,
+) -> Deployment | str:
+    """The deployment, sized as the engine sizes it, when it is possible, else what is wrong
+    with it."""
     try:
-        deployment = Deployment(
-            gpu=catalog.gpus.get(gpu),
-            model=catalog.models.get(model),
-            precision=catalog.precisions.get(precision),
-            tp=tp,
-            kv_bytes=1.0 if constraints.kv_cache == "fp8" else 2.0,
+        deployment = deploy(
+            constraints.engine,
+            catalog.gpus.get(gpu),
+            catalog.models.get(model),
+            catalog.precisions.get(precision),
+            tp,
+            kv_cache=constraints.kv_cache,
+            memory_utilization=constraints.memory_utilization,
+            max_seqs=max_seqs,
         )
         _ = deployment.kv_capacity_tokens
     except UnsupportedError as exc:
         return str(exc)
-    return None
+    return deployment

@@ -7,22 +7,18 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from planner.common.text import shown
 from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
-from planner.latency.model import (
-    DEFAULT_MAX_BATCHED_TOKENS,
-    DEFAULT_MAX_SEQS,
-    Deployment,
-    LatencyModel,
-)
-from planner.latency.profile import Profile
+from planner.latency.engines import Engine, deploy, get_engine, kv_cache_bytes
+from planner.latency.model import Deployment, LatencyModel
+from planner.latency.profile import DEFAULT_ENGINE, Profile
 from planner.simulate.engine import EngineConfig, RooflineStepTimes, StepTimes
 from planner.simulate.fleet import Fleet, FleetConfig, FleetStats, TimelineSample
 from planner.simulate.metrics import (
@@ -36,46 +32,93 @@ from planner.simulate.metrics import (
 from planner.simulate.workload import Workload
 
 
+def kv_cache_source(engine: Engine, asked: str | None, deployment: Deployment) -> str:
+    """Where a deployment's KV-cache precision came from, for the user to read."""
+    if asked is not None:
+        return "--kv-cache"
+    if engine.kv_cache_default == "model":
+        return f"engine default ({engine.name} keeps the model's 16-bit dtype)"
+    weights = deployment.precision.name.upper()
+    if deployment.kv_cache == "fp8":
+        return f"engine default ({engine.name} follows {weights} weights)"
+    return f"engine default ({engine.name}: 16-bit KV cache under {weights} weights)"
+
+
+def memory_summary(deployment: Deployment) -> dict[str, Any]:
+    """Each GPU's memory as the engine splits it, in GiB (2**30 bytes); the KV cache's tokens.
+    Raises the model's :class:`DoesNotFitError` when the weights leave no room."""
+    gib = 2.0**30
+    return {
+        "device_gib": deployment.gpu.memory_bytes / gib,
+        "utilization": deployment.memory_utilization,
+        "rule": deployment.memory_rule,
+        "usable_gib": deployment.usable_bytes / gib,
+        "weights_gib": deployment.weight_bytes_per_gpu / gib,
+        "activations_gib": deployment.activation_reserve_bytes / gib,
+        "kv_cache_gib": max(0.0, deployment.kv_cache_bytes) / gib,
+        "kv_cache_tokens": deployment.kv_capacity_tokens,
+    }
+
+
+def memory_rule_text(engine: Engine, utilization: float) -> str:
+    """How ``engine`` gives its KV cache memory, in words."""
+    if engine.memory_rule == "free":
+        return f"{utilization:g} of the memory left after weights and activations"
+    return f"{utilization:g} of device memory for weights, activations and KV cache"
+
+
 @dataclass(frozen=True)
 class ServingSpec:
-    """What each replica runs, and how its engine schedules."""
+    """What each replica runs, and how its engine schedules. ``None`` settings take the
+    engine's defaults (``data/catalog/engines.csv``)."""
 
     gpu: str
     model: str
     precision: str = "bf16"
     tp: int = 1
-    kv_cache: str = "fp16"
-    memory_utilization: float = 0.9
-    max_seqs: int = DEFAULT_MAX_SEQS
-    max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
+    kv_cache: str | None = None  # None: the engine's default (TensorRT-LLM: FP8 under FP8)
+    memory_utilization: float | None = None  # None: the engine's memory fraction
+    max_seqs: int | None = None
+    max_batched_tokens: int | None = None
     chunked_prefill: bool = True
     policy: str = "continuous"
     static_max_batch: int = 8
     static_max_wait_s: float = 0.05
     prefix_caching: bool = True
     prefix_hit_rate: float = 0.0
+    engine: str = DEFAULT_ENGINE
+
+    @property
+    def engine_profile(self) -> Engine:
+        """The engine's sizing defaults (raises with suggestions for an unknown name)."""
+        return get_engine(self.engine)
 
     def deployment(self) -> Deployment:
         catalog = load_catalog()
-        if self.kv_cache not in ("fp16", "bf16", "fp8"):
-            raise UsageError(f"KV cache {shown(self.kv_cache)}: expected fp16 or fp8")
-        return Deployment(
-            gpu=catalog.gpus.get(self.gpu),
-            model=catalog.models.get(self.model),
-            precision=catalog.precisions.get(self.precision),
-            tp=self.tp,
-            kv_bytes=1.0 if self.kv_cache == "fp8" else 2.0,
+        if self.kv_cache is not None:
+            kv_cache_bytes(self.kv_cache)  # an unknown precision is a UsageError
+        return deploy(
+            self.engine_profile,
+            catalog.gpus.get(self.gpu),
+            catalog.models.get(self.model),
+            catalog.precisions.get(self.precision),
+            self.tp,
+            kv_cache=self.kv_cache.lower() if self.kv_cache else None,
             memory_utilization=self.memory_utilization,
             max_batched_tokens=self.max_batched_tokens,
+            max_seqs=self.max_seqs,
         )
+
+    def kv_cache_source(self, deployment: Deployment) -> str:
+        return kv_cache_source(self.engine_profile, self.kv_cache, deployment)
 
     def engine_config(self, deployment: Deployment) -> EngineConfig:
         if not 0 <= self.prefix_hit_rate < 1:
             raise UsageError(f"prefix hit rate {self.prefix_hit_rate}: expected a share in [0, 1)")
         capacity = deployment.kv_capacity_tokens
         return EngineConfig(
-            max_seqs=self.max_seqs,
-            max_batched_tokens=self.max_batched_tokens,
+            max_seqs=deployment.max_seqs,
+            max_batched_tokens=deployment.max_batched_tokens,
             kv_capacity_tokens=capacity,
             chunked_prefill=self.chunked_prefill,
             policy=self.policy,
@@ -132,7 +175,7 @@ def simulate(
     deployment = serving.deployment()
     fleet = replace(fleet, gpus_per_replica=deployment.tp)
     engine = serving.engine_config(deployment)
-    step_times = times or RooflineStepTimes(LatencyModel(deployment, profile), serving.max_seqs)
+    step_times = times or RooflineStepTimes(LatencyModel(deployment, profile), deployment.max_seqs)
     collector = MetricsCollector(workload.classes, slos or {})
     timeline = Timeline()
     began = time.perf_counter()
@@ -183,12 +226,16 @@ def simulate(
             "model": deployment.model.name,
             "precision": deployment.precision.name,
             "tp": deployment.tp,
-            "kv_cache": serving.kv_cache,
+            "engine": serving.engine_profile.name,
+            "kv_cache": deployment.kv_cache,
+            "kv_cache_source": serving.kv_cache_source(deployment),
             "kv_capacity_tokens": engine.kv_capacity_tokens,
+            "memory": memory_summary(deployment),
+            "memory_rule": memory_rule_text(serving.engine_profile, deployment.memory_utilization),
             "policy": serving.policy,
             "chunked_prefill": serving.chunked_prefill,
-            "max_seqs": serving.max_seqs,
-            "max_batched_tokens": serving.max_batched_tokens,
+            "max_seqs": deployment.max_seqs,
+            "max_batched_tokens": deployment.max_batched_tokens,
             "profile": profile.name,
             "router": fleet.router,
         },
@@ -198,3 +245,95 @@ def simulate(
         requests_out=str(requests_out) if requests_out is not None else None,
         notes=notes,
     )
+
+
+WARMUP_SHARE = 0.2  # steady-load runs: the first arrivals, while queues and batches fill
+COOLDOWN_SHARE = 0.1  # and the last, while the server drains with no arrivals behind them
+
+
+@dataclass(frozen=True)
+class SteadyLoad:
+    """Latency percentiles of a steady synthetic load, from the discrete-event simulator."""
+
+    requests: int  # simulated
+    measured: int  # the middle ones the percentiles describe (warm-up and drain excluded)
+    simulated_s: float
+    wall_s: float
+    percentiles: dict[str, dict[str, float]]  # ttft/tpot/e2e -> p50/p90/p99/mean, in ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": "discrete-event simulator",
+            "arrivals": "poisson",
+            "requests": self.requests,
+            "measured_requests": self.measured,
+            "excluded": f"first {WARMUP_SHARE:.0%} (warm-up) and last {COOLDOWN_SHARE:.0%} "
+            "(drain) of arrivals",
+            "simulated_s": self.simulated_s,
+            "wall_s": self.wall_s,
+            **self.percentiles,
+        }
+
+
+def steady_load(
+    deployment: Deployment,
+    profile: Profile,
+    input_tokens: int,
+    output_tokens: int,
+    qps: float,
+    requests: int,
+    *,
+    seed: int = 0,
+) -> SteadyLoad:
+    """Simulate ``requests`` Poisson arrivals at ``qps`` of one shape on one replica (chunked
+    prefill, the deployment's batch limits, no prefix cache) and measure the middle of the run.
+    """
+    if requests < 10:
+        raise UsageError(f"a steady-load simulation needs at least 10 requests, got {requests}")
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1.0 / qps, requests))
+    workload = Workload(
+        start=datetime(2026, 1, 1, tzinfo=UTC),
+        arrival_s=arrivals - arrivals[0],
+        input_tokens=np.full(requests, input_tokens, dtype=np.int64),
+        output_tokens=np.full(requests, output_tokens, dtype=np.int64),
+        class_index=np.zeros(requests, dtype=np.int16),
+        classes=("default",),
+    )
+    engine = EngineConfig(
+        max_seqs=deployment.max_seqs,
+        max_batched_tokens=deployment.max_batched_tokens,
+        kv_capacity_tokens=deployment.kv_capacity_tokens,
+        chunked_prefill=True,
+    )
+    times = RooflineStepTimes(LatencyModel(deployment, profile), deployment.max_seqs)
+    chunks: list[dict[str, np.ndarray]] = []
+    began = time.perf_counter()
+    runner = Fleet(workload, times, engine, FleetConfig(seed=seed), chunks.append)
+    runner.run()
+    wall = time.perf_counter() - began
+    done = {key: np.concatenate([c[key] for c in chunks]) for key in chunks[0]}
+    order = np.argsort(done["request_id"])
+    ids = done["request_id"][order]
+    keep = (ids >= int(requests * WARMUP_SHARE)) & (ids < int(requests * (1 - COOLDOWN_SHARE)))
+    keep &= ~done["rejected"][order]
+    arrival = done["arrival_s"][order][keep]
+    first = done["first_token_s"][order][keep]
+    finish = done["finish_s"][order][keep]
+    samples = {
+        "ttft": (first - arrival) * 1e3,
+        "e2e": (finish - arrival) * 1e3,
+    }
+    if output_tokens > 1:
+        samples["tpot"] = (finish - first) / (output_tokens - 1) * 1e3
+    percentiles = {
+        name: {
+            "p50": float(np.percentile(values, 50)),
+            "p90": float(np.percentile(values, 90)),
+            "p99": float(np.percentile(values, 99)),
+            "mean": float(values.mean()),
+        }
+        for name, values in samples.items()
+        if len(values)
+    }
+    return SteadyLoad(requests, int(keep.sum()), runner.end_s, wall, percentiles)

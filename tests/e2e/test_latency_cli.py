@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +45,13 @@ def test_latency_as_json(home: Path) -> None:
     assert data["profile"] == "trtllm-h100-sxm"  # the GPU's own bundled profile wins
     assert 0 < data["tpot_ms"] < data["ttft_ms"] < data["e2e_ms"]
     assert data["e2e_ms"] == pytest.approx(data["ttft_ms"] + 255 * data["tpot_ms"])
-    assert 300_000 < data["kv_capacity_tokens"] < 600_000
+    # TensorRT-LLM (the default engine) keeps an FP8 KV cache under FP8 weights: 64 KiB a token
+    assert data["kv_cache"] == "fp8"
+    assert data["kv_cache_source"] == "engine default (trtllm follows FP8 weights)"
+    memory = data["memory"]
+    assert data["kv_capacity_tokens"] == int(memory["kv_cache_gib"] * 2**30 // 65536)
+    assert 900_000 < data["kv_capacity_tokens"] < 1_100_000
+    assert data["batching"] == "continuous" and data["saturated"] is False
     assert data["max_output_tokens_per_s"] > 1000
     assert data["quality_delta_pct"] < 0
 
@@ -66,7 +74,9 @@ def test_latency_table_and_load(home: Path) -> None:
         "TTFT",
         "time per output token",
         "end-to-end",
-        "KV-cache capacity",
+        "KV cache",
+        "KV-cache precision",
+        "P99",
         "max throughput",
         "at 2 req/s",
     ):
@@ -99,11 +109,39 @@ def test_latency_table_and_load(home: Path) -> None:
         ),
         (
             ["--gpu", "H100-SXM", "--model", "llama-3.1-70b"],
-            "error: llama-3.1-70b in bf16 does not fit 1 x H100-SXM",
+            "error: llama-3.1-70b in bf16 does not fit 1 x H100-SXM: it needs",
         ),
         (
             ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--kv-cache", "int2"],
             "error: --kv-cache 'int2': expected fp16 or fp8",
+        ),
+        (
+            ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--engine", "vlm"],
+            "error: unknown engine 'vlm'; known engines: vllm",
+        ),
+        (
+            ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--gpu-memory-utilization", "1.5"],
+            "error: --gpu-memory-utilization 1.5: expected a share of GPU memory from 0.1 to 1.0",
+        ),
+        (
+            ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--gpu-memory-utilization", "0.05"],
+            "error: --gpu-memory-utilization 0.05: expected a share",
+        ),
+        (
+            ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--gpu-memory-utilization", "nan"],
+            "error: --gpu-memory-utilization nan: expected a share",
+        ),
+        (
+            ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--memory-utilization", "2"],
+            "error: --gpu-memory-utilization 2: expected a share",
+        ),
+        (
+            ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--sim-requests", "5"],
+            "error: --sim-requests 5: expected 0 (no simulation) or 100",
+        ),
+        (
+            ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--static", "--qps", "1"],
+            "error: --static describes one static batch",
         ),
         (
             ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--profile", "nope"],
@@ -180,3 +218,135 @@ def test_calibrate_bad_file(home: Path, tmp_path: Path) -> None:
         f"error: {path}: row 1, line 2, column 'unit': expected ms or s, got 'minutes'"
         in result.stderr
     )
+
+
+H100_8B = ["--gpu", "H100-SXM", "--model", "llama-3.1-8b"]
+
+
+def _json(home: Path, *args: str) -> dict[str, Any]:
+    result = run(home, "latency", *args, "--json")
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def test_kv_cache_asked_and_engine_defaults(home: Path) -> None:
+    fp8 = _json(home, *H100_8B, "--precision", "fp8")
+    fp16 = _json(home, *H100_8B, "--precision", "fp8", "--kv-cache", "fp16")
+    assert (fp16["kv_cache"], fp16["kv_cache_source"]) == ("fp16", "--kv-cache")
+    # the same GiB of KV cache holds half the tokens at two bytes an element
+    assert fp16["memory"]["kv_cache_gib"] == pytest.approx(fp8["memory"]["kv_cache_gib"])
+    assert fp16["kv_capacity_tokens"] == pytest.approx(fp8["kv_capacity_tokens"] / 2, rel=1e-4)
+    bf16 = _json(home, *H100_8B)
+    assert bf16["kv_cache"] == "fp16" and bf16["kv_cache_source"].startswith("engine default")
+    # vLLM keeps the model's dtype even under FP8 weights, and gives 0.9 of *total* memory
+    vllm = _json(
+        home, *H100_8B, "--precision", "fp8", "--engine", "vllm", "--profile", "trtllm-default"
+    )
+    assert vllm["engine"] == "vllm" and vllm["kv_cache"] == "fp16"
+    assert vllm["kv_cache_source"] == "engine default (vllm keeps the model's 16-bit dtype)"
+    m = vllm["memory"]
+    assert m["rule"] == "total" and m["utilization"] == 0.9
+    assert m["kv_cache_gib"] == pytest.approx(
+        0.9 * m["device_gib"] - m["weights_gib"] - m["activations_gib"]
+    )
+    # TensorRT-LLM's rule: 0.9 of what is free after weights and activations
+    t = fp8["memory"]
+    assert t["rule"] == "free"
+    assert t["kv_cache_gib"] == pytest.approx(
+        0.9 * (t["device_gib"] - t["weights_gib"] - t["activations_gib"])
+    )
+
+
+def test_gpu_memory_utilization_and_its_alias(home: Path) -> None:
+    half = _json(home, *H100_8B, "--gpu-memory-utilization", "0.5")
+    alias = _json(home, *H100_8B, "--memory-utilization", "0.5")
+    full = _json(home, *H100_8B)
+    assert half["memory"] == alias["memory"]
+    assert half["memory"]["utilization"] == 0.5
+    assert half["kv_capacity_tokens"] < full["kv_capacity_tokens"] * 0.6
+    text = run(home, "latency", *H100_8B, "--gpu-memory-utilization", "0.5").stdout
+    assert "GiB per GPU" in text and "0.5 of the memory left after weights" in text
+    assert "KV-cache precision" in text and "engine default" in text
+    assert "--memory-utilization" not in run(home, "latency", "--help").stdout  # hidden alias
+
+
+def test_a_load_beyond_capacity_is_a_result(home: Path) -> None:
+    data = _json(home, *H100_8B, "--qps", "100")
+    load = data["under_load"]
+    assert data["saturated"] is True and load["saturated"] is True
+    capacity = data["capacity_qps"]
+    assert 0 < capacity < 100 and load["capacity_qps"] == capacity
+    assert load["offered_qps"] == 100
+    assert load["replicas_needed"] == math.ceil(100 / capacity)
+    assert load["ttft_ms"] is None and load["tpot_ms"] is None and load["e2e_ms"] is None
+    assert load["percentiles"] is None
+    assert any("--precision fp8" in o for o in load["options"])
+    # just below the capacity the same deployment serves, with latencies
+    below = _json(home, *H100_8B, "--qps", f"{capacity * 0.95:g}", "--sim-requests", "0")
+    assert below["saturated"] is False and below["under_load"]["ttft_ms"] > 0
+    text = run(home, "latency", *H100_8B, "--qps", "100")
+    assert text.returncode == 0, text.stderr
+    assert "SATURATED" in text.stdout and f"{math.ceil(100 / capacity)} replicas" in text.stdout
+
+
+def test_static_batching(home: Path) -> None:
+    static = _json(home, *H100_8B, "--batch", "16", "--static")
+    continuous = _json(home, *H100_8B, "--batch", "16")
+    assert (static["batching"], continuous["batching"]) == ("static", "continuous")
+    # sixteen prompts prefilled in one iteration take longer than one joining a batch
+    assert static["ttft_ms"] > 4 * continuous["ttft_ms"]
+    assert static["e2e_ms"] == pytest.approx(static["ttft_ms"] + 255 * static["tpot_ms"])
+    text = run(home, "latency", *H100_8B, "--batch", "16", "--static").stdout
+    assert "static batch of 16" in text
+
+
+def test_percentiles_under_load_from_the_simulator(home: Path) -> None:
+    data = _json(home, *H100_8B, "--qps", "8")
+    load = data["under_load"]
+    sim = load["percentiles"]
+    assert sim["source"] == "discrete-event simulator" and sim["requests"] == 10_000
+    assert sim["measured_requests"] == 7_000
+    assert sim["wall_s"] < 2
+    for key in ("ttft", "tpot", "e2e"):
+        row = sim[key]
+        assert 0 < row["p50"] <= row["p90"] <= row["p99"]
+        # the simulated mean and the mean-value model agree within a quarter
+        assert row["mean"] == pytest.approx(load[f"{key}_ms"], rel=0.25)
+    assert sim["ttft"]["p99"] > 1.5 * sim["ttft"]["p50"]  # Poisson bursts queue prompts
+    again = _json(home, *H100_8B, "--qps", "8")
+    assert again["under_load"]["percentiles"]["e2e"] == sim["e2e"]  # seeded
+    other = _json(home, *H100_8B, "--qps", "8", "--seed", "3")
+    assert other["under_load"]["percentiles"]["e2e"] != sim["e2e"]
+    off = _json(home, *H100_8B, "--qps", "8", "--sim-requests", "0")
+    assert off["under_load"]["percentiles"] is None
+    closed = _json(home, *H100_8B, "--concurrency", "8")
+    assert closed["under_load"]["percentiles"] is None
+    assert "closed-loop" in closed["under_load"]["percentiles_note"]
+    text = run(home, "latency", *H100_8B, "--qps", "8").stdout
+    assert "P99" in text and "discrete-event simulator" in text
+
+
+def test_engine_without_a_profile_says_how_to_time_it(home: Path) -> None:
+    result = run(home, "latency", *H100_8B, "--engine", "sglang")
+    assert result.returncode == 2
+    assert "no calibration profile for engine 'sglang'" in result.stderr
+    assert "--profile trtllm-default" in result.stderr
+
+
+def test_catalog_gpus_units_and_engines(home: Path) -> None:
+    gpus = {g["name"]: g for g in json.loads(run(home, "catalog", "gpus", "--json").stdout)}
+    h100 = gpus["H100-SXM"]
+    assert {"memory", "memory_unit", "memory_gib"} <= set(h100)
+    assert h100["memory_unit"] in ("GiB", "GB")
+    assert 70 < h100["memory_gib"] <= 80
+    text = run(home, "catalog", "gpus").stdout
+    assert f"{h100['memory']:g} {h100['memory_unit']}" in text
+    engines = json.loads(run(home, "catalog", "engines", "--json").stdout)
+    by_name = {e["name"]: e for e in engines}
+    assert {"trtllm", "vllm", "sglang"} <= set(by_name)
+    assert by_name["trtllm"]["memory_rule"] == "free"
+    assert by_name["vllm"]["kv_cache_default"] == "model"
+    assert all(e["source"] for e in engines)
+    table = run(home, "catalog", "engines")
+    assert table.returncode == 0 and "0.9 of free" in table.stdout and "vllm" in table.stdout
