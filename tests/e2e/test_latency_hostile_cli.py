@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -38,17 +39,24 @@ def clean_error(result: object, code: int) -> str:
 
 
 def test_a_load_above_capacity_states_the_capacity(home: Path) -> None:
-    stderr = clean_error(run(home, "latency", *H100, "--qps", "1000"), 1)
-    assert "--qps 1000: more than this deployment can serve" in stderr
-    capacity = float(stderr.split("saturates above about ")[1].split(" req/s")[0])
-    served = run(home, "latency", *H100, "--qps", f"{capacity:g}", "--json")
+    result = run(home, "latency", *H100, "--qps", "1000")
+    assert result.returncode == 0 and result.stderr == ""
+    assert "at 1000 req/s" in result.stdout and "SATURATED: capacity about " in result.stdout
+    capacity = float(result.stdout.split("SATURATED: capacity about ")[1].split(" req/s")[0])
+    served = run(home, "latency", *H100, "--qps", f"{capacity:g}", "--json", "--sim-requests", "0")
     assert served.returncode == 0, served.stderr
-    assert json.loads(served.stdout)["under_load"]["kind"] == "qps"
+    data = json.loads(served.stdout)
+    assert data["under_load"]["kind"] == "qps" and data["saturated"] is False
+    assert data["under_load"]["ttft_ms"] > 0
 
 
-def test_a_load_above_capacity_with_json_is_the_same_error(home: Path) -> None:
-    stderr = clean_error(run(home, "latency", *H100, "--qps", "1e6", "--json"), 1)
-    assert "more than this deployment can serve" in stderr
+def test_a_load_above_capacity_with_json_is_a_result(home: Path) -> None:
+    result = run(home, "latency", *H100, "--qps", "1e6", "--json")
+    assert result.returncode == 0 and result.stderr == ""
+    data = json.loads(result.stdout)
+    assert data["saturated"] is True and data["under_load"]["e2e_ms"] is None
+    assert data["under_load"]["replicas_needed"] == math.ceil(1e6 / data["capacity_qps"])
+    assert "NaN" not in result.stdout and "Infinity" not in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -58,11 +66,16 @@ def test_a_load_above_capacity_with_json_is_the_same_error(home: Path) -> None:
         (["--qps", "inf"], "--qps inf: expected a positive, finite number"),
         (["--qps", "-1"], "--qps -1: expected a positive, finite number"),
         (["--qps", "0"], "--qps 0: expected a positive, finite number"),
-        (["--memory-utilization", "nan"], "--memory-utilization nan: expected a share"),
-        (["--memory-utilization", "inf"], "--memory-utilization inf: expected a share"),
-        (["--memory-utilization", "0"], "--memory-utilization 0: expected a share"),
-        (["--memory-utilization", "-0.5"], "--memory-utilization -0.5: expected a share"),
-        (["--memory-utilization", "90"], "--memory-utilization 90: expected a share"),
+        (["--memory-utilization", "nan"], "--gpu-memory-utilization nan: expected a share"),
+        (["--gpu-memory-utilization", "nan"], "--gpu-memory-utilization nan: expected a share"),
+        (["--memory-utilization", "inf"], "--gpu-memory-utilization inf: expected a share"),
+        (["--gpu-memory-utilization", "inf"], "--gpu-memory-utilization inf: expected a share"),
+        (["--memory-utilization", "0"], "--gpu-memory-utilization 0: expected a share"),
+        (["--gpu-memory-utilization", "0"], "--gpu-memory-utilization 0: expected a share"),
+        (["--memory-utilization", "-0.5"], "--gpu-memory-utilization -0.5: expected a share"),
+        (["--gpu-memory-utilization", "-0.5"], "--gpu-memory-utilization -0.5: expected a share"),
+        (["--memory-utilization", "90"], "--gpu-memory-utilization 90: expected a share"),
+        (["--gpu-memory-utilization", "90"], "--gpu-memory-utilization 90: expected a share"),
         (["--concurrency", "0"], "--concurrency"),
         (["--concurrency", "-5"], "--concurrency"),
         (["--concurrency", "1" + "0" * 400], "--concurrency"),
@@ -76,7 +89,12 @@ def test_a_load_above_capacity_with_json_is_the_same_error(home: Path) -> None:
         (["--input", "1" + "0" * 400], "--input"),
         (["--batch", "1" + "0" * 400], "--batch"),
         (["--qps", "2", "--concurrency", "4"], "alternatives"),
-        (["--engine", "\x1b[31mvllm"], "no calibration profile for engine '\\x1b[31mvllm'"),
+        (["--engine", "\x1b[31mvllm"], "unknown engine '\\x1b[31mvllm'; known engines: vllm"),
+        (["--sim-requests", "-1"], "--sim-requests -1: expected 0 (no simulation)"),
+        (["--sim-requests", "1" + "0" * 400], "--sim-requests 1000000"),
+        (["--max-seqs", "1" + "0" * 30], "--max-seqs"),
+        (["--kv-cache", ""], "--kv-cache '': expected fp16 or fp8"),
+        (["--static", "--concurrency", "2"], "--static describes one static batch"),
     ],
 )
 def test_bad_numbers_name_their_option(home: Path, args: list[str], message: str) -> None:
@@ -85,12 +103,15 @@ def test_bad_numbers_name_their_option(home: Path, args: list[str], message: str
 
 
 def test_a_batch_beyond_the_kv_cache_is_refused_with_the_numbers(home: Path) -> None:
-    args = ["--gpu", "H100-SXM", "--model", "llama-2-7b", "--batch", "1000000"]
-    stderr = clean_error(run(home, "latency", *args), 2)
+    args = ["--gpu", "H100-SXM", "--model", "llama-2-7b"]
+    holds = json.loads(run(home, "latency", *args, "--json").stdout)["kv_capacity_tokens"]
+    stderr = clean_error(run(home, "latency", *args, "--batch", "1000000"), 2)
     assert "--batch 1000000: 1,000,000 sequences of 1,280 tokens need 1,280,000,000 tokens" in (
         stderr
     )
-    assert "this deployment holds 107,353: at most 83 sequences run at once" in stderr
+    assert f"this deployment holds {holds:,}: at most {holds // 1280:,} sequences" in stderr
+    static = clean_error(run(home, "latency", *args, "--batch", "1000000", "--static"), 2)
+    assert "--batch 1000000" in static
 
 
 def test_a_prompt_beyond_the_context_window_is_refused(home: Path) -> None:
@@ -102,9 +123,10 @@ def test_a_prompt_beyond_the_context_window_is_refused(home: Path) -> None:
 def test_clients_beyond_the_batch_are_said_to_queue(home: Path) -> None:
     result = run(home, "latency", *H100, "--concurrency", "100000")
     assert result.returncode == 0, result.stderr
-    assert "99,744 of the 100,000 clients wait for a slot" in result.stdout
     data = json.loads(run(home, "latency", *H100, "--concurrency", "100000", "--json").stdout)
-    assert data["under_load"]["queued_clients"] == 99_744
+    queued = 100_000 - data["max_concurrent_sequences"]
+    assert data["under_load"]["queued_clients"] == queued
+    assert f"{queued:,} of the 100,000 clients wait for a slot" in result.stdout
 
 
 @pytest.mark.parametrize("command", [["catalog", "gpus", "x"], ["catalog", "nope"]])
