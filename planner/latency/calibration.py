@@ -794,5 +794,20 @@ def _check_batch_fits(point: Measurement, catalog: Catalog) -> None:
         )
 
 
-def select(points: Iterable[Measurement], *, engine: str, gpu: str | None) -> list[Measurement]:
-    return [p for p in points if p.engine == engine and (gpu is None or p.gpu == gpu)]
+def select(
+    points: Iterable[Measurement],
+    *,
+    engine: str,
+    gpu: str | None,
+    vendor: str | None = None,
+    catalog: Catalog | None = None,
+) -> list[Measurement]:
+    """The points of one engine, on one GPU (``gpu``) or one vendor's GPUs (``vendor``)."""
+    catalog = catalog or load_catalog()
+
+    def wanted(p: Measurement) -> bool:
+        if vendor is not None and catalog.gpus.get(p.gpu).vendor.lower() != vendor.lower():
+            return False
+        return p.engine == engine and (gpu is None or p.gpu == gpu)
+
+    return [p for p in points if wanted(p)]

@@ -273,7 +273,8 @@ class LatencyModel:
             active * self.proj_bytes / self.bandwidth,
         )
         touched = self._experts_touched(n)
-        per_expert = n * m.experts_per_token / touched  # rows each expert's GEMM gets
+        # rows each expert's GEMM gets (none in an empty iteration)
+        per_expert = n * m.experts_per_token / np.maximum(touched, 1e-12)
         mlp_flops = (
             self.gemm_rows(per_expert) * touched * self.expert_flops_per_token
             + n * self.router_flops_per_token

@@ -122,7 +122,6 @@ def max_throughput(
         lifetime = output_tokens - 1  # iterations a sequence decodes after its first token
         # resident = decoding + prompts, prompts = decoding / lifetime; tokens within budget
         decoding = min(resident * lifetime / (lifetime + 1), budget / (1 + input_tokens / lifetime))
-        decoding = max(decoding, 1.0)
         prompts = decoding / lifetime
     step = mixed_iteration(model, decoding, prompts, input_tokens, output_tokens)
     requests_per_s = prompts / step
@@ -198,7 +197,7 @@ def steady_state(
         step = ttft = 0.0
         for _ in range(200):  # Little's law: batch = rate x decode time
             step, ttft, utilization = at_rate(rate, batch, busy)
-            if utilization >= 1:
+            if not (utilization < 1 and math.isfinite(step) and math.isfinite(ttft)):
                 raise SaturatedError(
                     f"{rate:g} prompts/s of {s:,} tokens need more than the "
                     f"{budget:,}-token iteration budget"

@@ -44,6 +44,12 @@ class StepTimes(Protocol):
         """Seconds of any iteration (see :class:`planner.latency.model.LatencyModel`)."""
         ...
 
+    @property
+    def request_overhead(self) -> float:
+        """Seconds each request spends outside the GPU (HTTP, tokenizing, detokenizing): its
+        first token and its end come this much later than the engine produces them."""
+        ...
+
 
 class RooflineStepTimes:
     """Step times from the calibrated latency model, with decode steps tabulated by batch."""
@@ -56,6 +62,7 @@ class RooflineStepTimes:
         # its FLOPs and bytes both scale with (C + B).
         self.gamma = float(model.decode_time(1, 1_000_000.0) - model.decode_time(1, 0.0)) / 1e6
         self._base = [0.0, *(float(b) for b in base[1:])]
+        self.request_overhead = model.profile.request_overhead_ms * 1e-3
 
     def decode_base(self, batch: int) -> float:
         return self._base[batch]
@@ -72,6 +79,7 @@ class LinearStepTimes:
     per_token_s: float
     per_iteration_s: float = 0.0
     gamma: float = 0.0
+    request_overhead: float = 0.0
 
     def decode_base(self, batch: int) -> float:
         return self.per_iteration_s + batch * self.per_token_s
@@ -211,7 +219,7 @@ class Replica:
         if seq.input_tokens + seq.output_tokens + BLOCK_TOKENS > self.config.kv_capacity_tokens:
             # even alone it could never finish: the engine refuses it (vLLM: too long)
             seq.state = 3
-            self.on_finish(_record(seq, math.nan), self.index)
+            self.on_finish(_record(seq, math.nan, 0.0), self.index)
             return
         self.waiting.append(seq)
         self.outstanding_tokens += seq.input_tokens + seq.output_tokens
@@ -486,7 +494,7 @@ class Replica:
     def _finish(self, seq: Sequence, now: float) -> None:
         seq.state = 3
         self.outstanding_tokens -= seq.input_tokens + seq.output_tokens
-        self.on_finish(_record(seq, now), self.index)
+        self.on_finish(_record(seq, now, self.times.request_overhead), self.index)
 
     # --- static batching -------------------------------------------------------------------
 
@@ -544,13 +552,14 @@ def _live(entry: tuple[int, int, int, Sequence]) -> bool:
     return seq.state == 2 and seq.gen == entry[2]
 
 
-def _record(seq: Sequence, finish: float) -> Finished:
-    """What leaves the replica; ``finish`` NaN means refused."""
+def _record(seq: Sequence, finish: float, overhead: float) -> Finished:
+    """What leaves the replica; ``finish`` NaN means refused. ``overhead`` (the request's time
+    outside the engine) delays what the client sees: its first token and its end."""
     return (
         seq.id,
         seq.arrival,
-        seq.first_token,
-        finish,
+        seq.first_token + overhead,
+        finish + overhead,
         seq.klass,
         seq.input_tokens,
         seq.output_tokens,

@@ -258,11 +258,6 @@ def test_saturation_is_a_planner_error() -> None:
     assert issubclass(SaturatedError, PlannerError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (reported): from about 1e10 qps steady_state's fixed point overflows to inf, "
-    "inf x 0 gives NaN, and NaN >= 1 is False: it returns NaN latencies instead of raising",
-)
 @pytest.mark.parametrize("load", [1e10, 1e100, 1e308])
 def test_an_absurd_rate_is_saturated_not_nan(load: float) -> None:
     with pytest.raises(SaturatedError, match="iteration budget"):

@@ -129,12 +129,6 @@ def test_max_throughput_by_hand_at_batch_1() -> None:
     assert r["output_tokens_per_s"] == pytest.approx(OUT / cycle, rel=0.01)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (reported): max_throughput clamps the decoding batch to >= 1 after capping it, "
-    "so with max_seqs=1 the resident batch is 1 + 1/(output - 1) (2 at output 2: a prompt "
-    "prefilled beside a decode that cannot exist, 1.6x the one-at-a-time throughput)",
-)
 @pytest.mark.parametrize("out", [2, 8, OUT])
 def test_max_throughput_keeps_max_seqs_of_1(out: int) -> None:
     m = latency_model()
