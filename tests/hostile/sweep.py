@@ -396,7 +396,57 @@ def cases(f: dict[str, Path], tmp: Path) -> list[Case]:
     add(Case("home is a file", ["datasets", "list"], env={"PLANNER_HOME": p["empty.csv"]}))
 
     # --- latency and calibrate -------------------------------------------------------------
-    add(Case("latency qps above capacity", [*LAT, "--qps", "100000"]))
+    # A load beyond capacity is a result (saturated, the capacity, what would serve it).
+    add(Case("latency qps above capacity", [*LAT, "--qps", "100000"], "ok"))
+    add(Case("latency qps above capacity json", [*LAT, "--qps", "1e300", "--json"], "ok"))
+    add(Case("latency static batch", [*LAT, "--batch", "8", "--static"], "ok"))
+    add(Case("latency qps percentiles", [*LAT, "--qps", "5"], "ok"))
+    add(Case("latency sim max", [*LAT, "--qps", "5", "--sim-requests", "200000"], "ok"))
+    add(
+        Case("latency engine vllm", [*LAT, "--engine", "vllm", "--profile", "trtllm-default"], "ok")
+    )
+    add(Case("latency engine alias", [*LAT, "--engine", "TensorRT-LLM"], "ok"))
+    add(Case("latency engine escape", [*LAT, "--engine", f"v{ESC}llm"]))
+    add(Case("latency engine empty", [*LAT, "--engine", ""]))
+    add(Case("latency engine huge", [*LAT, "--engine", "x" * 100_000]))
+    add(Case("latency static under load", [*LAT, "--static", "--qps", "2"]))
+    add(
+        Case(
+            "latency memory too low",
+            [
+                "latency",
+                "--gpu",
+                "L4",
+                "--model",
+                "llama-3.1-8b",
+                "--gpu-memory-utilization",
+                "0.3",
+            ],
+            "any",
+        )
+    )
+    for value in ("nan", "inf", "-inf", "0", "0.09", "1.01", "1e308", "-0", "abc"):
+        add(Case(f"latency mem util {value}", [*LAT, "--gpu-memory-utilization", value]))
+    add(
+        Case(
+            "latency mem util alias clash",
+            [*LAT, "--gpu-memory-utilization", "0.5", "--memory-utilization", "0.6"],
+        )
+    )
+    for value in ("-1", "1", "99", "200001", "1" + "0" * 40):
+        add(Case(f"latency sim-requests {value}", [*LAT, "--qps", "5", "--sim-requests", value]))
+    for value in ("fp4", "", ESC, "FP8 "):
+        expect = "ok" if value == "FP8 " else "error"
+        add(Case(f"latency kv-cache {value!r}", [*LAT, "--kv-cache", value], expect))
+    add(Case("latency catalog engines", ["catalog", "engines"], "ok"))
+    add(Case("latency catalog engines json", ["catalog", "engines", "--json"], "ok"))
+    for option, value in (
+        ("--engine", "vlm"),
+        ("--gpu-memory-utilization", "2"),
+        ("--kv-cache", "int8"),
+    ):
+        add(Case(f"latency-sim {option} {value}", [*SIM, option, value, "-q"]))
+        add(Case(f"latency-rec {option} {value}", [*REC, option, value, "-q"]))
     add(Case("latency huge batch", [*LAT, "--batch", "1000000"]))
     add(
         Case(
