@@ -54,12 +54,19 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/simulate_bench.py --week
 	$(BIN)/python benchmarks/forecast_bench.py
 
-# Refit the bundled default calibration profiles on the published measurements.
+# Refit the bundled default calibration profiles on the published measurements (each engine's
+# own; the operator timings, measured on NVIDIA GPUs, join the NVIDIA fits).
+REFERENCE := data/reference/published_latency.csv
+OPERATORS := --operators data/reference/operator_timings.csv
+CALIBRATE := PLANNER_HOME=$$(mktemp -d) $(BIN)/planner calibrate $(REFERENCE) --force \
+	--export data/calibration/profiles.json
 profiles: $(VENV)/.installed
-	PLANNER_HOME=$$(mktemp -d) $(BIN)/planner calibrate data/reference/published_latency.csv \
-		--name trtllm-default --export data/calibration/profiles.json
-	PLANNER_HOME=$$(mktemp -d) $(BIN)/planner calibrate data/reference/published_latency.csv \
-		--name trtllm-h100-sxm --gpu H100-SXM --export data/calibration/profiles.json
+	rm -f data/calibration/profiles.json
+	$(CALIBRATE) --name trtllm-default --engine trtllm $(OPERATORS)
+	$(CALIBRATE) --name trtllm-h100-sxm --engine trtllm --gpu H100-SXM $(OPERATORS)
+	$(CALIBRATE) --name vllm-default --engine vllm --vendor NVIDIA --holdout 0 $(OPERATORS)
+	$(CALIBRATE) --name vllm-mi300x --engine vllm --gpu MI300X
+	$(CALIBRATE) --name sglang-default --engine sglang $(OPERATORS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

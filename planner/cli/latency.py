@@ -30,6 +30,7 @@ from planner.latency.calibration import (
 from planner.latency.catalog import GPU, load_catalog
 from planner.latency.engines import Engine, deploy, get_engine, load_engines
 from planner.latency.model import Deployment, LatencyModel
+from planner.latency.operators import read_operator_points
 from planner.latency.profile import DEFAULT_ENGINE, Profile, ProfileError
 from planner.latency.registry import export_profile, read_export, resolve_profile, save_profile
 from planner.latency.serving import (
@@ -675,6 +676,15 @@ def calibrate_command(
     gpu: str | None = typer.Option(
         None, "--gpu", help="Fit one GPU's measurements only (default: all GPUs)."
     ),
+    vendor: str | None = typer.Option(
+        None, "--vendor", help="Fit one vendor's GPUs only (NVIDIA, AMD; default: all)."
+    ),
+    operators: Path | None = typer.Option(
+        None,
+        "--operators",
+        help="Per-operator timings to fit alongside (e.g. data/reference/operator_timings.csv): "
+        "they pin the GEMM curve and attention efficiencies.",
+    ),
     holdout: float = typer.Option(
         0.3, "--holdout", help="Share of points held out to measure error."
     ),
@@ -702,6 +712,11 @@ def calibrate_command(
         raise UsageError(f"--holdout {holdout:g}: expected a fraction in [0, 1), e.g. 0.3")
     catalog = load_catalog()
     gpu_name = catalog.gpus.get(gpu).name if gpu is not None else None
+    engine = get_engine(engine).name
+    vendors = sorted({g.vendor for g in catalog.gpus.entries})
+    if vendor is not None and vendor.lower() not in {v.lower() for v in vendors}:
+        raise UsageError(f"--vendor {shown(vendor)}: expected one of {', '.join(vendors)}")
+    kernels = read_operator_points(operators) if operators is not None else []
     export_payload = read_export(export) if export is not None else None
     points: list[Measurement] = []
     excluded = []
@@ -709,7 +724,7 @@ def calibrate_command(
         read, skipped = read_measurements(path, catalog)
         points += read
         excluded += skipped
-    chosen = select(points, engine=engine, gpu=gpu_name)
+    chosen = select(points, engine=engine, gpu=gpu_name, vendor=vendor, catalog=catalog)
     if not chosen:
         engines = sorted({p.engine for p in points if gpu_name is None or p.gpu == gpu_name})
         raise UsageError(
@@ -725,6 +740,7 @@ def calibrate_command(
             excluded=excluded,
             holdout=holdout,
             catalog=catalog,
+            operators=kernels,
         )
         baseline = _baseline(session, gpu_name, engine)
         after = ErrorSummary.of(report.after)
@@ -747,18 +763,19 @@ def calibrate_command(
     if as_json:
         print_json(summary)
         return
-    table = Table("point", "split", "measured ms", "before", "held-out fit", "after")
+    table = Table("point", "split", "unit", "measured", "before", "held-out fit", "after")
     for row in summary["per_point"]:
-        m = row["measured_ms"]
+        m = row["measured"]
         table.add_row(
             escape(row["key"]),
             row["split"],
+            row["unit"],
             f"{m:,.1f}",
             *(
                 "saturated"
                 if row[k] is None
                 else f"{row[k]:,.1f} ({'+' if row[k] >= m else ''}{percent(row[k] / m - 1)})"
-                for k in ("before_ms", "heldout_ms", "after_ms")
+                for k in ("before", "heldout", "after")
             ),
         )
     stdout.print(table)
