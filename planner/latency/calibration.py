@@ -600,8 +600,9 @@ def split_points(points: Sequence[Measurement], holdout: float) -> set[str]:
     """A stable held-out set: the points whose key hashes lowest, about ``holdout`` of them."""
     if not 0 <= holdout < 1:
         raise UsageError(f"--holdout {holdout:g}: expected a fraction in [0, 1)")
-    ranked = sorted(points, key=lambda p: hashlib.sha256(p.key.encode()).hexdigest())
-    return {p.key for p in ranked[: round(len(ranked) * holdout)]}
+    # by key: two measurements of one configuration (two published versions) go together
+    keys = sorted({p.key for p in points}, key=lambda k: hashlib.sha256(k.encode()).hexdigest())
+    return set(keys[: round(len(keys) * holdout)])
 
 
 def _errors(

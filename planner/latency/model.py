@@ -318,7 +318,8 @@ class LatencyModel:
             touched = m.experts * (1 - (1 - m.experts_per_token / m.experts) ** tokens)
         else:
             touched = 1.0
-        per_expert = tokens * m.experts_per_token / touched
+        # rows per expert (a vanishing batch touches k experts with about one row each)
+        per_expert = tokens * m.experts_per_token / touched if touched > 0 else 1.0
         mlp_flops = (per_expert + half) * touched * self.expert_flops_per_token + (
             tokens * self.router_flops_per_token
         )
