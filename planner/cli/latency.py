@@ -796,7 +796,22 @@ def calibrate_command(
         )
     for item in summary["excluded"]:
         stderr.print(f"excluded row {item['row']}: {item['reason']}", markup=False)
+    bounds = summary["bounds"]
+
+    def shown_param(key: str, value: float) -> str:
+        if key not in bounds:
+            return f"{key}={value:.4g} (not fitted)"
+        low, high = bounds[key]
+        edge = " AT BOUND" if key in summary["at_bound"] else ""
+        return f"{key}={value:.4g} [{low:g}..{high:g}]{edge}"
+
     stdout.print(
         f"stored profile [bold]{escape(name)}[/]: "
-        + ", ".join(f"{k}={v:.4g}" for k, v in report.profile.params().items())
+        + ", ".join(shown_param(k, v) for k, v in report.profile.params().items()),
+        markup=True,
     )
+    if summary["at_bound"]:
+        stdout.print(
+            "parameters at a bound are not identified by these points (the fit wanted to go "
+            "further): read them together with the others, or add measurements that vary them"
+        )

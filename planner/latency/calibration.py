@@ -474,6 +474,7 @@ class CalibrationReport:
     heldout_fit: Profile  # fitted on the training split only
     heldout: list[PointError]  # heldout_fit on every point (split says which were unseen)
     after: list[PointError]  # final profile, every point
+    fitted: list[str] = field(default_factory=list)  # the parameters the fit moved
     operators_before: list[ErrorRow] = field(default_factory=list)  # per-operator errors
     operators_after: list[ErrorRow] = field(default_factory=list)
 
@@ -517,6 +518,16 @@ class CalibrationReport:
         summary: dict[str, Any] = finite_or_none(
             {
                 "profile": self.profile.to_dict(),
+                "fitted": self.fitted,
+                "bounds": {name: list(FIT_BOUNDS[name]) for name in self.fitted},
+                "at_bound": [
+                    name
+                    for name in self.fitted
+                    if any(
+                        math.isclose(getattr(self.profile, name), edge, abs_tol=1e-6)
+                        for edge in FIT_BOUNDS[name]
+                    )
+                ],
                 "points": len(self.points),
                 "excluded": [asdict(e) for e in self.excluded],
                 "before_all": asdict(ErrorSummary.of(self.before)),
@@ -764,6 +775,7 @@ def calibrate(
         heldout_fit=heldout_fit,
         heldout=_errors(usable, heldout_fit, test_keys, catalog),
         after=_errors(usable, final, test_keys, catalog),
+        fitted=list(params),
         operators_before=operator_errors(operators, start, catalog) if operators else [],
         operators_after=operator_errors(operators, final, catalog) if operators else [],
     )
