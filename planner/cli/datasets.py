@@ -9,14 +9,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from planner.cli.context import print_json, stdout, store_from, user_errors
+from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 from planner.store.queries import delete_dataset, get_dataset, list_datasets, request_frame
 from planner.workload import DatasetSummary, summarize
 
 app = typer.Typer(help="Ingested datasets: list, inspect, delete.", no_args_is_help=True)
-
-JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
 
 
 @app.command("list")

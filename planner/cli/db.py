@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from planner.cli.context import CliState, print_json, stdout, user_errors
+from planner.cli.options import JSON_OPTION
 from planner.config import database_url_and_source
 from planner.store.db import (
     bring_up_to_date,
@@ -17,8 +18,6 @@ from planner.store.db import (
 )
 
 app = typer.Typer(help="The store's database: schema version and upgrades.", no_args_is_help=True)
-
-JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
 
 
 def _url(ctx: typer.Context) -> tuple[str, str]:

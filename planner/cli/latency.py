@@ -13,6 +13,12 @@ from rich.table import Table
 from sqlalchemy.orm import Session
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
+from planner.cli.options import (
+    ENGINE_OPTION,
+    GPU_MEMORY_UTILIZATION_OPTION,
+    JSON_OPTION,
+    KV_CACHE_OPTION,
+)
 from planner.cli.tables import Column, print_table
 from planner.common.text import shown
 from planner.errors import PlannerError, UsageError
@@ -44,7 +50,6 @@ from planner.latency.serving import (
 )
 from planner.simulate.run import kv_cache_source, memory_rule_text, memory_summary, steady_load
 
-JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
 catalog_app = typer.Typer(
     help="What planner knows: GPUs, models, precisions.", no_args_is_help=True
 )
@@ -258,23 +263,9 @@ def latency(
     ),
     input_tokens: int = typer.Option(1024, "--input", help="Prompt tokens."),
     output_tokens: int = typer.Option(256, "--output", help="Output tokens."),
-    engine: str = typer.Option(
-        DEFAULT_ENGINE,
-        "--engine",
-        help="Inference engine: its memory, KV-cache and batch defaults and its calibration "
-        "(see `planner catalog engines`).",
-    ),
-    kv_cache: str | None = typer.Option(
-        None,
-        "--kv-cache",
-        help="KV-cache precision: fp16 or fp8 (default: the engine's; TensorRT-LLM uses FP8 "
-        "under FP8 weights).",
-    ),
-    memory_utilization: float | None = typer.Option(
-        None,
-        "--gpu-memory-utilization",
-        help="Share of GPU memory the engine may use, 0.1 to 1 (default: the engine's).",
-    ),
+    engine: str = ENGINE_OPTION,
+    kv_cache: str | None = KV_CACHE_OPTION,
+    memory_utilization: float | None = GPU_MEMORY_UTILIZATION_OPTION,
     memory_utilization_alias: float | None = typer.Option(
         None, "--memory-utilization", hidden=True
     ),

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
+from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 from planner.errors import UsageError
@@ -42,7 +43,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
 OPTION_HELP = (
     "Purchase option: on-demand, spot, reserved-1y, reserved-3y, savings-plan-1y, "
     "savings-plan-3y, committed-1y, committed-3y, or a group: reserved, savings-plan, "

@@ -26,13 +26,14 @@ from sqlalchemy.orm import Session
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
 from planner.cli.ingest import parse_start
 from planner.cli.latency import check_kv_cache, check_memory_utilization
+from planner.cli.options import ENGINE_OPTION, GPU_MEMORY_UTILIZATION_OPTION, KV_CACHE_OPTION
 from planner.cli.simulate import class_slos, parse_duration
 from planner.cli.tables import Column, print_table
 from planner.common.files import check_output_path, write_text_atomic
 from planner.common.text import closest, printable, shown
 from planner.errors import PlannerError, StoreError, UsageError
 from planner.latency.engines import get_engine
-from planner.latency.profile import DEFAULT_ENGINE, choose_profile
+from planner.latency.profile import choose_profile
 from planner.latency.registry import all_profiles
 from planner.recommend.engine import Recommendation, recommend
 from planner.recommend.inputs import (
@@ -409,17 +410,8 @@ def recommend_command(
     chunked_prefill: str = typer.Option(
         "both", "--chunked-prefill", help="Chunked prefill: both, on or off."
     ),
-    kv_cache: str | None = typer.Option(
-        None,
-        "--kv-cache",
-        help="KV-cache precision: fp16 or fp8 (default: the engine's; TensorRT-LLM uses FP8 "
-        "under FP8 weights).",
-    ),
-    memory_utilization: float | None = typer.Option(
-        None,
-        "--gpu-memory-utilization",
-        help="Share of GPU memory the engine may use, 0.1 to 1 (default: the engine's).",
-    ),
+    kv_cache: str | None = KV_CACHE_OPTION,
+    memory_utilization: float | None = GPU_MEMORY_UTILIZATION_OPTION,
     purchase: list[str] = typer.Option(
         [],
         "--purchase",
@@ -470,12 +462,7 @@ def recommend_command(
     dask: str | None = typer.Option(
         None, "--dask", help="Run the sweep on Dask: a scheduler address, or 'local'."
     ),
-    engine: str = typer.Option(
-        DEFAULT_ENGINE,
-        "--engine",
-        help="Inference engine: its memory, KV-cache and batch defaults and its calibration "
-        "(see `planner catalog engines`).",
-    ),
+    engine: str = ENGINE_OPTION,
     seed: int = typer.Option(
         0, "--seed", min=0, max=2**63 - 1, help="Random seed (same seed, same result)."
     ),

@@ -16,11 +16,11 @@ from rich.table import Table
 from planner.cli.context import print_json, stderr, stdout, store_from
 from planner.cli.ingest import parse_start
 from planner.cli.latency import check_kv_cache, check_memory_utilization, engine_profile
+from planner.cli.options import ENGINE_OPTION, GPU_MEMORY_UTILIZATION_OPTION, KV_CACHE_OPTION
 from planner.common.files import atomic_output, check_output_path, write_text_atomic
 from planner.common.text import printable, shown
 from planner.errors import UsageError
 from planner.latency.engines import get_engine
-from planner.latency.profile import DEFAULT_ENGINE
 from planner.simulate.fleet import ROUTERS, Autoscaler, FleetConfig
 from planner.simulate.metrics import SLO, RequestWriter
 from planner.simulate.run import ServingSpec, SimulationResult, simulate
@@ -221,17 +221,8 @@ def simulate_command(
     model: str = typer.Option(..., "--model", help="Model served."),
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp8, int8, int4-awq."),
     tp: int = typer.Option(1, "--tp", help="GPUs per replica (tensor parallelism)."),
-    kv_cache: str | None = typer.Option(
-        None,
-        "--kv-cache",
-        help="KV-cache precision: fp16 or fp8 (default: the engine's; TensorRT-LLM uses FP8 "
-        "under FP8 weights).",
-    ),
-    memory_utilization: float | None = typer.Option(
-        None,
-        "--gpu-memory-utilization",
-        help="Share of GPU memory the engine may use, 0.1 to 1 (default: the engine's).",
-    ),
+    kv_cache: str | None = KV_CACHE_OPTION,
+    memory_utilization: float | None = GPU_MEMORY_UTILIZATION_OPTION,
     max_seqs: int | None = typer.Option(
         None,
         "--max-seqs",
@@ -324,12 +315,7 @@ def simulate_command(
     reserved_price_per_hour: float | None = typer.Option(
         None, "--reserved-price-per-hour", help="$ per reserved replica-hour."
     ),
-    engine: str = typer.Option(
-        DEFAULT_ENGINE,
-        "--engine",
-        help="Inference engine: its memory, KV-cache and batch defaults and its calibration "
-        "(see `planner catalog engines`).",
-    ),
+    engine: str = ENGINE_OPTION,
     profile_name: str | None = typer.Option(None, "--profile", help="Calibration profile."),
     seed: int = typer.Option(0, "--seed", min=0, help="Random seed (same seed, same result)."),
     max_requests: int = typer.Option(

@@ -65,7 +65,6 @@ def test_simulate_prints_memory_and_kv_cache(home: Path) -> None:
         (["--gpu-memory-utilization", "1.2"], "error: --gpu-memory-utilization 1.2: expected"),
         (["--gpu-memory-utilization", "inf"], "error: --gpu-memory-utilization inf: expected"),
         (["--kv-cache", "int4"], "error: --kv-cache 'int4': expected fp16 or fp8"),
-        (["--engine", "sglang"], "--profile trtllm-default"),
     ],
 )
 def test_simulate_bad_engine_options(home: Path, args: list[str], message: str) -> None:
@@ -73,6 +72,13 @@ def test_simulate_bad_engine_options(home: Path, args: list[str], message: str) 
     assert result.returncode == 2
     assert message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_simulate_with_each_engine_uses_its_own_profile(home: Path) -> None:
+    for engine in ("vllm", "sglang"):
+        result = run(home, "simulate", "--dataset", "code", *BASE, "--engine", engine, "--json")
+        assert result.returncode == 0, result.stderr
+        assert f'"{engine}-default"' in result.stdout
 
 
 def test_simulate_model_that_does_not_fit(home: Path) -> None:
