@@ -24,6 +24,7 @@ from planner.latency.catalog import (
     ModelSpec,
     Precision,
     _aliases,
+    _float,
     _required,
     _rows,
     _whole,
@@ -81,6 +82,20 @@ class Engine:
     logits_bytes: float
     source: str
     notes: str = ""
+    # Smaller batch defaults on some GPUs (vLLM: under 70 GiB, and every A100)
+    small_gpu_below_gib: float | None = None
+    small_gpu_names: tuple[str, ...] = ()
+    small_max_batched_tokens: int | None = None
+    small_max_seqs: int | None = None
+
+    def batch_defaults(self, gpu: GPU) -> tuple[int, int]:
+        """(batched-token budget, max sequences) this engine picks on ``gpu``."""
+        small = (
+            self.small_gpu_below_gib is not None and gpu.memory_gib < self.small_gpu_below_gib
+        ) or any(name.lower() in gpu.name.lower() for name in self.small_gpu_names)
+        if small and self.small_max_batched_tokens and self.small_max_seqs:
+            return self.small_max_batched_tokens, self.small_max_seqs
+        return self.max_batched_tokens, self.max_seqs
 
     def default_kv_cache(self, precision: Precision, gpu: GPU) -> str:
         """The KV-cache precision this engine picks when the user names none."""
@@ -98,6 +113,10 @@ def _choice(row: dict[str, str], key: str, allowed: tuple[str, ...], path: Path)
             f"got {shown(value)}"
         )
     return value
+
+
+def _optional_whole(row: dict[str, str], key: str, path: Path) -> int | None:
+    return _whole(row, key, path) if (row.get(key) or "").strip() else None
 
 
 def load_engines(path: Path | None = None) -> list[Engine]:
@@ -124,6 +143,10 @@ def load_engines(path: Path | None = None) -> list[Engine]:
                 logits_bytes=_required(row, "logits_bytes", path, positive=False),
                 source=row["source"].strip(),
                 notes=(row.get("notes") or "").strip(),
+                small_gpu_below_gib=_float(row, "small_gpu_below_gib", path),
+                small_gpu_names=_aliases(row.get("small_gpu_names") or ""),
+                small_max_batched_tokens=_optional_whole(row, "small_max_batched_tokens", path),
+                small_max_seqs=_optional_whole(row, "small_max_seqs", path),
             )
         )
     return engines
@@ -177,6 +200,7 @@ def deploy(
     """A deployment sized as ``engine`` sizes it; every ``None`` takes the engine's default."""
     spec = get_engine(engine) if isinstance(engine, str) else engine
     kv = kv_cache or spec.default_kv_cache(precision, gpu)
+    tokens, seqs = spec.batch_defaults(gpu)
     return Deployment(
         gpu=gpu,
         model=model,
@@ -186,8 +210,8 @@ def deploy(
         memory_utilization=(
             spec.memory_fraction if memory_utilization is None else memory_utilization
         ),
-        max_batched_tokens=max_batched_tokens or spec.max_batched_tokens,
-        max_seqs=max_seqs or spec.max_seqs,
+        max_batched_tokens=max_batched_tokens or tokens,
+        max_seqs=max_seqs or seqs,
         memory_rule=spec.memory_rule,
         runtime_reserve_bytes=spec.runtime_reserve_gib * GIB,
         logits_bytes=spec.logits_bytes,

@@ -335,3 +335,38 @@ def test_a_model_that_does_not_fit_says_so_in_gib() -> None:
     with pytest.raises(DoesNotFitError, match=f"it needs {need:.1f} GiB per GPU") as info:
         _ = d.kv_capacity_tokens
     assert "each GPU has 71.7 GiB (79.6 GiB x 0.9 utilization)" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("engine", "gpu", "expected"),
+    [
+        ("vllm", "H100-SXM", (8192, 1024)),
+        ("vllm", "H200", (8192, 1024)),
+        ("vllm", "A100-80GB", (2048, 256)),  # every A100, whatever its memory
+        ("vllm", "L4", (2048, 256)),  # under 70 GiB
+        ("trtllm", "L4", (8192, 2048)),  # TensorRT-LLM's defaults do not depend on the GPU
+    ],
+)
+def test_batch_defaults_follow_the_engines_gpu_rule(
+    engine: str, gpu: str, expected: tuple[int, int]
+) -> None:
+    catalog = load_catalog()
+    spec = get_engine(engine)
+    assert spec.batch_defaults(catalog.gpus.get(gpu)) == expected
+    deployment = deploy(
+        spec,
+        catalog.gpus.get(gpu),
+        catalog.models.get("llama-3.1-8b"),
+        catalog.precisions.get("bf16"),
+    )
+    assert (deployment.max_batched_tokens, deployment.max_seqs) == expected
+    # an explicit value wins
+    explicit = deploy(
+        spec,
+        catalog.gpus.get(gpu),
+        catalog.models.get("llama-3.1-8b"),
+        catalog.precisions.get("bf16"),
+        max_batched_tokens=4096,
+        max_seqs=64,
+    )
+    assert (explicit.max_batched_tokens, explicit.max_seqs) == (4096, 64)
