@@ -638,25 +638,36 @@ def _safe_predict(point: Measurement, profile: Profile, catalog: Catalog) -> flo
         return math.inf
 
 
-ALWAYS_FITTED = (
+# Fitted from serving measurements alone.
+SERVING_PARAMS = (
     "compute_eff",
-    "gemm_half_tokens",
-    "attn_prefill_eff",
-    "attn_decode_eff",
-    "attn_layer_us",
     "memory_eff",
     "iteration_overhead_ms",
     "request_overhead_ms",
 )
+# Fitted only with operator timings: serving measurements cannot tell them from the others
+# (a slower attention kernel and a longer iteration overhead look alike in a TPOT); without
+# timings they keep the starting profile's values (the defaults come from the bundled fit).
+KERNEL_PARAMS = ("gemm_half_tokens", "attn_prefill_eff", "attn_decode_eff", "attn_layer_us")
 
 
-def fitted_params(points: Sequence[Measurement], catalog: Catalog | None = None) -> list[str]:
-    """The parameters the points can inform: all-reduce latency only with tensor parallelism,
-    a quantized precision's GEMM scale only where one GPU was also measured in 16-bit (alone,
-    it and ``compute_eff`` are one product, and across GPUs it would absorb their
-    differences)."""
+def serving_determined(params: Sequence[str], operators: bool) -> int:
+    """How many of ``params`` the serving points alone must determine: with operator timings,
+    the GEMM and attention efficiencies (and the weight-read bandwidth share) are pinned by
+    the timings."""
+    pinned = (*KERNEL_PARAMS, "compute_eff", "memory_eff") if operators else ()
+    return len([p for p in params if p not in pinned])
+
+
+def fitted_params(
+    points: Sequence[Measurement], catalog: Catalog | None = None, *, operators: bool = False
+) -> list[str]:
+    """The parameters the points can inform: the kernel efficiencies only with operator
+    timings, all-reduce latency only with tensor parallelism, a quantized precision's GEMM
+    scale only where one GPU was also measured in 16-bit (alone, it and ``compute_eff`` are
+    one product, and across GPUs it would absorb their differences)."""
     catalog = catalog or load_catalog()
-    params = list(ALWAYS_FITTED)
+    params = list(SERVING_PARAMS) + (list(KERNEL_PARAMS) if operators else [])
     if any(p.tp > 1 for p in points):
         params.append("allreduce_us")
     by_gpu: dict[str, set[Any]] = {}
@@ -701,12 +712,14 @@ def fit(
     log errors over ``points`` and, weighted by :data:`OPERATOR_WEIGHT`, over ``operators``
     (per-operator timings, which pin the GEMM curve and attention efficiencies)."""
     catalog = catalog or load_catalog()
-    params = fitted_params(points, catalog) if params is None else params
+    if params is None:
+        params = fitted_params(points, catalog, operators=bool(operators))
     op_measured = np.log([o.measured_ms for o in operators]) if operators else np.zeros(0)
     op_weight = math.sqrt(OPERATOR_WEIGHT * len(points) / len(operators)) if operators else 0.0
-    if len(points) + len(operators) < len(params):
+    needs = serving_determined(params, bool(operators))
+    if len(points) < needs:
         raise PlannerError(
-            f"{len(points)} measurements cannot fit {len(params)} parameters; add measurements"
+            f"{len(points)} measurements cannot fit {needs} parameters; add measurements"
         )
     low = np.array([FIT_BOUNDS[p][0] for p in params])
     high = np.array([FIT_BOUNDS[p][1] for p in params])
@@ -750,9 +763,8 @@ def calibrate(
             excluded.append(Excluded(point.row, reason))
     test_keys = split_points(usable, holdout)
     train = [p for p in usable if p.key not in test_keys]
-    params = fitted_params(usable, catalog)
-    # operator timings inform the efficiencies, so they count toward what a fit needs
-    needs = len(params) - (len(ALWAYS_FITTED) - 2 if operators else 0)
+    params = fitted_params(usable, catalog, operators=bool(operators))
+    needs = serving_determined(params, bool(operators))
     if len(usable) < needs:
         raise PlannerError(
             f"{len(usable)} usable measurements ({len(excluded)} excluded) cannot fit "

@@ -41,23 +41,24 @@ class Profile:
     gpu: str | None = None  # None: fits any GPU of the engine
     # GEMMs reach compute_eff x n / (n + gemm_half_tokens) of the 16-bit dense peak with n
     # tokens: small token counts cannot fill the tensor cores (tile quantization, wave tails)
-    compute_eff: float = 0.6
-    gemm_half_tokens: float = 0.0
+    # (defaults: round figures of the bundled profiles' fits, a start for new ones)
+    compute_eff: float = 0.7
+    gemm_half_tokens: float = 100.0
     # Attention is its own kernel (FlashAttention / paged attention), far from the GEMM roofline:
     # prefill reaches attn_prefill_eff of the 16-bit peak, decode attn_decode_eff of the memory
     # bandwidth while reading the KV cache.
-    attn_prefill_eff: float = 0.6
-    attn_decode_eff: float = 0.75
-    attn_layer_us: float = 0.0  # fixed cost of a layer's attention kernels per iteration
+    attn_prefill_eff: float = 0.3
+    attn_decode_eff: float = 0.85
+    attn_layer_us: float = 15.0  # fixed cost of a layer's attention kernels per iteration
     # Quantized GEMMs reach a different share of their own peak than 16-bit ones.
     fp8_gemm_scale: float = 1.0
     int8_gemm_scale: float = 1.0
     int4_gemm_scale: float = 1.0
     fp4_gemm_scale: float = 1.0
-    memory_eff: float = 0.75  # fraction of memory bandwidth reading weights
-    iteration_overhead_ms: float = 2.0  # scheduling, kernel launches, sampling per iteration
-    request_overhead_ms: float = 2.0  # per request, on its first token (tokenize, HTTP, queue)
-    allreduce_us: float = 8.0  # fixed latency of one tensor-parallel all-reduce
+    memory_eff: float = 0.7  # fraction of memory bandwidth reading weights
+    iteration_overhead_ms: float = 1.0  # scheduling, kernel launches, sampling per iteration
+    request_overhead_ms: float = 4.0  # per request, on its first token (tokenize, HTTP, queue)
+    allreduce_us: float = 25.0  # fixed latency of one tensor-parallel all-reduce
     comm_eff: float = 0.7  # fraction of link bandwidth an all-reduce reaches
 
     def with_params(self, **params: float) -> Profile:

@@ -21,7 +21,7 @@ from planner.latency.serving import (
     steady_state,
 )
 
-PROFILE = Profile("test")  # the defaults: 0.6 compute, 0.75 memory, 2 ms overheads
+PROFILE = Profile("test")  # the built-in defaults
 IN, OUT = 467, 256  # the TensorRT-LLM Triton load test's shape
 
 
@@ -53,8 +53,9 @@ def test_at_batch_end_to_end_is_first_token_plus_the_rest(batch: int) -> None:
 def test_at_batch_1_is_a_prefill_then_decode_steps_by_hand() -> None:
     m = latency_model()
     r = at_batch(m, IN, OUT, 1)
-    # TTFT: the prompt's prefill + the per-request overhead (2 ms)
-    assert r.ttft_ms == pytest.approx(scalar(m.prefill_time(IN)) * 1e3 + 2.0, rel=1e-9)
+    # TTFT: the prompt's prefill + the per-request overhead
+    overhead = PROFILE.request_overhead_ms
+    assert r.ttft_ms == pytest.approx(scalar(m.prefill_time(IN)) * 1e3 + overhead, rel=1e-9)
     # TPOT: one decode step at the mean context, input + output / 2
     assert r.tpot_ms == pytest.approx(scalar(m.decode_time(1, IN + OUT / 2)) * 1e3, rel=1e-9)
 
@@ -306,15 +307,16 @@ def test_mixed_iteration_without_prompts_is_a_decode_step() -> None:
 def test_static_batch_first_token_is_the_batched_prefill(batch: int) -> None:
     m = latency_model()
     r = static_batch(m, IN, OUT, batch)
-    # every prompt of the batch prefilled in one iteration, plus the 2 ms request overhead
-    assert r.ttft_ms == pytest.approx(scalar(m.prefill_time(IN, batch)) * 1e3 + 2.0, rel=1e-12)
+    # every prompt of the batch prefilled in one iteration, plus the request overhead
+    overhead = m.profile.request_overhead_ms
+    assert r.ttft_ms == pytest.approx(scalar(m.prefill_time(IN, batch)) * 1e3 + overhead, rel=1e-12)
     assert r.tpot_ms == pytest.approx(
         scalar(m.decode_time(batch, batch * (IN + OUT / 2))) * 1e3, rel=1e-12
     )
     assert r.e2e_ms == pytest.approx(r.ttft_ms + (OUT - 1) * r.tpot_ms, rel=1e-12)
     assert r.batch == batch
     if batch > 1:  # one batched prefill is cheaper than `batch` separate ones
-        assert r.ttft_ms - 2.0 < batch * scalar(m.prefill_time(IN)) * 1e3
+        assert r.ttft_ms - overhead < batch * scalar(m.prefill_time(IN)) * 1e3
 
 
 def test_static_batch_tpot_and_ttft_grow_with_the_batch() -> None:

@@ -179,32 +179,31 @@ def test_attention_prefill_and_decode_are_priced_as_the_model_prices_them(
 # trtllm-default profile. Today only the SIGN is asserted: (lo, hi) = (0, None) means "the model
 # predicts too slow", (None, 0) "too fast". Once the model gains a token-dependent GEMM efficiency
 # and separate attention efficiencies, replace these with tight bounds, e.g. (-15, 15).
-TODAY: dict[tuple[str, str, str], tuple[float | None, float | None]] = {
-    # real GEMMs reach ~70-79% of peak at >= 512 tokens: a flat compute_eff over-predicts them
-    ("A100-80GB", "linear", ">=512"): (0.0, None),
-    ("H100-SXM", "linear", ">=512"): (0.0, None),
-    # small GEMMs are weight-read bound and slower than the bandwidth roofline
-    ("A100-80GB", "linear", "<=128"): (None, 0.0),
-    ("H100-SXM", "linear", "<=128"): (None, 0.0),
-    # attention is predicted far too fast
-    ("A100-80GB", "attn_prefill", "<=128"): (None, -40.0),
-    ("A100-80GB", "attn_prefill", "129-511"): (None, -40.0),
-    ("A100-80GB", "attn_prefill", ">=512"): (None, -30.0),
-    ("A100-80GB", "attn_decode", "<=128"): (None, 0.0),
+# The median absolute errors (%) docs/latency-model.md states for the bundled trtllm-default
+# profile. Before issue 12 (one compute efficiency, attention on the GEMM roofline) they were
+# -29% / +3% / +29% for A100 GEMMs by token bucket and -98% / -76% / -53% for prefill attention.
+STATED: dict[tuple[str, str, str], float] = {
+    ("A100-80GB", "linear", "<=128"): 10.0,
+    ("A100-80GB", "linear", "129-511"): 16.0,
+    ("A100-80GB", "linear", ">=512"): 8.0,
+    ("H100-SXM", "linear", "<=128"): 14.0,
+    ("H100-SXM", "linear", "129-511"): 16.0,
+    ("H100-SXM", "linear", ">=512"): 10.0,
+    # two kernels (FlashAttention, FlashInfer) 3x apart: one efficiency sits between them
+    ("A100-80GB", "attn_prefill", "<=128"): 40.0,
+    ("A100-80GB", "attn_prefill", "129-511"): 10.0,
+    ("A100-80GB", "attn_prefill", ">=512"): 45.0,
+    ("A100-80GB", "attn_decode", "<=128"): 10.0,
 }
 
 
-@pytest.mark.parametrize("key", sorted(TODAY), ids=lambda k: "/".join(k))
-def test_todays_error_summary_reproduces_the_issue(
+@pytest.mark.parametrize("key", sorted(STATED), ids=lambda k: "/".join(k))
+def test_the_bundled_profile_meets_the_stated_operator_errors(
     key: tuple[str, str, str], summary: dict[tuple[str, str, str], ErrorRow]
 ) -> None:
     row = summary[key]
-    lo, hi = TODAY[key]
     assert row.points >= 4
-    if lo is not None:
-        assert row.signed_median_pct > lo, row
-    if hi is not None:
-        assert row.signed_median_pct < hi, row
+    assert row.median_abs_pct <= STATED[key], row
     assert row.median_abs_pct >= abs(row.signed_median_pct) - 1e-9
 
 
