@@ -30,7 +30,13 @@ from planner.latency.model import Deployment, LatencyModel
 from planner.latency.operators import ErrorRow, OperatorPoint, operator_errors
 from planner.latency.operators import predict_ms as operator_ms
 from planner.latency.profile import DEFAULT_ENGINE, FIT_BOUNDS, Profile
-from planner.latency.serving import LoadKind, SaturatedError, max_throughput, steady_state
+from planner.latency.serving import (
+    LoadKind,
+    SaturatedError,
+    max_throughput,
+    saturation_qps,
+    steady_state,
+)
 
 METRICS = {
     "ttft": "ttft",
@@ -701,6 +707,29 @@ def _scale_param(precision: Any) -> str | None:
 OPERATOR_WEIGHT = 0.5
 
 
+def _fit_predict(point: Measurement, profile: Profile, catalog: Catalog) -> float:
+    """:func:`predict`, continued past saturation so a fit is pushed back from it: a Poisson
+    load beyond the capacity is priced at 99% of the capacity, its latencies growing with the
+    fourth power of the overload and its throughput held at the capacity."""
+    try:
+        return predict(point, profile, catalog)
+    except SaturatedError:
+        if point.load_kind != "qps":
+            return math.inf
+    model = LatencyModel(_deployment(point, catalog), profile)
+    capacity = saturation_qps(model, point.input_tokens, point.output_tokens)
+    if capacity <= 0:
+        return math.inf
+    if point.metric in THROUGHPUTS:
+        rate = min(point.load, capacity)
+        return rate * point.output_tokens if point.metric == "output_throughput" else rate
+    try:
+        edge = predict(replace(point, load=0.99 * capacity), profile, catalog)
+    except SaturatedError:
+        return math.inf
+    return edge * (point.load / (0.99 * capacity)) ** 4
+
+
 def fit(
     points: Sequence[Measurement],
     start: Profile,
@@ -728,7 +757,7 @@ def fit(
 
     def residuals(x: np.ndarray) -> np.ndarray:
         profile = start.with_params(**dict(zip(params, map(float, x), strict=True)))
-        predicted = [_safe_predict(p, profile, catalog) for p in points]
+        predicted = [_fit_predict(p, profile, catalog) for p in points]
         serving = np.log(np.minimum(predicted, 1e12)) - measured
         if not operators:
             return serving

@@ -215,7 +215,7 @@ def test_calibrate_bad_file(home: Path, tmp_path: Path) -> None:
     result = run(home, "calibrate", str(path), "--name", "x")
     assert result.returncode == 1
     assert (
-        f"error: {path}: row 1, line 2, column 'unit': expected ms or s, got 'minutes'"
+        f"error: {path}: row 1, line 2, column 'unit': expected ms or s for ttft, got 'minutes'"
         in result.stderr
     )
 
@@ -327,11 +327,14 @@ def test_percentiles_under_load_from_the_simulator(home: Path) -> None:
     assert "P99" in text and "discrete-event simulator" in text
 
 
-def test_engine_without_a_profile_says_how_to_time_it(home: Path) -> None:
-    result = run(home, "latency", *H100_8B, "--engine", "sglang")
-    assert result.returncode == 2
-    assert "no calibration profile for engine 'sglang'" in result.stderr
-    assert "--profile trtllm-default" in result.stderr
+def test_each_engine_is_timed_by_its_own_profile(home: Path) -> None:
+    for engine, profile in (("sglang", "sglang-default"), ("vllm", "vllm-default")):
+        result = run(home, "latency", *H100_8B, "--engine", engine, "--json")
+        assert result.returncode == 0, result.stderr
+        data = json.loads(result.stdout)
+        assert data["profile"] == profile and data["engine"] == engine
+    mi300x = run(home, "latency", "--gpu", "MI300X", "--model", "llama-3.1-70b", "--engine", "vllm")
+    assert mi300x.returncode == 0 and "vllm-mi300x" in mi300x.stdout  # ROCm vLLM's own fit
 
 
 def test_catalog_gpus_units_and_engines(home: Path) -> None:
