@@ -64,9 +64,10 @@ def meets(
 
 def one(spec: ServingSpec, replicas: int, minutes: float, lengths: Lengths) -> dict[str, Any]:
     profile = choose_profile(load_bundled_profiles(), spec.gpu)
-    model = LatencyModel(spec.deployment(), profile)
+    deployment = spec.deployment()
+    model = LatencyModel(deployment, profile)
     screen = replica_capacity(
-        model, lengths, TARGET, max_seqs=spec.max_seqs, chunked_prefill=spec.chunked_prefill
+        model, lengths, TARGET, max_seqs=deployment.max_seqs, chunked_prefill=spec.chunked_prefill
     )
     low, high = 0.0, max(screen.max_rps, screen.rps) * 1.5
     for _ in range(9 if screen.rps > 0 else 0):
