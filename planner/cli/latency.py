@@ -35,7 +35,7 @@ from planner.latency.calibration import (
 )
 from planner.latency.catalog import GPU, load_catalog
 from planner.latency.engines import Engine, deploy, get_engine, load_engines
-from planner.latency.model import Deployment, LatencyModel
+from planner.latency.model import Deployment, LatencyModel, memory_summary
 from planner.latency.operators import read_operator_points
 from planner.latency.profile import DEFAULT_ENGINE, Profile, ProfileError
 from planner.latency.registry import export_profile, read_export, resolve_profile, save_profile
@@ -48,7 +48,7 @@ from planner.latency.serving import (
     static_batch,
     steady_state,
 )
-from planner.simulate.run import kv_cache_source, memory_rule_text, memory_summary, steady_load
+from planner.simulate.run import kv_cache_source, memory_rule_text, steady_load
 
 catalog_app = typer.Typer(
     help="What planner knows: GPUs, models, precisions.", no_args_is_help=True

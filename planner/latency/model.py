@@ -379,18 +379,28 @@ class LatencyModel:
         ).total
 
 
+def memory_summary(deployment: Deployment) -> dict[str, Any]:
+    """Each GPU's memory as the engine splits it, in GiB (2**30 bytes); the KV cache's tokens.
+    Raises :class:`DoesNotFitError` when the weights leave no room."""
+    d = deployment
+    return {
+        "device_gib": d.gpu.memory_bytes / GIB,
+        "utilization": d.memory_utilization,
+        "rule": d.memory_rule,
+        "usable_gib": d.usable_bytes / GIB,
+        "weights_gib": d.weight_bytes_per_gpu / GIB,
+        "activations_gib": d.activation_reserve_bytes / GIB,
+        "kv_cache_gib": max(0.0, d.kv_cache_bytes) / GIB,
+        "kv_cache_tokens": d.kv_capacity_tokens,
+    }
+
+
 def describe(model: LatencyModel) -> dict[str, Any]:
-    """Memory sizes worth showing next to a prediction (per GPU, in GiB = 2**30 bytes)."""
+    """Memory sizes worth showing next to a prediction (per GPU), with the KV cache's
+    precision and bytes per token."""
     d = model.deployment
     return {
-        "memory_gib_per_gpu": d.gpu.memory_bytes / GIB,
-        "memory_utilization": d.memory_utilization,
-        "memory_rule": d.memory_rule,
-        "usable_gib_per_gpu": d.usable_bytes / GIB,
-        "weights_gib_per_gpu": d.weight_bytes_per_gpu / GIB,
-        "activation_gib_per_gpu": d.activation_reserve_bytes / GIB,
-        "kv_cache_gib_per_gpu": max(0.0, d.kv_cache_bytes) / GIB,
+        **memory_summary(d),
         "kv_cache": d.kv_cache,
         "kv_bytes_per_token_per_gpu": d.kv_bytes_per_token,
-        "kv_capacity_tokens": d.kv_capacity_tokens,
     }

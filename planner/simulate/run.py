@@ -17,7 +17,7 @@ import pandas as pd
 from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
 from planner.latency.engines import Engine, deploy, get_engine, kv_cache_bytes
-from planner.latency.model import Deployment, LatencyModel
+from planner.latency.model import Deployment, LatencyModel, memory_summary
 from planner.latency.profile import DEFAULT_ENGINE, Profile
 from planner.simulate.engine import EngineConfig, RooflineStepTimes, StepTimes
 from planner.simulate.fleet import Fleet, FleetConfig, FleetStats, TimelineSample
@@ -42,22 +42,6 @@ def kv_cache_source(engine: Engine, asked: str | None, deployment: Deployment) -
     if deployment.kv_cache == "fp8":
         return f"engine default ({engine.name} follows {weights} weights)"
     return f"engine default ({engine.name}: 16-bit KV cache under {weights} weights)"
-
-
-def memory_summary(deployment: Deployment) -> dict[str, Any]:
-    """Each GPU's memory as the engine splits it, in GiB (2**30 bytes); the KV cache's tokens.
-    Raises the model's :class:`DoesNotFitError` when the weights leave no room."""
-    gib = 2.0**30
-    return {
-        "device_gib": deployment.gpu.memory_bytes / gib,
-        "utilization": deployment.memory_utilization,
-        "rule": deployment.memory_rule,
-        "usable_gib": deployment.usable_bytes / gib,
-        "weights_gib": deployment.weight_bytes_per_gpu / gib,
-        "activations_gib": deployment.activation_reserve_bytes / gib,
-        "kv_cache_gib": max(0.0, deployment.kv_cache_bytes) / gib,
-        "kv_cache_tokens": deployment.kv_capacity_tokens,
-    }
 
 
 def memory_rule_text(engine: Engine, utilization: float) -> str:

@@ -168,16 +168,16 @@ def test_memory_by_hand(case: Case) -> None:
     tokens = int(case.kv() // case.kv_bytes_per_token())
     assert d.kv_capacity_tokens == tokens
     shown = describe(LatencyModel(d, Profile("p")))
-    assert shown["memory_rule"] == case.rule
+    assert shown["rule"] == case.rule
     assert shown["kv_cache"] == case.kv_cache
-    assert shown["memory_gib_per_gpu"] == pytest.approx(case.memory / GIB, rel=1e-12)
-    assert shown["memory_utilization"] == case.fraction
-    assert shown["usable_gib_per_gpu"] == pytest.approx(case.memory * case.fraction / GIB)
-    assert shown["weights_gib_per_gpu"] == pytest.approx(case.weights() / GIB, rel=1e-12)
-    assert shown["activation_gib_per_gpu"] == pytest.approx(case.activations() / GIB, rel=1e-12)
-    assert shown["kv_cache_gib_per_gpu"] == pytest.approx(case.kv() / GIB, rel=1e-9)
+    assert shown["device_gib"] == pytest.approx(case.memory / GIB, rel=1e-12)
+    assert shown["utilization"] == case.fraction
+    assert shown["usable_gib"] == pytest.approx(case.memory * case.fraction / GIB)
+    assert shown["weights_gib"] == pytest.approx(case.weights() / GIB, rel=1e-12)
+    assert shown["activations_gib"] == pytest.approx(case.activations() / GIB, rel=1e-12)
+    assert shown["kv_cache_gib"] == pytest.approx(case.kv() / GIB, rel=1e-9)
     assert shown["kv_bytes_per_token_per_gpu"] == case.kv_bytes_per_token()
-    assert shown["kv_capacity_tokens"] == tokens
+    assert shown["kv_cache_tokens"] == tokens
 
 
 def test_memory_hand_figures_in_round_numbers() -> None:

@@ -436,7 +436,7 @@ def test_llama_3_1_8b_kv_capacity_on_h100_is_about_what_vllm_reports() -> None:
     weights = (32 * (L31_8B_ATTN_PARAMS + 3 * 4096 * 14336) + 2 * 128256 * 4096) * 2
     reserve = 1.5 * GIB + 8192 * (4 * 4096 + 2 * 14336) * 2 + 256 * 128256 * 4
     assert capacity == int((H100_MEMORY * 0.9 - weights - reserve) // 131_072)
-    assert describe(latency_model("llama-3.1-8b"))["kv_capacity_tokens"] == capacity
+    assert describe(latency_model("llama-3.1-8b"))["kv_cache_tokens"] == capacity
 
 
 def test_llama_3_1_70b_in_fp8_fits_one_h200() -> None:
