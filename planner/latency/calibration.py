@@ -25,7 +25,7 @@ from scipy.optimize import least_squares
 from planner.common.text import shown
 from planner.errors import InputFileError, PlannerError, RowProblem, UsageError
 from planner.latency.catalog import Catalog, UnsupportedError, load_catalog
-from planner.latency.engines import deploy, get_engine
+from planner.latency.engines import KV_CACHE_BYTES, deploy, get_engine
 from planner.latency.model import Deployment, LatencyModel
 from planner.latency.operators import ErrorRow, OperatorPoint, operator_errors
 from planner.latency.operators import predict_ms as operator_ms
@@ -145,7 +145,6 @@ BURST_REASON = "a burst at infinite rate: queueing, not iteration speed (the sim
 MAX_LATENCY_MS = 86_400_000.0  # a day: no measured latency of one request is longer
 MIN_LATENCY_MS = 0.01  # 10 us: shorter than any GPU kernel launch, let alone a token
 MAX_FILE_BYTES = 100 * 1024**2  # measurement files are small; this is not one
-KV_CACHES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
 MAX_THROUGHPUT = 10_000_000.0  # tokens/s of one model instance: far beyond any GPU node
 
 
@@ -355,7 +354,7 @@ def _measurement(row: dict[str, str], catalog: Catalog) -> Measurement | None:
         raise _BadValueError("engine", str(exc)) from None
     kv_text = (row.get("kv_cache") or "").strip()
     kv_cache = kv_text.lower()
-    if kv_cache and kv_cache not in KV_CACHES:
+    if kv_cache and kv_cache not in KV_CACHE_BYTES:
         raise _BadValueError("kv_cache", f"expected fp16, bf16 or fp8, got {shown(kv_text)}")
     try:  # what the hardware and model cannot run at all
         deployment = deploy(
@@ -385,7 +384,7 @@ def _measurement(row: dict[str, str], catalog: Catalog) -> Measurement | None:
     )
 
 
-def _deployment(point: Measurement, catalog: Catalog) -> Deployment:
+def deployment_of(point: Measurement, catalog: Catalog) -> Deployment:
     """The deployment a measurement was taken on, sized as its engine sizes it."""
     return deploy(
         point.engine,
@@ -400,7 +399,7 @@ def _deployment(point: Measurement, catalog: Catalog) -> Deployment:
 def predict(point: Measurement, profile: Profile, catalog: Catalog | None = None) -> float:
     """The model's value for a measurement's metric, in its unit, under ``profile``."""
     catalog = catalog or load_catalog()
-    model = LatencyModel(_deployment(point, catalog), profile)
+    model = LatencyModel(deployment_of(point, catalog), profile)
     if point.load_kind == "max":
         most = max_throughput(model, point.input_tokens, point.output_tokens)
         if point.metric == "output_throughput":
@@ -716,7 +715,7 @@ def _fit_predict(point: Measurement, profile: Profile, catalog: Catalog) -> floa
     except SaturatedError:
         if point.load_kind != "qps":
             return math.inf
-    model = LatencyModel(_deployment(point, catalog), profile)
+    model = LatencyModel(deployment_of(point, catalog), profile)
     capacity = saturation_qps(model, point.input_tokens, point.output_tokens)
     if capacity <= 0:
         return math.inf
@@ -837,7 +836,7 @@ def _unusable_reason(point: Measurement, start: Profile, catalog: Catalog) -> st
 
 def _check_batch_fits(point: Measurement, catalog: Catalog) -> None:
     """A static batch whose KV cache exceeds the deployment's cannot run as measured."""
-    deployment = _deployment(point, catalog)
+    deployment = deployment_of(point, catalog)
     per_sequence = point.input_tokens + point.output_tokens
     need = int(point.load) * per_sequence
     capacity = deployment.kv_capacity_tokens

@@ -14,6 +14,7 @@ from planner.latency.calibration import (
     Excluded,
     Measurement,
     calibrate,
+    deployment_of,
     fit,
     fitted_params,
     predict,
@@ -134,20 +135,10 @@ def test_predict_models_the_measured_deployment_and_load(
     assert predict(replace(alone, kv_cache="fp16"), profile) > predict(alone, profile)
     # an offline maximum-throughput row is priced by max_throughput
     offline = next(p for p in points if p.load_kind == "max" and p.engine == "trtllm")
-    most = max_throughput(LatencyModel(_deployment(offline), profile), *_shape(offline))
-    assert predict(offline, profile) == pytest.approx(most["output_tokens_per_s"], rel=1e-12)
-
-
-def _deployment(point: Measurement) -> Any:
-    c = load_catalog()
-    return deploy(
-        point.engine,
-        c.gpus.get(point.gpu),
-        c.models.get(point.model),
-        c.precisions.get(point.precision),
-        point.tp,
-        kv_cache=point.kv_cache,
+    most = max_throughput(
+        LatencyModel(deployment_of(offline, load_catalog()), profile), *_shape(offline)
     )
+    assert predict(offline, profile) == pytest.approx(most["output_tokens_per_s"], rel=1e-12)
 
 
 def _shape(point: Measurement) -> tuple[int, int]:
