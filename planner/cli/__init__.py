@@ -8,6 +8,7 @@ from planner import __version__
 from planner.cli import datasets as datasets_cli
 from planner.cli import db as db_cli
 from planner.cli.context import CliState, user_errors
+from planner.cli.dashboard import dashboard_command
 from planner.cli.forecast import forecast_command
 from planner.cli.ingest import ingest
 from planner.cli.latency import calibrate_command, catalog_app, latency
@@ -53,6 +54,7 @@ app.command("calibrate")(calibrate_command)
 app.command("simulate")(user_errors(simulate_command))
 app.command("forecast")(user_errors(forecast_command))
 app.command("recommend")(user_errors(recommend_command))
+app.command("dashboard")(user_errors(dashboard_command))
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(datasets_cli.app, name="datasets")
 app.add_typer(db_cli.app, name="db")

@@ -16,7 +16,7 @@ def figure(
     result: Forecast, demand: pd.DataFrame | None = None, quantile: float | None = None
 ) -> Any:
     """A Plotly figure of ``result`` (plotly is imported here: only charts need it)."""
-    import plotly.graph_objects as go  # type: ignore[import-untyped]
+    import plotly.graph_objects as go
 
     history = result.series.frame
     points = result.points

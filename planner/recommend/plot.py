@@ -13,8 +13,8 @@ from planner.common.files import write_text_atomic
 
 def figure(result: dict[str, Any]) -> Any:
     """A Plotly figure (plotly is imported here: only charts need it)."""
-    import plotly.graph_objects as go  # type: ignore[import-untyped]
-    from plotly.subplots import make_subplots  # type: ignore[import-untyped]
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     fig = make_subplots(
         rows=2,

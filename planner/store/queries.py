@@ -87,3 +87,18 @@ def request_frame(
     parts = [pd.DataFrame(part, columns=list(columns)) for part in result.partitions()]
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(columns))
     return frame.astype({c: FRAME_DTYPES[c] for c in columns})
+
+
+def contents_version(session: Session) -> str:
+    """A short token that changes whenever the store's contents change (a row added or removed
+    in any table readers summarise): callers cache what they read from the store under it."""
+    from planner.store.forecast_models import ForecastRun
+    from planner.store.models import CalibrationProfile
+    from planner.store.price_models import PriceSheetVersion
+    from planner.store.recommend_models import RecommendationRun
+
+    parts = []
+    for table in (Dataset, ForecastRun, RecommendationRun, PriceSheetVersion, CalibrationProfile):
+        count, last = session.execute(select(func.count(), func.max(table.id))).one()
+        parts.append(f"{count}.{last or 0}")
+    return "-".join(parts)

@@ -1,0 +1,171 @@
+"""What every dashboard page shares: the store and caching keyed on its contents, errors shown
+as messages (never a traceback), downloads for tables, and the chart conventions (one colour
+per provider and purchase option, units on axes, SLO lines).
+
+Pages call the library the CLI calls; nothing here computes a planning result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+from sqlalchemy.orm import Session
+
+from app import UPLOAD_LIMIT_MB as UPLOAD_LIMIT_MB  # pages show the server's limit
+from planner.config import database_url
+from planner.errors import PlannerError
+from planner.store import Store, open_store
+from planner.store.queries import contents_version
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    path: str  # relative to app/, as st.Page and st.page_link take it
+    title: str
+    icon: str
+    group: str
+
+
+PAGES: dict[str, PageInfo] = {
+    "overview": PageInfo("views/overview.py", "Overview", ":material/dashboard:", "Plan"),
+    "logs": PageInfo("views/request_logs.py", "Request logs", ":material/upload_file:", "Data"),
+    "forecast": PageInfo("views/forecast.py", "Load forecast", ":material/trending_up:", "Data"),
+    "prices": PageInfo("views/prices.py", "Prices", ":material/sell:", "Data"),
+    "latency": PageInfo("views/latency.py", "Latency model", ":material/speed:", "Model"),
+    "whatif": PageInfo("views/whatif.py", "What-if simulator", ":material/science:", "Model"),
+    "recommend": PageInfo(
+        "views/recommendations.py", "Recommendations", ":material/recommend:", "Plan"
+    ),
+    "reports": PageInfo("views/reports.py", "Reports", ":material/description:", "Plan"),
+    "bench": PageInfo(
+        "views/benchmarks.py", "Benchmarks & calibration", ":material/timer:", "Model"
+    ),
+}
+
+# One colour per provider and per purchase option, on every chart.
+PROVIDER_COLOURS = {"aws": "#FF9900", "gcp": "#34A853", "azure": "#0078D4", "other": "#7F7F7F"}
+PURCHASE_COLOURS = {
+    "on-demand": "#636EFA",
+    "spot": "#EF553B",
+    "reserved-1y": "#00CC96",
+    "reserved-3y": "#007F5F",
+    "savings-plan-1y": "#AB63FA",
+    "savings-plan-3y": "#6A1B9A",
+    "committed-1y": "#19D3F3",
+    "committed-3y": "#0E7C9B",
+    "reserved": "#00CC96",  # the simulator's purchase groups
+}
+SLO_COLOUR = "#D62728"
+
+
+def store_url() -> str:
+    """The store the dashboard reads: ``$PLANNER_DATABASE_URL``, else SQLite in
+    ``$PLANNER_HOME`` (``planner dashboard --db URL`` sets the former)."""
+    return database_url()
+
+
+@st.cache_resource(show_spinner=False)
+def _store(url: str) -> Store:
+    return open_store(url)  # migrated once per server process; its engine pools connections
+
+
+@contextmanager
+def session() -> Iterator[Session]:
+    with _store(store_url()).session() as active:
+        yield active
+
+
+def version() -> str:
+    """Changes whenever the store's contents do: the key of every cached store read."""
+    with session() as active:
+        return contents_version(active)
+
+
+@contextmanager
+def shown_errors() -> Iterator[None]:
+    """A planner error becomes a red message naming what was wrong; the page goes on."""
+    try:
+        yield
+    except PlannerError as exc:
+        st.error(str(exc), icon=":material/error:")
+    except Exception as exc:  # a bug: still a message, never a traceback
+        st.error(
+            f"unexpected error ({type(exc).__name__}): {exc}. Please report it with what you did.",
+            icon=":material/bug_report:",
+        )
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "table"
+
+
+def download_table(frame: pd.DataFrame, name: str, *, key: str | None = None) -> None:
+    """CSV and JSON downloads of a table, side by side."""
+    base = _safe_name(name)
+    left, right = st.columns(2)
+    left.download_button(
+        "CSV",
+        frame.to_csv(index=False).encode(),
+        file_name=f"{base}.csv",
+        mime="text/csv",
+        key=f"{key or base}-csv",
+        icon=":material/download:",
+    )
+    right.download_button(
+        "JSON",
+        frame.to_json(orient="records", date_format="iso", indent=1).encode(),
+        file_name=f"{base}.json",
+        mime="application/json",
+        key=f"{key or base}-json",
+        icon=":material/download:",
+    )
+
+
+def download_json(data: Any, name: str, *, key: str | None = None) -> None:
+    st.download_button(
+        "JSON",
+        json.dumps(data, indent=2, default=str).encode(),
+        file_name=f"{_safe_name(name)}.json",
+        mime="application/json",
+        key=key or f"{_safe_name(name)}-json",
+        icon=":material/download:",
+    )
+
+
+def slo_line(fig: go.Figure, value: float, label: str, *, vertical: bool = True) -> None:
+    """A dashed red line at an SLO target, labelled with it."""
+    line = {"color": SLO_COLOUR, "dash": "dash", "width": 2}
+    if vertical:
+        fig.add_vline(x=value, line=line, annotation_text=label, annotation_position="top")
+    else:
+        fig.add_hline(y=value, line=line, annotation_text=label, annotation_position="right")
+
+
+def chart(fig: go.Figure, *, key: str | None = None) -> None:
+    """Every Plotly chart the same way: full width, legend on top."""
+    fig.update_layout(
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+    )
+    st.plotly_chart(fig, use_container_width=True, key=key)
+
+
+def link(page: str, label: str) -> None:
+    """A link to another page of the dashboard (``PAGES`` key)."""
+    info = PAGES[page]
+    st.page_link(info.path, label=label, icon=info.icon)
+
+
+def empty_store_hint(what: str) -> None:
+    st.info(
+        f"No {what} in the store yet. Load the demo with `make demo`, or start on the "
+        "Request logs page.",
+        icon=":material/info:",
+    )

@@ -1,0 +1,76 @@
+"""The dashboard's fixtures: an empty store, the demo store (built once, copied per test), and
+pages run under Streamlit's AppTest through the real entry script and navigation."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from app.common import PAGES
+from planner.config import DATABASE_URL_ENV, HOME_ENV
+from planner.demo import load_demo
+
+ROOT = Path(__file__).resolve().parents[2]
+APP_MAIN = ROOT / "app" / "main.py"
+PAGE_TIMEOUT_S = 120  # a page that fits a forecast or runs a search on 2 busy cores
+
+
+@pytest.fixture(scope="session")
+def demo_store_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's store (sample dataset, price snapshot, a forecast, a small recommendation),
+    built once for the session by the same ``load_demo`` that ``make demo`` runs."""
+    folder = tmp_path_factory.mktemp("demo-store")
+    path = folder / "planner.db"
+    load_demo(f"sqlite:///{path}", quick=True)
+    return path
+
+
+def _use_home(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    monkeypatch.setenv(HOME_ENV, str(home))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def empty_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh, empty store (created on first use) for the pages to read."""
+    home = tmp_path / "home"
+    home.mkdir()
+    _use_home(monkeypatch, home)
+    yield home
+
+
+@pytest.fixture
+def demo_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, demo_store_file: Path) -> Path:
+    """A private copy of the demo store: a test may add to it freely."""
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(demo_store_file, home / "planner.db")
+    _use_home(monkeypatch, home)
+    return home
+
+
+def open_page(page: str, *, timeout: float = PAGE_TIMEOUT_S) -> AppTest:
+    """Run the dashboard's entry script, then switch to ``page`` (a ``PAGES`` key)."""
+    at = AppTest.from_file(str(APP_MAIN), default_timeout=timeout)
+    at.run()
+    if page != "overview":
+        at.switch_page(PAGES[page].path)
+        at.run()
+    return at
+
+
+@pytest.fixture
+def page() -> Callable[[str], AppTest]:
+    return open_page
+
+
+def no_exception(at: AppTest) -> None:
+    """The page rendered without an exception (and so without a traceback for the user)."""
+    assert not at.exception, [e.message for e in at.exception]
