@@ -1,13 +1,14 @@
 # Two commands set everything up on a machine that has only Python 3.11+:
-#   make demo   - create .venv, install planner, load the bundled sample and summarise it
-#   make test   - create/update .venv with the dev extras, then lint, type-check and test
+#   make demo     - create .venv, install planner, load the demo data (once) and start the dashboard
+#   make test     - create/update .venv with the dev extras, then lint, type-check and test
+#   make demo-cli - the same data walked through with the `planner` command
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_HOME ?= .planner
 DEMO_SAMPLE := data/samples/azure_llm_conv_2023.csv.gz
 
-.PHONY: demo test lint typecheck bench profiles clean
+.PHONY: demo demo-data demo-cli test lint typecheck bench profiles clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +23,17 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $@ $(VENV)/.installed
 
-demo: $(VENV)/.installed
+# The demo store (sample log, price snapshot, a forecast, a recommendation), loaded once; then the
+# dashboard over it. DEMO_PORT picks the port; DEMO_DATA_ARGS=--quick a smaller search (tests).
+DEMO_PORT ?= 8501
+DEMO_DATA_ARGS ?=
+demo: demo-data
+	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner dashboard --port $(DEMO_PORT)
+
+demo-data: $(VENV)/.installed
+	PLANNER_HOME=$(DEMO_HOME) $(BIN)/python -m planner.demo $(DEMO_DATA_ARGS)
+
+demo-cli: $(VENV)/.installed
 	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner ingest $(DEMO_SAMPLE) --name demo-azure-conv
 	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner datasets show demo-azure-conv
 	PLANNER_HOME=$(DEMO_HOME) $(BIN)/planner latency --gpu H100-SXM --model llama-3.1-8b \

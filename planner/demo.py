@@ -83,7 +83,10 @@ def load_demo(
 
 
 def main() -> None:
-    ids = load_demo(say=lambda line: print(line, file=sys.stderr, flush=True))
+    # --quick: the small search the tests use (one GPU type, three candidates simulated)
+    ids = load_demo(
+        quick="--quick" in sys.argv[1:], say=lambda line: print(line, file=sys.stderr, flush=True)
+    )
     print(f"demo store ready: forecast #{ids['forecast']}, recommendation #{ids['recommendation']}")
 
 

@@ -194,10 +194,10 @@ def test_postgres_through_the_cli(home: Path, postgres_url: str) -> None:
     assert round(shown["output_tokens"]["mean"]) == 28
 
 
-def test_make_demo_runs_as_the_readme_says(tmp_path: Path) -> None:
+def test_make_demo_cli_walks_through_the_commands(tmp_path: Path) -> None:
     venv = Path(sys.prefix)
     result = subprocess.run(
-        ["make", "demo", f"VENV={venv}", f"DEMO_HOME={tmp_path / 'demo'}"],
+        ["make", "demo-cli", f"VENV={venv}", f"DEMO_HOME={tmp_path / 'demo'}"],
         cwd=ROOT,
         capture_output=True,
         text=True,

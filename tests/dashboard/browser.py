@@ -1,0 +1,160 @@
+"""Driving the real dashboard: ``planner dashboard`` started on a free loopback port, and Debian's
+Chromium under Playwright. Shared by the browser tests and ``benchmarks/dashboard_bench.py``.
+
+Waits are on real page conditions (Streamlit's script state, an element, a text), never sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from playwright.sync_api import Browser, Page, Playwright
+
+from app.common import PAGES
+
+CHROMIUM_ENV = "PLANNER_CHROMIUM"
+# Chromium on these machines: no network beyond loopback, no sandbox as root, no GPU.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SERVER_START_S = 60.0
+RENDER_TIMEOUT_MS = 120_000
+
+
+def chromium_path() -> str | None:
+    """``$PLANNER_CHROMIUM``, else Debian's ``/usr/bin/chromium`` (or on the PATH)."""
+    explicit = os.environ.get(CHROMIUM_ENV)
+    if explicit:
+        return explicit if Path(explicit).exists() else None
+    if Path("/usr/bin/chromium").exists():
+        return "/usr/bin/chromium"
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def page_path(key: str) -> str:
+    """The URL path Streamlit gives a page: its file's stem; the default page is ``/``."""
+    return "/" if key == "overview" else "/" + Path(PAGES[key].path).stem
+
+
+class DashboardServer:
+    """``planner dashboard`` as a user starts it, on a free loopback port."""
+
+    def __init__(self, home: Path, log: Path) -> None:
+        self.home = home
+        self.log_path = log
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def start(self) -> None:
+        planner = Path(sys.executable).parent / "planner"
+        env = {k: v for k, v in os.environ.items() if k != "PLANNER_DATABASE_URL"}
+        env["PLANNER_HOME"] = str(self.home)
+        self._log = self.log_path.open("wb")
+        self._process = subprocess.Popen(
+            [str(planner), "dashboard", "--port", str(self.port)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        deadline = time.monotonic() + SERVER_START_S
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"planner dashboard exited: {self.log_path.read_text()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as reply:
+                    if reply.read().strip() == b"ok":
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)  # the server is still starting: poll its health endpoint
+        raise RuntimeError(f"planner dashboard not healthy after {SERVER_START_S:g} s")
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        if self._log is not None:
+            self._log.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@contextmanager
+def dashboard(home: Path, log: Path) -> Iterator[DashboardServer]:
+    server = DashboardServer(home, log)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def launch(playwright: Playwright) -> Browser:
+    executable = chromium_path()
+    if executable is None:
+        raise RuntimeError("no Chromium: install Debian's chromium package")
+    return playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+
+
+SCRIPT_STATE = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return app ? app.getAttribute('data-test-script-state') : null;
+}"""
+
+
+def wait_rendered(page: Page, timeout_ms: float = RENDER_TIMEOUT_MS) -> None:
+    """Until the page's script has run to the end and its main block is on screen."""
+    page.wait_for_function(
+        "() => { const app = document.querySelector('[data-testid=\"stApp\"]');"
+        " return app && app.getAttribute('data-test-script-state') === 'notRunning'"
+        " && document.querySelector('[data-testid=\"stMain\"] h1'); }",
+        timeout=timeout_ms,
+    )
+
+
+def visit(page: Page, base_url: str, key: str, timeout_ms: float = RENDER_TIMEOUT_MS) -> float:
+    """Open a page by URL and wait until it has rendered; returns the seconds it took."""
+    began = time.perf_counter()
+    page.goto(base_url + page_path(key), wait_until="domcontentloaded")
+    wait_rendered(page, timeout_ms)
+    return time.perf_counter() - began
+
+
+def exceptions_on(page: Page) -> list[str]:
+    """Texts of the exceptions Streamlit shows on the page (there must be none)."""
+    return [e.inner_text() for e in page.locator('[data-testid="stException"]').all()]
+
+
+def widget(page: Page, key: str, inner: str = "") -> str:
+    """CSS selector of the widget given ``key=`` (Streamlit adds class ``st-key-<key>``)."""
+    return f".st-key-{key} {inner}".strip()
