@@ -142,10 +142,13 @@ def wait_rendered(page: Page, timeout_ms: float = RENDER_TIMEOUT_MS) -> None:
     )
 
 
-def visit(page: Page, base_url: str, key: str, timeout_ms: float = RENDER_TIMEOUT_MS) -> float:
-    """Open a page by URL and wait until it has rendered; returns the seconds it took."""
+def visit(
+    page: Page, base_url: str, key: str, *, query: str = "", timeout_ms: float = RENDER_TIMEOUT_MS
+) -> float:
+    """Open a page by URL (``query``: e.g. ``?dataset=NAME``) and wait until it has rendered;
+    returns the seconds it took."""
     began = time.perf_counter()
-    page.goto(base_url + page_path(key), wait_until="domcontentloaded")
+    page.goto(base_url + page_path(key) + query, wait_until="domcontentloaded")
     wait_rendered(page, timeout_ms)
     return time.perf_counter() - began
 
