@@ -12,8 +12,9 @@ from planner.cli.context import print_json, stdout, store_from, user_errors
 from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
-from planner.store.queries import delete_dataset, get_dataset, list_datasets, request_frame
-from planner.workload import DatasetSummary, summarize
+from planner.store.queries import delete_dataset, get_dataset
+from planner.store.summaries import dataset_records, dataset_summary, duration_text
+from planner.workload import DatasetSummary
 
 app = typer.Typer(help="Ingested datasets: list, inspect, delete.", no_args_is_help=True)
 
@@ -23,20 +24,7 @@ app = typer.Typer(help="Ingested datasets: list, inspect, delete.", no_args_is_h
 def list_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List the datasets in the store."""
     with store_from(ctx) as store, store.session() as session:
-        rows = [
-            {
-                "name": d.name,
-                "format": d.format,
-                "rows": d.row_count,
-                "skipped_rows": d.skipped_rows,
-                "start_at": d.start_at,
-                "end_at": d.end_at,
-                "source_path": d.source_path,
-                "sha256": d.sha256,
-                "created_at": d.created_at,
-            }
-            for d in list_datasets(session)
-        ]
+        rows = dataset_records(session)
     if as_json:
         print_json(rows)
         return
@@ -64,7 +52,7 @@ def show_command(
     """Rows, span, token lengths and request rates of a dataset, per model too."""
     with store_from(ctx) as store, store.session() as session:
         dataset = get_dataset(session, name)
-        summary = summarize(request_frame(session, dataset))
+        summary = dataset_summary(session, dataset)
         header = {
             "name": dataset.name,
             "format": dataset.format,
@@ -81,7 +69,7 @@ def show_command(
     )
     stdout.print(
         f"{summary.rows:,} requests, {summary.start_at:%Y-%m-%d %H:%M:%S} to "
-        f"{summary.end_at:%Y-%m-%d %H:%M:%S} UTC ({_duration(summary.duration_s)})"
+        f"{summary.end_at:%Y-%m-%d %H:%M:%S} UTC ({duration_text(summary.duration_s)})"
     )
     groups = [summary, *summary.by_model]
     table = Table(
@@ -114,13 +102,6 @@ def show_command(
     if hourly_note:
         stdout.print("* the log spans less than an hour: its hourly figures count the whole log")
     stdout.print("peaks: the busiest sliding 60 s / 3600 s window anywhere in the log")
-
-
-def _duration(seconds: float) -> str:
-    minutes, sec = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h {minutes}m" if days else f"{hours}h {minutes}m {sec}s"
 
 
 @app.command("delete")

@@ -2,83 +2,21 @@
 
 from __future__ import annotations
 
-import zoneinfo
-from datetime import datetime
-from functools import cache
 from pathlib import Path
 
-import pandas as pd
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from planner.cli.context import print_json, stderr, stdout, store_from
-from planner.common.text import closest, printable, shown
-from planner.errors import UsageError
-from planner.ingest import FORMAT_NAMES, IngestOptions, TimeKind, TimeSpec, TimeUnit, ingest_file
-from planner.ingest.formats import FIELDS, parse_mapping
-from planner.ingest.normalize import ARRIVAL_MAX, ARRIVAL_MIN, ARRIVAL_RANGE
-from planner.ingest.pipeline import check_name
+from planner.common.text import printable
+from planner.ingest import FORMAT_NAMES, TimeKind, TimeUnit, ingest_file
+from planner.ingest.formats import FIELDS
+from planner.ingest.options import check_time_format, check_timezone, ingest_options, parse_start
 
-
-def parse_start(value: str | None, option: str = "--start") -> datetime | None:
-    """An ISO 8601 option value as a UTC datetime (naive values are UTC), in planner's range."""
-    if value is None:
-        return None
-    try:
-        moment = pd.Timestamp(value)
-        if pd.isna(moment):
-            raise ValueError("not a time")
-        if moment.tzinfo is None:
-            moment = moment.tz_localize("UTC")
-        result = moment.to_pydatetime()
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise UsageError(
-            f"{option} {shown(value)}: expected an ISO 8601 date-time, e.g. 2024-05-01T00:00:00Z"
-        ) from exc
-    if not ARRIVAL_MIN <= result < ARRIVAL_MAX:
-        raise UsageError(f"{option} {shown(value)}: out of range; {ARRIVAL_RANGE}")
-    return result
-
-
-@cache
-def _known_zones() -> tuple[str, ...]:
-    return tuple(sorted(zoneinfo.available_timezones()))
-
-
-def check_timezone(value: str) -> str:
-    """A zone name pandas and the tz database know (Europe/Berlin, UTC, ...)."""
-    try:
-        pd.Timestamp("2024-01-01").tz_localize(value)
-    except Exception as exc:  # pytz, zoneinfo and dateutil each fail in their own way
-        suggestions = closest(value, _known_zones()).split(", ")[:5]
-        raise UsageError(
-            f"--timezone {shown(value)}: unknown time zone; expected a tz database name, "
-            f"e.g. {', '.join(suggestions) or 'Europe/Berlin'}"
-        ) from exc
-    return value
-
-
-def check_time_format(value: str | None) -> str | None:
-    """A strptime pattern with known directives only."""
-    if value is None:
-        return None
-    if not value.strip():
-        raise UsageError("--time-format: the pattern is empty; leave it out for ISO 8601")
-    try:
-        datetime.strptime("", value)
-    except ValueError as exc:
-        if "does not match format" not in str(exc):  # bad directive, stray %, ...
-            raise UsageError(
-                f"--time-format {shown(value)}: not a strptime pattern ({exc}); "
-                "e.g. '%Y-%m-%d %H:%M:%S'"
-            ) from exc
-    if "%" not in value:
-        raise UsageError(
-            f"--time-format {shown(value)}: no directives (such as %Y, %m, %d, %H); "
-            "e.g. '%Y-%m-%d %H:%M:%S'"
-        )
-    return value
+# The option checks live in the library (the dashboard's upload form uses them too); they stay
+# importable from here.
+__all__ = ["check_time_format", "check_timezone", "ingest", "parse_start"]
 
 
 def ingest(
@@ -131,25 +69,17 @@ def ingest(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Load a request log into the store as a dataset (all rows or none)."""
-    if on_error not in ("fail", "skip"):
-        raise UsageError(f"--on-error {on_error!r}: expected fail or skip")
-    if log_format is not None and log_format not in FORMAT_NAMES:
-        raise UsageError(
-            f"--format {log_format!r}: unknown format; "
-            f"known formats: {closest(log_format, FORMAT_NAMES)}"
-        )
-    if name is not None:
-        check_name(name)
-    options = IngestOptions(
+    options = ingest_options(
         name=name,
-        format=log_format,
-        mapping=parse_mapping(mapping),
-        time=TimeSpec(
-            time_kind, time_unit, check_time_format(time_format), check_timezone(timezone)
-        ),
-        start=parse_start(start),
+        log_format=log_format,
+        mapping=mapping,
+        time_kind=time_kind,
+        time_unit=time_unit,
+        time_format=time_format,
+        timezone=timezone,
+        start=start,
         model=model,
-        on_error="skip" if on_error == "skip" else "fail",
+        on_error=on_error,
         replace=replace,
     )
     with (

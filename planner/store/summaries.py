@@ -1,0 +1,236 @@
+"""What a dataset looks like, aggregated in the database: the datasets as a table, requests per
+time bucket, token-length counts and the split by model.
+
+Each aggregate is one ``GROUP BY`` query, so a page or a report can show a million-request log
+without pulling its requests: the database returns at most a few thousand rows. Buckets and
+histograms are the same on SQLite and PostgreSQL (integer arithmetic on microseconds and token
+counts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from planner.errors import UsageError
+from planner.store.models import Dataset, Request
+from planner.store.queries import list_datasets, request_frame
+from planner.workload import DatasetSummary, summarize
+
+MICROS = 1_000_000
+# Bucket widths a chart of arrivals picks from: whole minutes, so a rate per minute is exact.
+BUCKET_CHOICES_S: tuple[int, ...] = (60, 300, 600, 900, 1800, 3600, 6 * 3600, 86_400)
+MAX_BUCKETS = 2_000  # points on one arrivals chart
+TokenColumn = Literal["input_tokens", "output_tokens"]
+TOKEN_COLUMNS: tuple[TokenColumn, ...] = ("input_tokens", "output_tokens")
+NO_MODEL = "(none)"  # how requests without a model are labelled, as in summarize
+
+
+def dataset_records(session: Session) -> list[dict[str, Any]]:
+    """Every dataset as a row: name, format, rows, skipped_rows, start_at, end_at, source_path,
+    sha256, created_at (what ``planner datasets list --json`` prints), oldest first."""
+    return [
+        {
+            "name": d.name,
+            "format": d.format,
+            "rows": d.row_count,
+            "skipped_rows": d.skipped_rows,
+            "start_at": d.start_at,
+            "end_at": d.end_at,
+            "source_path": d.source_path,
+            "sha256": d.sha256,
+            "created_at": d.created_at,
+        }
+        for d in list_datasets(session)
+    ]
+
+
+def models_by_dataset(session: Session) -> dict[str, list[tuple[str, int]]]:
+    """For each dataset name, its models and their request counts, busiest first (requests
+    without a model as ``(none)``). One pass over all requests: cache it."""
+    query = (
+        select(Dataset.name, Request.model, func.count())
+        .join(Request, Request.dataset_id == Dataset.id)
+        .group_by(Dataset.name, Request.model)
+    )
+    found: dict[str, list[tuple[str, int]]] = {}
+    for name, model, count in session.execute(query):
+        found.setdefault(name, []).append((model if model is not None else NO_MODEL, int(count)))
+    return {name: sorted(models, key=lambda m: (-m[1], m[0])) for name, models in found.items()}
+
+
+def dataset_summary(session: Session, dataset: Dataset) -> DatasetSummary:
+    """The summary ``planner datasets show`` prints: span, token lengths (mean, P50, P99) and
+    request rates (mean and the busiest sliding minute and hour), per model too. Reads the
+    four columns it needs of every request: cache it."""
+    return summarize(request_frame(session, dataset))
+
+
+def duration_text(seconds: float) -> str:
+    """A span as people read it: ``2d 3h 4m``, or ``1h 2m 3s`` under a day."""
+    minutes, sec = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h {minutes}m" if days else f"{hours}h {minutes}m {sec}s"
+
+
+def choose_bucket_s(span_s: float, max_buckets: int = MAX_BUCKETS) -> int:
+    """The narrowest bucket of ``BUCKET_CHOICES_S`` that cuts ``span_s`` into at most
+    ``max_buckets`` buckets (the widest one when none does)."""
+    for bucket in BUCKET_CHOICES_S:
+        if span_s / bucket <= max_buckets:
+            return bucket
+    return BUCKET_CHOICES_S[-1]
+
+
+def arrivals_per_bucket(session: Session, dataset: Dataset, bucket_s: int = 60) -> pd.DataFrame:
+    """Requests per ``bucket_s`` seconds, clock-aligned in UTC (a minute bucket starts at :00),
+    from the first request's bucket to the last one's, empty buckets as 0. Columns: ``start``
+    (UTC timestamps), ``requests`` and ``per_minute`` (the bucket's mean rate per minute)."""
+    if bucket_s <= 0 or bucket_s != int(bucket_s):
+        raise UsageError(f"bucket of {bucket_s!r} s: expected a whole positive number of seconds")
+    bucket_us = int(bucket_s) * MICROS
+    bounds = session.execute(
+        select(func.min(Request.arrival_us), func.max(Request.arrival_us)).where(
+            Request.dataset_id == dataset.id
+        )
+    ).one()
+    if bounds[0] is None:
+        return pd.DataFrame(
+            {
+                "start": pd.Series([], dtype="datetime64[us, UTC]"),
+                "requests": pd.Series([], dtype="int64"),
+                "per_minute": pd.Series([], dtype="float64"),
+            }
+        )
+    # Buckets count from the one holding the first request: differences are never negative, so
+    # integer division floors on every backend (it truncates towards zero).
+    origin_us = int(bounds[0]) // bucket_us * bucket_us
+    bucket = ((Request.arrival_us - origin_us) // bucket_us).label("bucket")
+    rows = session.execute(
+        select(bucket, func.count())
+        .where(Request.dataset_id == dataset.id)
+        .group_by(bucket)
+        .order_by(bucket)
+    ).all()
+    last = (int(bounds[1]) - origin_us) // bucket_us
+    counts = np.zeros(last + 1, dtype=np.int64)
+    for index, count in rows:
+        counts[int(index)] = int(count)
+    starts = origin_us + np.arange(last + 1, dtype=np.int64) * bucket_us
+    return pd.DataFrame(
+        {
+            "start": pd.to_datetime(starts, unit="us", utc=True),
+            "requests": counts,
+            "per_minute": counts * (60.0 / bucket_s),
+        }
+    )
+
+
+def token_counts(session: Session, dataset: Dataset, column: TokenColumn) -> pd.DataFrame:
+    """How many requests have each token length: columns ``tokens`` and ``requests``, by
+    length. Logs hold a few thousand distinct lengths, so this is small for any dataset."""
+    if column not in TOKEN_COLUMNS:
+        raise UsageError(f"token column {column!r}: expected one of {', '.join(TOKEN_COLUMNS)}")
+    value = getattr(Request, column)
+    rows = session.execute(
+        select(value, func.count())
+        .where(Request.dataset_id == dataset.id)
+        .group_by(value)
+        .order_by(value)
+    ).all()
+    return pd.DataFrame(
+        {
+            "tokens": np.array([int(r[0]) for r in rows], dtype=np.int64),
+            "requests": np.array([int(r[1]) for r in rows], dtype=np.int64),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Requests per token-length bin ``[lower, upper)``."""
+
+    lower: np.ndarray[Any, np.dtype[np.float64]]
+    upper: np.ndarray[Any, np.dtype[np.float64]]
+    requests: np.ndarray[Any, np.dtype[np.int64]]
+    log: bool
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame({"lower": self.lower, "upper": self.upper, "requests": self.requests})
+
+
+def bin_counts(counts: pd.DataFrame, bins: int = 60, *, log: bool = False) -> Histogram:
+    """``token_counts`` in ``bins`` bins of equal width, or of equal width on a log scale
+    (``log``: lengths under 1 count in the first bin, which starts at 1)."""
+    if bins < 1:
+        raise UsageError(f"{bins} bins: expected at least 1")
+    tokens = counts["tokens"].to_numpy(np.float64)
+    weights = counts["requests"].to_numpy(np.int64)
+    if tokens.size == 0:
+        empty = np.zeros(0, dtype=np.float64)
+        return Histogram(empty, empty, np.zeros(0, dtype=np.int64), log)
+    low, high = float(tokens.min()), float(tokens.max())
+    if log:
+        low = max(low, 1.0)
+        tokens = np.maximum(tokens, low)
+        edges = np.geomspace(low, max(high + 1.0, low * 1.01), bins + 1)
+    else:
+        edges = np.linspace(low, high + 1.0, bins + 1)
+    hist, _ = np.histogram(tokens, bins=edges, weights=weights)
+    return Histogram(edges[:-1], edges[1:], np.rint(hist).astype(np.int64), log)
+
+
+def model_split(session: Session, dataset: Dataset) -> pd.DataFrame:
+    """Requests and tokens per model, busiest first: columns ``model`` (``(none)`` for requests
+    without one), ``requests``, ``input_tokens``, ``output_tokens``, ``share`` (of requests)."""
+    rows = session.execute(
+        select(
+            Request.model,
+            func.count(),
+            func.sum(Request.input_tokens),
+            func.sum(Request.output_tokens),
+        )
+        .where(Request.dataset_id == dataset.id)
+        .group_by(Request.model)
+    ).all()
+    frame = pd.DataFrame(
+        [
+            (m if m is not None else NO_MODEL, int(n), int(i or 0), int(o or 0))
+            for m, n, i, o in rows
+        ],
+        columns=["model", "requests", "input_tokens", "output_tokens"],
+    )
+    frame = frame.sort_values(["requests", "model"], ascending=[False, True], ignore_index=True)
+    total = int(frame["requests"].sum())
+    frame["share"] = frame["requests"] / total if total else 0.0
+    return frame
+
+
+def span_s(start_at: datetime | None, end_at: datetime | None) -> float:
+    """Seconds from the first request to the last (0 for an empty or one-request log)."""
+    if start_at is None or end_at is None:
+        return 0.0
+    return max(0.0, (end_at - start_at).total_seconds())
+
+
+__all__ = [
+    "BUCKET_CHOICES_S",
+    "Histogram",
+    "arrivals_per_bucket",
+    "bin_counts",
+    "choose_bucket_s",
+    "dataset_records",
+    "dataset_summary",
+    "duration_text",
+    "model_split",
+    "models_by_dataset",
+    "span_s",
+    "token_counts",
+]
