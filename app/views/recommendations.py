@@ -1,6 +1,745 @@
-"""Page under construction."""
+"""Recommendations: the cheapest fleet that meets the P99 targets, verified by simulation, with
+the commitment plan behind it; stored recommendations reopened.
 
+A search runs in the background (``planner.recommend.background``), owned by one registry per
+server: the analyst may visit other pages while it runs; it is stored when it ends, like
+``planner recommend`` stores it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 
-st.title("recommendations")
-st.write("This page is being built.")
+from app import common
+from planner.latency.catalog import load_catalog
+from planner.recommend.background import (
+    DemandChoice,
+    SearchRegistry,
+    SearchSpec,
+    SearchStatus,
+)
+from planner.recommend.engine import why_no_fleet
+from planner.recommend.inputs import DEFAULT_PRECISIONS, Constraints, SearchOptions
+from planner.recommend.plan import hourly_by_purchase
+from planner.recommend.plot import cost_vs_p99, fleet_by_purchase
+from planner.recommend.sources import LimitNames
+from planner.recommend.store import list_briefs, load_recommendation
+from planner.simulate.metrics import SLO
+
+POLL_S = 1.0  # how often a running search's progress is redrawn
+DEFAULT_MODEL = "llama-3.1-8b"
+METRICS = {"ttft": "P99 TTFT", "tpot": "P99 TPOT", "e2e": "P99 E2E"}
+# how a refusal names the page's inputs (the CLI's options otherwise)
+PAGE_NAMES = LimitNames(
+    load_scale="the load scale",
+    verify_hours="the verified hours",
+    max_requests="the request limit",
+    window="run it from the CLI on a window of the dataset (planner recommend --start/--end)",
+)
+JOB_KEY = "rec-job"  # this session's running search
+OUTCOME_KEY = "rec-outcome"  # how this session's last search ended
+WATCHED_KEY = "rec-watched"  # searches the progress panel shows
+
+
+@st.cache_resource(show_spinner=False)
+def _searches() -> SearchRegistry:
+    """The server's searches: they outlive a page's script run and a browser session."""
+    return SearchRegistry()
+
+
+@st.cache_data(show_spinner=False)
+def _stored(url: str, version: str) -> list[dict[str, Any]]:
+    with common.session() as session:
+        return list_briefs(session)
+
+
+@st.cache_data(show_spinner=False)
+def _stored_result(url: str, version: str, recommendation_id: int) -> dict[str, Any]:
+    with common.session() as session:
+        result: dict[str, Any] = load_recommendation(session, recommendation_id).result
+        return result
+
+
+@st.cache_data(show_spinner=False)
+def _demand_choices(url: str, version: str) -> tuple[list[str], dict[int, str]]:
+    """Dataset names, and stored forecasts that carry a demand curve (id -> label)."""
+    from planner.forecast.store import list_forecasts
+    from planner.store.queries import list_datasets
+
+    with common.session() as session:
+        datasets = [d.name for d in list_datasets(session)]
+        forecasts = {
+            run.id: f"#{run.id}: {run.source}, {run.horizon_hours} h ahead"
+            + (f" at q{run.demand_quantile:g}" if run.demand_quantile is not None else "")
+            for run in list_forecasts(session)
+            if run.demand_quantile is not None
+        }
+    return datasets, forecasts
+
+
+@st.cache_data(show_spinner=False)
+def _price_choices(url: str, version: str) -> tuple[list[str], list[str]]:
+    """Providers and GPUs of the store's prices (the catalog's GPUs before any are loaded: a
+    search loads the bundled list prices first)."""
+    from pricing.sheets import latest_prices
+
+    with common.session() as session:
+        prices = latest_prices(session)
+    if not prices:
+        return ["aws", "azure", "gcp"], load_catalog().gpus.names()
+    return sorted({p.provider.value for p in prices}), sorted({p.gpu_model for p in prices})
+
+
+def _label(brief: dict[str, Any]) -> str:
+    cost = f"${brief['monthly_usd']:,.0f}/month" if brief["monthly_usd"] is not None else "-"
+    winner = brief["winner"] or "none met the targets"
+    created = brief["created_at"][:16].replace("T", " ")
+    return f"#{brief['id']} · {created} · {brief['model']} · {winner} · {cost}"
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
+
+
+# ---------------------------------------------------------------------------------------------
+# Starting a search, and its progress
+
+
+def _search_form(url: str, version: str) -> None:
+    datasets, forecasts = _demand_choices(url, version)
+    providers, gpus = _price_choices(url, version)
+    if not datasets:
+        common.empty_store_hint("datasets (a search needs one for the load or its request lengths)")
+        return
+    models = load_catalog().models.names()
+    precisions = load_catalog().precisions.names()
+
+    st.markdown("**Demand**")
+    left, middle, right = st.columns([2, 2, 1])
+    forecast = left.selectbox(
+        "Stored forecast",
+        [None, *forecasts],
+        format_func=lambda i: (
+            "none: plan for the dataset's logged requests" if i is None else forecasts[i]
+        ),
+        key="rec-forecast",
+        help="Plan for a forecast's demand curve; the dataset then gives the request lengths.",
+    )
+    middle.selectbox(
+        "Dataset",
+        datasets,
+        key="rec-dataset",
+        help="Its requests are replayed; with a forecast, its request lengths are drawn.",
+    )
+    right.number_input(
+        "Load scale",
+        min_value=0.0,
+        value=1.0,
+        step=0.1,
+        format="%g",
+        key="rec-load-scale",
+        help="Every hour's load multiplied by this (1.5: 50% more).",
+    )
+    st.caption(
+        "Demand: the forecast's demand curve, request lengths from the dataset"
+        if forecast is not None
+        else "Demand: the dataset's logged requests, replayed"
+    )
+
+    st.markdown("**Model and P99 targets** (leave a target empty for none)")
+    targets = st.columns(5)
+    targets[0].selectbox(
+        "Model",
+        models,
+        index=models.index(DEFAULT_MODEL) if DEFAULT_MODEL in models else 0,
+        key="rec-model",
+    )
+    targets[1].number_input("P99 TTFT (ms)", min_value=0.0, value=2000.0, key="rec-ttft")
+    targets[2].number_input("P99 TPOT (ms)", min_value=0.0, value=200.0, key="rec-tpot")
+    targets[3].number_input("P99 E2E (s)", min_value=0.0, value=None, key="rec-e2e")
+    targets[4].number_input(
+        "Min. SLO attainment",
+        min_value=0.0,
+        max_value=1.0,
+        value=None,
+        format="%g",
+        key="rec-attainment",
+        help="Share of requests that must meet every target, e.g. 0.99.",
+    )
+
+    st.markdown("**Constraints** (empty: any)")
+    cols = st.columns(3)
+    cols[0].multiselect("Providers", providers, key="rec-providers")
+    cols[1].multiselect("GPUs", gpus, key="rec-gpus")
+    cols[2].multiselect(
+        "Precisions",
+        precisions,
+        default=[p for p in DEFAULT_PRECISIONS if p in precisions],
+        key="rec-precisions",
+    )
+    cols = st.columns(3)
+    cols[0].number_input(
+        "Max. spot share",
+        min_value=0.0,
+        max_value=1.0,
+        value=0.0,
+        step=0.1,
+        key="rec-spot-share",
+        help="Share of the load above commitments that may run on spot.",
+    )
+    cols[1].number_input(
+        "Budget ($ per month)", min_value=0.0, value=None, step=100.0, key="rec-budget"
+    )
+    cols[2].number_input(
+        "Min. replicas", min_value=0, max_value=10_000, value=1, key="rec-min-replicas"
+    )
+
+    st.markdown("**Search effort**")
+    effort = st.columns(4)
+    effort[0].number_input(
+        "Candidates to simulate",
+        min_value=1,
+        max_value=500,
+        value=20,
+        key="rec-verify-top",
+        help="The cheapest screened candidates verified by simulation.",
+    )
+    effort[1].number_input(
+        "Tightening steps",
+        min_value=0,
+        max_value=10,
+        value=3,
+        key="rec-tighten",
+        help="Tries to serve the winner's load on fewer replicas.",
+    )
+    effort[2].checkbox(
+        "Compare GPUs",
+        value=True,
+        key="rec-compare-gpus",
+        help="Also simulate the cheapest candidate of every other GPU type.",
+    )
+    effort[3].checkbox(
+        "Growth check",
+        value=True,
+        key="rec-growth-check",
+        help="Simulate the winner's peak hour at +10% to +100% load.",
+    )
+
+    if st.button("Find the cheapest fleet", key="rec-run", type="primary"):
+        with common.shown_errors():
+            spec = _spec()
+            if spec is not None:
+                job = _searches().start(spec, url)
+                st.session_state[JOB_KEY] = job.job_id
+                st.session_state.pop(OUTCOME_KEY, None)
+
+
+def _spec() -> SearchSpec | None:
+    """The search the form describes; None (with a message) for an input it cannot take."""
+    state = st.session_state
+    targets = {k: state[f"rec-{k}"] for k in ("ttft", "tpot", "e2e")}
+    if not any(targets.values()):
+        st.error("Give at least one P99 target (TTFT, TPOT or E2E) above 0.")
+        return None
+    budget = state["rec-budget"]
+    if budget is not None and budget <= 0:
+        st.error("Budget: give a positive number of dollars a month, or leave it empty.")
+        return None
+    if not state["rec-precisions"]:
+        st.error("Precisions: allow at least one.")
+        return None
+    forecast = state["rec-forecast"]
+    dataset = state["rec-dataset"]
+    spot_share = float(state["rec-spot-share"])
+    return SearchSpec(
+        demand=DemandChoice(
+            dataset=dataset if forecast is None else None,
+            forecast_id=forecast,
+            tokens_from=dataset if forecast is not None else None,
+            load_scale=float(state["rec-load-scale"]),
+        ),
+        slo=SLO(
+            ttft_s=targets["ttft"] / 1e3 if targets["ttft"] else None,
+            tpot_s=targets["tpot"] / 1e3 if targets["tpot"] else None,
+            e2e_s=targets["e2e"] or None,
+        ),
+        min_attainment=state["rec-attainment"] or None,
+        constraints=Constraints(
+            model=state["rec-model"],
+            providers=tuple(state["rec-providers"]),
+            gpus=tuple(state["rec-gpus"]),
+            precisions=tuple(state["rec-precisions"]),
+            max_spot_share=spot_share,
+            budget_usd_per_month=budget,
+            min_replicas=int(state["rec-min-replicas"]),
+        ),
+        options=SearchOptions(
+            verify_top=int(state["rec-verify-top"]),
+            tighten_steps=int(state["rec-tighten"]),
+            compare_gpus=bool(state["rec-compare-gpus"]),
+            growth_check=bool(state["rec-growth-check"]),
+        ),
+        names=PAGE_NAMES,
+    )
+
+
+def _collect_finished() -> None:
+    """This session's search, once ended: its stored recommendation is selected to be shown,
+    and how it ended is kept to be said (runs before the store is read: a search that ends
+    now is in this run's list)."""
+    job_id = st.session_state.get(JOB_KEY)
+    if job_id is None:
+        return
+    job = _searches().get(job_id)
+    if job is None:  # the server restarted (the registry is gone)
+        st.session_state.pop(JOB_KEY)
+        return
+    status = job.status()
+    if not status.finished:
+        return
+    st.session_state.pop(JOB_KEY)
+    st.session_state[OUTCOME_KEY] = status
+    if status.stored_id is not None:
+        st.session_state["rec-stored"] = status.stored_id
+
+
+@st.fragment(run_every=POLL_S)
+def _progress() -> None:
+    """Running searches, redrawn every second; when one of them ends the whole page reruns
+    (its result is then in the store)."""
+    statuses = {s.job_id: s for s in _searches().statuses()}
+    watched = st.session_state.get(WATCHED_KEY, [])
+    if any(statuses[i].finished for i in watched if i in statuses):
+        st.rerun()
+    running = [s for s in statuses.values() if not s.finished]
+    st.session_state[WATCHED_KEY] = [s.job_id for s in running]
+    mine = st.session_state.get(JOB_KEY)
+    for status in sorted(running, key=lambda s: s.job_id != mine):
+        with st.container(border=True):
+            who = "Your search" if status.job_id == mine else "Another session's search"
+            st.markdown(
+                f"**{who}: {status.label}**: {status.stage}, {status.elapsed_s:,.0f} s so far. "
+                "It keeps running while you visit other pages, and is stored when it ends."
+            )
+            for stage in status.stages:
+                share = stage.done / stage.total if stage.total else 1.0
+                st.progress(
+                    min(1.0, share), text=f"{stage.name}: {stage.done:,} of {stage.total:,}"
+                )
+            if status.job_id == mine and st.button(
+                "Stop the search", key=f"rec-stop-{status.job_id}", icon=":material/stop:"
+            ):
+                job = _searches().get(status.job_id)
+                if job is not None:
+                    job.stop()
+
+
+def _say_outcome() -> dict[str, Any] | None:
+    """How this session's last search ended; returns its result when it is not in the store
+    (the store refused it): shown from memory then."""
+    status: SearchStatus | None = st.session_state.get(OUTCOME_KEY)
+    if status is None:
+        return None
+    if status.state == "failed":
+        st.error(f"The search failed: {status.error}", icon=":material/error:")
+    elif status.state == "cancelled":
+        st.info("The search was stopped; nothing was stored.", icon=":material/info:")
+    elif status.result is not None:
+        took = f"in {status.elapsed_s:,.0f} s"
+        if status.stored_id is not None and status.result.get("winner") is None:
+            st.warning(
+                f"Search finished {took}: no configuration met the targets (why: below). "
+                f"Stored as recommendation #{status.stored_id}.",
+                icon=":material/warning:",
+            )
+        elif status.stored_id is not None:
+            st.success(
+                f"Search finished {took}: stored as recommendation #{status.stored_id}, "
+                "shown below.",
+                icon=":material/check_circle:",
+            )
+        else:
+            st.error(
+                f"Search finished {took} but was not stored: {status.not_stored}. It is shown "
+                "below; download its JSON to keep it.",
+                icon=":material/error:",
+            )
+            return status.result
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# A result
+
+
+def _show_result(data: dict[str, Any], name: str) -> None:
+    try:
+        _winner(data)
+        _alternatives(data, name)
+        _pareto(data)
+        _rejections(data, name)
+        _plan(data, name)
+        _fleet(data, name)
+        _notes(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        st.error(
+            f"This recommendation is stored in a form this page cannot read "
+            f"({type(exc).__name__}: {exc}); its JSON is below as stored.",
+            icon=":material/error:",
+        )
+    common.download_json(data, name, key="rec-json")
+
+
+def _winner(data: dict[str, Any]) -> None:
+    d = data["demand"]
+    st.caption(
+        f"Demand: {d['source']}: {d['hours']:,} h, peak {d['peak_requests_per_s']:,.2f} req/s, "
+        f"mean {d['mean_requests_per_s']:,.2f} req/s; mean tokens in/out "
+        f"{d['mean_input_tokens']:,.0f}/{d['mean_output_tokens']:,.0f}"
+    )
+    winner, plan = data.get("winner"), data.get("plan")
+    st.subheader("Recommended fleet")
+    if winner is None or plan is None:
+        st.error(why_no_fleet(data["rejected"]), icon=":material/block:")
+        return
+    chosen = plan["chosen"]
+    st.markdown(
+        f"**{winner['provider']}/{winner['region']} {winner['instance_type']}** "
+        f"({winner['gpus_per_instance']} x {winner['gpu']}), {winner['model']} "
+        f"{winner['precision']}, TP {winner['tp']}, up to {winner['max_seqs']} sequences per "
+        f"replica, chunked prefill {'on' if winner['chunked_prefill'] else 'off'}; "
+        f"{winner['peak_replicas']} replicas at peak on {winner['peak_instances']} instances "
+        f"({winner['mean_instances']:.1f} on average), bought **{chosen['option']}**."
+    )
+    cols = st.columns(6)
+    cols[0].metric(
+        "$ per month",
+        f"${winner['monthly_usd']:,.0f}",
+        delta=f"-{plan['savings_vs_on_demand_pct']:.1f}% vs on-demand",
+        delta_color="inverse",
+        help=f"With {chosen['option']}; all on-demand: "
+        f"${plan['all_on_demand_monthly_usd']:,.0f} per month.",
+    )
+    per_million = winner.get("usd_per_million_tokens")
+    cols[1].metric(
+        "$ per million tokens",
+        "-" if per_million is None else f"${per_million:,.3f}",
+        help="Input and output tokens of a 730-hour month of this demand.",
+    )
+    cols[2].metric("Instances at peak", f"{winner['peak_instances']:,}")
+    slos = _targets(data)
+    for col, metric in zip(cols[3:], METRICS, strict=True):
+        value, target = _ms(winner.get(f"p99_{metric}_s")), slos[metric]
+        col.metric(
+            f"{METRICS[metric]} (simulated)",
+            _duration(value),
+            delta=None
+            if value is None or target is None
+            else f"{(value / target - 1) * 100:+.0f}% vs target",
+            delta_color="inverse",
+            help="no target set" if target is None else f"target {_duration(target)}",
+        )
+
+
+def _duration(ms: float | None) -> str:
+    """Milliseconds, or seconds from 10 s up (an E2E of 52,338 ms reads as 52.3 s)."""
+    if ms is None:
+        return "-"
+    return f"{ms:,.0f} ms" if ms < 10_000 else f"{ms / 1e3:,.1f} s"
+
+
+def _targets(data: dict[str, Any]) -> dict[str, float | None]:
+    """The strictest P99 target of each kind over the request classes, in ms."""
+    slos = data["request"]["targets"]["slos"].values()
+
+    def least(metric: str) -> float | None:
+        values = [s[f"{metric}_s"] for s in slos if s.get(f"{metric}_s")]
+        return min(values) * 1e3 if values else None
+
+    return {metric: least(metric) for metric in METRICS}
+
+
+def _alternatives(data: dict[str, Any], name: str) -> None:
+    st.subheader("Ranked alternatives (simulated)")
+    pareto = set(data.get("pareto", []))
+    frame = pd.DataFrame(
+        [
+            {
+                "#": r["id"],
+                "Pareto": r["id"] in pareto,
+                "met targets": r["verified"],
+                "provider": r["provider"],
+                "region": r["region"],
+                "instance": r["instance_type"],
+                "GPUs": f"{r['gpus_per_instance']} x {r['gpu']}",
+                "model": r["model"],
+                "precision": r["precision"],
+                "TP": r["tp"],
+                "max seqs": r["max_seqs"],
+                "chunked prefill": r["chunked_prefill"],
+                "purchase": r["purchase"],
+                "$ per month": r["monthly_usd"],
+                "all on-demand $ per month": r["on_demand_monthly_usd"],
+                "$ per million tokens": r["usd_per_million_tokens"],
+                "instances at peak": r["peak_instances"],
+                "P99 TTFT (ms)": _ms(r["p99_ttft_s"]),
+                "P99 TPOT (ms)": _ms(r["p99_tpot_s"]),
+                "P99 E2E (ms)": _ms(r["p99_e2e_s"]),
+                "SLO margin": r["slo_headroom"],
+                "attempts": r["attempts"],
+            }
+            for r in data["ranked"]
+        ]
+    )
+    if frame.empty:
+        st.info("Nothing was simulated: see the rejections below.", icon=":material/info:")
+        return
+    st.dataframe(
+        frame,
+        hide_index=True,
+        column_config={
+            "$ per month": st.column_config.NumberColumn(format="$%.0f"),
+            "all on-demand $ per month": st.column_config.NumberColumn(format="$%.0f"),
+            "$ per million tokens": st.column_config.NumberColumn(format="$%.4f"),
+            "P99 TTFT (ms)": st.column_config.NumberColumn(format="%.0f"),
+            "P99 TPOT (ms)": st.column_config.NumberColumn(format="%.0f"),
+            "P99 E2E (ms)": st.column_config.NumberColumn(format="%.0f"),
+            "SLO margin": st.column_config.NumberColumn(
+                format="percent", help="Distance to the nearest target"
+            ),
+        },
+        key="rec-alternatives",
+    )
+    common.download_table(frame, f"{name}-alternatives", key="rec-alternatives-download")
+
+
+def _pareto(data: dict[str, Any]) -> None:
+    st.subheader("Cost against P99 latency")
+    metric = st.selectbox(
+        "P99 on the x axis",
+        list(METRICS),
+        format_func=lambda m: METRICS[m],
+        key="rec-pareto-metric",
+    )
+    if not any(r.get(f"p99_{metric}_s") is not None for r in data["ranked"]):
+        st.info("No simulated alternative to chart.", icon=":material/info:")
+        return
+    fig = cost_vs_p99(data, metric, common.PROVIDER_COLOURS)
+    target = _targets(data)[metric]
+    if target is not None:
+        common.slo_line(fig, target, f"target {target:,.0f} ms")
+    st.caption(
+        "Colour: provider. Star: the recommendation; ringed and joined: the Pareto front "
+        "(nothing cheaper, faster and as accurate); x: missed a target."
+    )
+    common.chart(fig, key="rec-pareto-chart")
+
+
+def _rejections(data: dict[str, Any], name: str) -> None:
+    st.subheader("Rejected configurations")
+    rejected = data["rejected"]
+    if not rejected:
+        st.info("None was rejected.", icon=":material/info:")
+        return
+    frame = pd.DataFrame(
+        [
+            {
+                "stage": r["stage"],
+                "reason": r["reason"],
+                "detail": r["detail"],
+                "provider": r.get("provider"),
+                "region": r.get("region"),
+                "instance": r.get("instance_type"),
+                "GPU": r.get("gpu"),
+                "model": r.get("model"),
+                "precision": r.get("precision"),
+                "TP": r.get("tp"),
+                "max seqs": r.get("max_seqs"),
+                "chunked prefill": r.get("chunked_prefill"),
+            }
+            for r in rejected
+        ]
+    )
+    counts = (
+        frame.groupby(["stage", "reason"], sort=False).size().reset_index(name="configurations")
+    )
+    left, right = st.columns([1, 2])
+    with left:
+        st.dataframe(counts, hide_index=True, key="rec-reject-counts")
+        common.download_table(counts, f"{name}-rejections-by-reason", key="rec-reject-counts-dl")
+    with right:
+        kinds = [f"{s}: {r}" for s, r in zip(counts["stage"], counts["reason"], strict=True)]
+        chosen = st.multiselect(
+            "Show stages and reasons (empty: all)", kinds, key="rec-reject-filter"
+        )
+        if chosen:
+            frame = frame[(frame["stage"] + ": " + frame["reason"]).isin(chosen)]
+        st.dataframe(frame, hide_index=True, key="rec-rejected")
+        common.download_table(frame, f"{name}-rejected", key="rec-rejected-dl")
+
+
+def _plan(data: dict[str, Any], name: str) -> None:
+    plan = data.get("plan")
+    if plan is None:
+        return
+    st.subheader("Commitment plan")
+    chosen = plan["chosen"]
+    bought = (
+        "everything on demand"
+        if chosen["option"] == "on-demand"
+        else f"**{chosen['option']}** for {_level(chosen)} (break-even at "
+        f"{chosen['break_even_utilization']:.0%} utilization), the rest on demand"
+    )
+    spot = f", {chosen['spot_share']:.0%} of it on spot" if chosen.get("spot_share") else ""
+    st.markdown(
+        f"Buy {bought}{spot}: **${chosen['monthly_usd']:,.0f} per month**, "
+        f"${plan['savings_vs_on_demand_monthly_usd']:,.0f} "
+        f"({plan['savings_vs_on_demand_pct']:.1f}%) less than all on-demand "
+        f"(${plan['all_on_demand_monthly_usd']:,.0f})."
+    )
+    options = pd.DataFrame(
+        [
+            {
+                "purchase": c["option"],
+                "commitment": _level(c) if c["option"] != "on-demand" else "-",
+                "break-even utilization": c["break_even_utilization"],
+                "$ per month": c["monthly_usd"],
+                "utilization": c["cost"].get("utilization"),
+                "committed utilization": c["cost"].get("reserved_utilization")
+                if c["commitment_unit"] == "instances"
+                else c["cost"].get("savings_plan_utilization"),
+                "chosen": c["option"] == chosen["option"],
+            }
+            for c in plan["alternatives"]
+        ]
+    )
+    percent = st.column_config.NumberColumn(format="percent")
+    st.markdown("Ways to buy this fleet, cheapest first")
+    st.dataframe(
+        options,
+        hide_index=True,
+        column_config={
+            "$ per month": st.column_config.NumberColumn(format="$%.0f"),
+            "break-even utilization": percent,
+            "utilization": percent,
+            "committed utilization": percent,
+        },
+        key="rec-plan-options",
+    )
+    common.download_table(options, f"{name}-purchase-options", key="rec-plan-options-dl")
+    sensitivity = pd.DataFrame(
+        [
+            {
+                "load": case["load"],
+                "instances at peak": case["peak_instances"],
+                "$ per month with this plan": case["monthly_usd_with_this_plan"],
+                "$ per month replanned": case["monthly_usd_replanned"],
+                "replanned purchase": case["replanned_option"],
+                "replanned commitment": case["replanned_commitment_level"],
+            }
+            for case in plan["sensitivity"]
+        ]
+    )
+    st.markdown("If the load moves ±20%: this plan kept, or bought again for the new load")
+    st.dataframe(
+        sensitivity,
+        hide_index=True,
+        column_config={
+            "$ per month with this plan": st.column_config.NumberColumn(format="$%.0f"),
+            "$ per month replanned": st.column_config.NumberColumn(format="$%.0f"),
+        },
+        key="rec-sensitivity",
+    )
+    common.download_table(sensitivity, f"{name}-sensitivity", key="rec-sensitivity-dl")
+
+
+def _level(choice: dict[str, Any]) -> str:
+    if choice["commitment_unit"] == "usd_per_hour":
+        covered = choice.get("committed_instances")
+        about = f" (about {covered:,.1f} instances)" if covered is not None else ""
+        return f"${choice['commitment_level']:,.2f} an hour{about}"
+    level = choice["commitment_level"]
+    return f"{level:,.0f} instance{'s' if level != 1 else ''}"
+
+
+def _fleet(data: dict[str, Any], name: str) -> None:
+    if "instances" not in data["hourly"]:
+        return
+    st.subheader("The fleet hour by hour")
+    fig = fleet_by_purchase(data, common.PURCHASE_COLOURS)
+    if fig is not None:
+        common.chart(fig, key="rec-fleet-chart")
+    hourly = data["hourly"]
+    split = hourly_by_purchase(data) or {}
+    frame = pd.DataFrame(
+        {
+            "hour (UTC)": [datetime.fromtimestamp(t, UTC) for t in hourly["hour_start"]],
+            "requests": hourly["requests"],
+            "replicas": hourly["replicas"],
+            "instances": hourly["instances"],
+            **{f"{k} instances": v for k, v in split.items() if k != "hour_start"},
+        }
+    )
+    common.download_table(frame, f"{name}-hourly", key="rec-hourly-dl")
+
+
+def _notes(data: dict[str, Any]) -> None:
+    for note in data.get("notes", []):
+        st.info(note, icon=":material/info:")
+    s = data["stats"]
+    st.caption(
+        f"Searched {s['candidates']:,} configurations: {s['screened']:,} screened, "
+        f"{s['passed_screen']:,} passed the screen, {s['verified']:,} simulated "
+        f"({s['simulations']:,} runs on {s['runner']}) in {s['wall_s']:,.1f} s."
+    )
+    with st.expander("Targets, constraints and search settings"):
+        st.json(data["request"], expanded=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# The page
+
+
+def _page() -> None:
+    st.title("Recommendations")
+    st.caption(
+        "The cheapest fleet that meets your P99 latency targets, verified by simulation, with "
+        "the commitment plan behind it. Same search as `planner recommend`."
+    )
+    _collect_finished()  # before the store is read: a search stored just now is listed
+    url, version = common.store_url(), common.version()
+    stored = _stored(url, version)
+    with st.expander("Find the cheapest fleet", expanded=not stored, icon=":material/search:"):
+        _search_form(url, version)
+    if any(not s.finished for s in _searches().statuses()):
+        _progress()
+    unstored = _say_outcome()
+    if unstored is not None:
+        _show_result(unstored, "recommendation-not-stored")
+        return
+    if not stored:
+        common.empty_store_hint("stored recommendations")
+        return
+    by_id = {b["id"]: b for b in stored}
+    if st.session_state.get("rec-stored") not in by_id:
+        st.session_state["rec-stored"] = stored[-1]["id"]  # the newest
+    chosen = st.selectbox(
+        "Stored recommendation",
+        list(by_id),
+        format_func=lambda i: _label(by_id[i]),
+        key="rec-stored",
+    )
+    with st.expander(f"All stored recommendations ({len(stored)})"):
+        table = pd.DataFrame(stored)
+        st.dataframe(table, hide_index=True, key="rec-stored-table")
+        common.download_table(table, "recommendations", key="rec-stored-dl")
+    data = _stored_result(url, version, chosen)
+    _show_result(data, f"recommendation-{chosen}")
+
+
+with common.shown_errors():
+    _page()

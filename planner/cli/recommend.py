@@ -7,20 +7,14 @@ import math
 import re
 import signal
 import threading
-import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy import func, select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
@@ -34,8 +28,7 @@ from planner.common.text import closest, printable, shown
 from planner.errors import PlannerError, StoreError, UsageError
 from planner.latency.engines import get_engine
 from planner.latency.profile import choose_profile
-from planner.latency.registry import all_profiles
-from planner.recommend.engine import Recommendation, recommend
+from planner.recommend.engine import Recommendation, recommend, why_no_fleet
 from planner.recommend.inputs import (
     DEFAULT_MAX_SEQS,
     DEFAULT_PRECISIONS,
@@ -47,38 +40,21 @@ from planner.recommend.inputs import (
     SearchOptions,
     Targets,
 )
-from planner.recommend.store import (
-    brief,
-    list_recommendations,
-    load_recommendation,
-    save_recommendation,
+from planner.recommend.sources import (
+    DEFAULT_MAX_REQUESTS,
+    WindowLimit,
+    demand_for,
+    search_inputs,
 )
-from planner.recommend.sweep import peak_window
+from planner.recommend.store import brief, list_recommendations, load_recommendation, save_retrying
 from planner.recommend.verify import max_local_workers
 from planner.simulate.metrics import SLO
-from planner.simulate.workload import (
-    HOUR_S,
-    RateCurve,
-    from_dataset,
-    read_rate_curve,
-    token_pool,
-)
-from planner.store import Store
-from planner.store.models import Request as RequestRow
-from planner.store.queries import get_dataset
 from pricing.model import PurchaseOption
-from pricing.sheets import check_filters, ensure_list_prices, latest_prices, option_filter
+from pricing.sheets import option_filter
 
-# Most requests one simulated verification window may hold (``--max-requests``): the simulator
-# replays ~10,000 requests a second on one core, and a recommendation runs dozens of
-# simulations of the peak window (up to twice its load in the growth check).
-DEFAULT_MAX_REQUESTS = 1_000_000
-SIMULATED_REQUESTS_PER_S = 10_000  # one core, for the estimate in the refusal
-REPLAY_WINDOWS = 20  # a replayed dataset, held whole in memory: up to 20 x --max-requests
 MAX_MIN_REPLICAS = 10_000
 MAX_SEQS_LIMIT = 16_384
 MAX_TP = 1_024
-SAVE_ATTEMPTS = 3  # a store busy with another writer: tries, a second apart
 
 
 class NoFleetError(PlannerError):
@@ -206,31 +182,6 @@ def _chunked(value: str) -> tuple[bool, ...]:
     return choices[value]
 
 
-def _forecast_demand(
-    session: Session, text: str, tokens_from: str | None, load_scale: float
-) -> Demand:
-    from planner.forecast.series import _utc
-    from planner.forecast.store import load_forecast, points_frame
-    from planner.store.models import Dataset
-
-    run = load_forecast(session, int(text.lstrip("#")))
-    frame = points_frame(run)
-    if frame.empty or frame["demand"].isna().any():
-        raise UsageError(f"forecast #{run.id} has no demand curve stored; rerun `planner forecast`")
-    curve = RateCurve(_utc(frame["ds"].iloc[0]), frame["demand"].to_numpy(np.float64) * load_scale)
-    source = f"forecast #{run.id} at q{run.demand_quantile:g} ({run.source})"
-    if tokens_from is None:
-        dataset = session.get(Dataset, run.dataset_id) if run.dataset_id is not None else None
-        if dataset is None:
-            raise UsageError(
-                f"forecast #{run.id} was not fitted on a stored dataset: give --tokens-from "
-                "DATASET for the request lengths"
-            )
-        tokens_from = dataset.name
-    inputs, outputs = token_pool(session, tokens_from)
-    return Demand(curve, inputs, outputs, source)
-
-
 def _demand(
     session: Session,
     dataset: str | None,
@@ -258,105 +209,25 @@ def _demand(
                 "included"
             )
         window = (parse_start(start, "--start"), parse_start(end, "--end"))
-        limit.check_replay(session, dataset, window, load_scale)
-        workload = from_dataset(
-            session, dataset, load_scale=load_scale, start=window[0], end=window[1], seed=seed
+        return demand_for(
+            session,
+            dataset=dataset,
+            load_scale=load_scale,
+            window=window,
+            seed=seed,
+            limit=limit,
         )
-        scale = f" x {load_scale:g}" if load_scale != 1 else ""
-        return Demand.from_workload(workload, f"dataset {dataset}{scale}")
     assert demand is not None
     if start is not None or end is not None:
         raise UsageError(
             "--start and --end pick a window of --dataset; a --demand curve is planned whole"
         )
     if re.fullmatch(r"#?\d+", demand.strip()) and not Path(demand).exists():
-        return _forecast_demand(session, demand.strip(), tokens_from, load_scale)
-    curve = read_rate_curve(demand)
-    if tokens_from is None:
-        raise UsageError("--demand CSV needs --tokens-from DATASET for the request lengths")
-    inputs, outputs = token_pool(session, tokens_from)
-    return Demand(
-        RateCurve(curve.start, curve.requests_per_hour * load_scale),
-        inputs,
-        outputs,
-        f"file {printable(demand, 200)}" + (f" x {load_scale:g}" if load_scale != 1 else ""),
-    )
-
-
-class WindowLimit:
-    """What the machine can simulate: the requests of the verification window (the peak
-    ``verify_hours``), which every one of a recommendation's dozens of simulations replays."""
-
-    def __init__(self, max_requests: int, verify_hours: int, load_scale: float) -> None:
-        self.max_requests = max_requests
-        self.verify_hours = verify_hours
-        self.load_scale = load_scale
-
-    def _refuse(self, requests: float, what: str) -> UsageError:
-        minutes = requests / SIMULATED_REQUESTS_PER_S / 60
-        scale = f" at --load-scale {self.load_scale:g}" if self.load_scale != 1 else ""
-        return UsageError(
-            f"{what}{scale} holds {requests:,.0f} requests, more than --max-requests "
-            f"{self.max_requests:,}: each of the recommendation's dozens of simulations would "
-            f"replay them (about {minutes:,.0f} minutes each on one core). Lower --load-scale or "
-            "--verify-hours, or raise --max-requests to run it anyway"
+        forecast_id = int(demand.strip().lstrip("#"))
+        return demand_for(
+            session, forecast_id=forecast_id, tokens_from=tokens_from, load_scale=load_scale
         )
-
-    def check(self, demand: Demand) -> None:
-        """Refuse a demand whose verification window is too big to simulate."""
-        rates = demand.curve.requests_per_hour
-        first, last = peak_window(rates, self.verify_hours)
-        requests = float(rates[first:last].sum())
-        if requests > self.max_requests:
-            hours = last - first
-            raise self._refuse(
-                requests, f"the demand's busiest {hours} hour{'s' if hours > 1 else ''}"
-            )
-
-    def check_replay(
-        self,
-        session: Session,
-        name: str,
-        window: tuple[datetime | None, datetime | None],
-        load_scale: float,
-    ) -> None:
-        """Before a dataset is read and scaled: its busiest hours and its size at the scale
-        (a replay is held whole in memory)."""
-        dataset = get_dataset(session, name)
-        where = [RequestRow.dataset_id == dataset.id]
-        if window[0] is not None:
-            where.append(RequestRow.arrival_us >= _micros(window[0]))
-        if window[1] is not None:
-            where.append(RequestRow.arrival_us < _micros(window[1]))
-        first, total = session.execute(
-            select(func.min(RequestRow.arrival_us), func.count()).where(*where)
-        ).one()
-        if not total:
-            return  # from_dataset says what is missing
-        zero = _micros(window[0]) if window[0] is not None else int(first)
-        hour = (RequestRow.arrival_us - zero) // int(HOUR_S * 1_000_000)
-        counts = session.execute(select(hour, func.count()).where(*where).group_by(hour)).all()
-        rates = np.zeros(int(max(h for h, _ in counts)) + 1)
-        for h, n in counts:
-            rates[int(h)] = n
-        first_hour, last_hour = peak_window(rates, self.verify_hours)
-        requests = float(rates[first_hour:last_hour].sum()) * load_scale
-        if requests > self.max_requests:
-            hours = last_hour - first_hour
-            raise self._refuse(
-                requests, f"dataset {name!r}'s busiest {hours} hour{'s' if hours > 1 else ''}"
-            )
-        if load_scale > 1 and total * load_scale > REPLAY_WINDOWS * self.max_requests:
-            raise UsageError(
-                f"--load-scale {load_scale:g} makes dataset {name!r} {total * load_scale:,.0f} "
-                f"requests to hold in memory, more than {REPLAY_WINDOWS} x --max-requests "
-                f"({REPLAY_WINDOWS * self.max_requests:,}); pick a window with --start/--end, "
-                "lower --load-scale, or raise --max-requests"
-            )
-
-
-def _micros(moment: datetime) -> int:
-    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    return demand_for(session, csv=demand, tokens_from=tokens_from, load_scale=load_scale)
 
 
 def recommend_command(
@@ -566,15 +437,7 @@ def recommend_command(
                 session, dataset, demand, tokens_from, load_scale, start, end, seed, limit
             )
             limit.check(plan_demand)
-            ensure_list_prices(session)
-            for name in constraints.providers:
-                check_filters(session, provider=name)
-            for name in constraints.regions:
-                check_filters(session, region=name)
-            for name in constraints.gpus:
-                check_filters(session, gpu=name)
-            prices = latest_prices(session)
-            profiles = all_profiles(session)
+            prices, profiles = search_inputs(session, constraints)
         unknown = [c for c in spot_classes if c not in plan_demand.classes]
         if unknown:
             raise UsageError(
@@ -609,7 +472,7 @@ def recommend_command(
                 progress=progress,
             )
         data = result.to_dict()
-        not_stored = _save(store, result, data) if save else None
+        not_stored = save_retrying(store, result, data) if save else None
     # the result is never lost: every output is attempted, whatever failed before it
     problems: list[str] = []
     if plot is not None:
@@ -639,35 +502,7 @@ def recommend_command(
         stored = f" (stored as recommendation #{data['id']})" if "id" in data else ""
         raise UsageError("; ".join(problems) + stored)
     if result.winner is None:
-        raise NoFleetError(_no_fleet(result))
-
-
-def _save(store: Store, result: Recommendation, data: dict[str, Any]) -> str | None:
-    """Store the result, its id into ``data``; a store busy with another writer is tried again.
-    Returns why it could not be stored (None once stored)."""
-    reason = ""
-    for attempt in range(1, SAVE_ATTEMPTS + 1):
-        try:
-            with store.session() as session:
-                data["id"] = save_recommendation(session, result).id
-            return None
-        except (SQLAlchemyError, PlannerError, OSError) as exc:
-            data.pop("id", None)
-            reason = _reason(exc)
-            busy = "locked" in reason or "busy" in reason
-            if not busy or attempt == SAVE_ATTEMPTS:
-                break
-            time.sleep(1.0)
-    return reason
-
-
-def _reason(exc: BaseException) -> str:
-    """One line about a store failure, without the SQL statement and its parameters."""
-    if isinstance(exc, PlannerError):
-        return str(exc)
-    orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc).splitlines()[0] if str(exc) else ""
-    return f"{type(orig or exc).__name__}: {text}" if text else type(orig or exc).__name__
+        raise NoFleetError(why_no_fleet(result.rejected))
 
 
 @contextmanager
@@ -687,24 +522,6 @@ def _stop_on_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _no_fleet(result: Recommendation) -> str:
-    """Why nothing was recommended, with the rejections counted and one of each kind shown."""
-    reasons = Counter(r["reason"] for r in result.rejected)
-    if not reasons:
-        return "no configuration met the targets, and none was rejected with a reason (a bug)"
-    examples = []
-    for reason in reasons:
-        row = next(r for r in result.rejected if r["reason"] == reason)
-        what = " ".join(
-            str(row[k]) for k in ("instance_type", "model", "precision") if row.get(k) is not None
-        )
-        tp = f" TP{row['tp']}" if row.get("tp") is not None else ""
-        examples.append(
-            f"{reason} ({reasons[reason]:,}): {(what + tp).strip() or 'all'}: {row['detail']}"
-        )
-    return "no configuration met the targets. Rejected: " + "; ".join(examples)
 
 
 def _ms(value: Any) -> str:

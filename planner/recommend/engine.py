@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +61,25 @@ class Recommendation:
             "hourly": self.hourly,
             "notes": self.notes,
         }
+
+
+def why_no_fleet(rejected: Sequence[Mapping[str, Any]]) -> str:
+    """Why nothing was recommended, with the rejections (``Recommendation.rejected``, or a
+    stored result's) counted by reason and one of each kind shown."""
+    reasons = Counter(r["reason"] for r in rejected)
+    if not reasons:
+        return "no configuration met the targets, and none was rejected with a reason (a bug)"
+    examples = []
+    for reason in reasons:
+        row = next(r for r in rejected if r["reason"] == reason)
+        what = " ".join(
+            str(row[k]) for k in ("instance_type", "model", "precision") if row.get(k) is not None
+        )
+        tp = f" TP{row['tp']}" if row.get("tp") is not None else ""
+        examples.append(
+            f"{reason} ({reasons[reason]:,}): {(what + tp).strip() or 'all'}: {row['detail']}"
+        )
+    return "no configuration met the targets. Rejected: " + "; ".join(examples)
 
 
 def bundled_profile_for(engine: str) -> ProfileFor:

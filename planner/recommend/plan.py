@@ -10,6 +10,7 @@ where allowed. The cheapest of these, and all-on-demand, is the plan.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -54,11 +55,21 @@ class PlanChoice:
     def monthly_usd(self) -> float:
         return self.cost.monthly_usd
 
+    @property
+    def committed_instances(self) -> float:
+        """Instances the commitment covers each hour: the reserved count, or a savings plan's
+        dollars an hour at its rate for this instance type."""
+        if "savings-plan" in self.option:
+            rate = self.prices.savings_plan
+            return self.commitment_level / rate if rate else 0.0
+        return float(self.plan.reserved)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "option": self.option,
             "commitment_level": self.commitment_level,
             "commitment_unit": "usd_per_hour" if "savings-plan" in self.option else "instances",
+            "committed_instances": self.committed_instances,
             "break_even_utilization": self.break_even,
             "spot_share": self.plan.spot_share,
             "monthly_usd": self.monthly_usd,
@@ -178,3 +189,31 @@ def commitment_plan(
         "sensitivity": sensitivity,
         "hours_per_month": HOURS_PER_MONTH,
     }
+
+
+def hourly_by_purchase(result: Mapping[str, Any]) -> dict[str, list[float]] | None:
+    """A recommendation's fleet (its ``to_dict()``, or a stored one) hour by hour, split the
+    way the chosen plan bills it (``pricing.costs.fleet_cost``): the committed instances first,
+    the rest on demand, of which the plan's spot share runs on spot. Keys: ``hour_start``
+    (epoch seconds), then the purchase options with instances in some hour. None without a
+    winner, or for a savings plan stored before its covered instances were recorded."""
+    hourly = result.get("hourly") or {}
+    chosen = (result.get("plan") or {}).get("chosen")
+    if chosen is None or "instances" not in hourly:
+        return None
+    covered = chosen.get("committed_instances")
+    if covered is None:
+        if chosen.get("commitment_unit") != "instances":
+            return None
+        covered = chosen.get("commitment_level") or 0.0
+    fleet = np.asarray(hourly["instances"], dtype=np.float64)
+    committed = np.minimum(fleet, float(covered))
+    above = fleet - committed
+    spot = above * float(chosen.get("spot_share") or 0.0)
+    split: dict[str, list[float]] = {"hour_start": [float(t) for t in hourly["hour_start"]]}
+    if chosen["option"] != "on-demand" and committed.any():
+        split[chosen["option"]] = committed.tolist()
+    split["on-demand"] = (above - spot).tolist()
+    if spot.any():
+        split["spot"] = spot.tolist()
+    return split

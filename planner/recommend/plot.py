@@ -4,6 +4,7 @@ dict (``Recommendation.to_dict()`` or a stored one), so the dashboard and report
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -152,3 +153,127 @@ def html(result: dict[str, Any]) -> str:
     """The chart as a self-contained HTML page."""
     text: str = figure(result).to_html(include_plotlyjs=True, full_html=True)
     return text
+
+
+METRIC_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}
+
+
+def cost_vs_p99(
+    result: dict[str, Any], metric: str = "ttft", colours: Mapping[str, str] | None = None
+) -> Any:
+    """Every simulated alternative's monthly cost against its simulated P99 ``metric`` (ttft,
+    tpot or e2e), one colour per provider; the Pareto front ringed and joined, the winner a
+    star, a candidate that missed a target an x."""
+    import plotly.graph_objects as go
+
+    key = f"p99_{metric}_s"
+    label = METRIC_LABELS[metric]
+    pareto = set(result.get("pareto", []))
+    rows = [r for r in result["ranked"] if r.get(key) is not None]
+    winner_id = (result.get("winner") or {}).get("id")
+    fig = go.Figure()
+    for provider in sorted({r["provider"] for r in rows}):
+        mine = [r for r in rows if r["provider"] == provider]
+        fig.add_trace(
+            go.Scatter(
+                x=[r[key] * 1e3 for r in mine],
+                y=[r["monthly_usd"] for r in mine],
+                mode="markers",
+                marker={
+                    "size": [16 if r["id"] == winner_id else 10 for r in mine],
+                    "symbol": [
+                        "star" if r["id"] == winner_id else "circle" if r["verified"] else "x"
+                        for r in mine
+                    ],
+                    "color": (colours or {}).get(provider),
+                    "line": {
+                        "width": [2 if r["id"] in pareto else 0 for r in mine],
+                        "color": "black",
+                    },
+                },
+                text=[_describe(r) for r in mine],
+                hovertemplate=f"%{{text}}<br>P99 {label} %{{x:,.0f}} ms<br>$%{{y:,.0f}}/month",
+                name=provider,
+            )
+        )
+    front = sorted((r for r in rows if r["id"] in pareto), key=lambda r: (r[key], r["monthly_usd"]))
+    if front:
+        fig.add_trace(
+            go.Scatter(
+                x=[r[key] * 1e3 for r in front],
+                y=[r["monthly_usd"] for r in front],
+                mode="lines",
+                line={"color": "grey", "dash": "dot"},
+                name="Pareto front",
+                hoverinfo="skip",
+            )
+        )
+    fig.update_xaxes(title_text=f"P99 {label} (ms), simulated", rangemode="tozero")
+    costs = [r["monthly_usd"] for r in rows if r["monthly_usd"]]
+    wide = bool(costs) and max(costs) >= 10 * min(costs)  # log only where costs span a decade
+    fig.update_yaxes(
+        title_text="$ per month",
+        type="log" if wide else "linear",
+        tickprefix="$",
+        tickformat=",.0f",
+    )
+    fig.update_layout(template="plotly_white")
+    return fig
+
+
+def fleet_by_purchase(result: dict[str, Any], colours: Mapping[str, str] | None = None) -> Any:
+    """The winner's instances hour by hour, stacked by how the plan buys them, under the
+    demand (requests/s, right axis). None without a winner."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from planner.recommend.plan import hourly_by_purchase
+
+    split = hourly_by_purchase(result)
+    hourly = result["hourly"]
+    if "instances" not in hourly:
+        return None
+    hours = [datetime.fromtimestamp(t, UTC) for t in hourly["hour_start"]]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    series = (
+        {k: v for k, v in split.items() if k != "hour_start"}
+        if split is not None
+        else {"instances": hourly["instances"]}
+    )
+    for option, counts in series.items():
+        fig.add_trace(
+            go.Scatter(
+                x=hours,
+                y=counts,
+                mode="lines",
+                stackgroup="fleet",
+                line={"shape": "hv", "width": 0.5, "color": (colours or {}).get(option)},
+                name=option,
+                hovertemplate="%{x}<br>%{y:,.2f} instances",
+            ),
+            secondary_y=False,
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=hours,
+            y=[r / 3600 for r in hourly["requests"]],
+            mode="lines",
+            line={"color": "black", "width": 1},
+            name="demand (requests/s)",
+        ),
+        secondary_y=True,
+    )
+    fig.update_yaxes(title_text="instances", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text="requests/s", rangemode="tozero", showgrid=False, secondary_y=True)
+    fig.update_xaxes(title_text="hour (UTC)")
+    fig.update_layout(template="plotly_white", hovermode="x unified")
+    return fig
+
+
+def _describe(row: dict[str, Any]) -> str:
+    return (
+        f"#{row['id']} {row['provider']} {row['instance_type']} ({row['gpus_per_instance']} x "
+        f"{row['gpu']}) {row['model']} {row['precision']} TP{row['tp']}, {row['max_seqs']} seqs"
+        + (", chunked" if row["chunked_prefill"] else "")
+        + ("" if row["verified"] else " (missed a target)")
+    )

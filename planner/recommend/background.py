@@ -1,0 +1,267 @@
+"""Recommendations searched in the background: a search runs in its own thread, reports its
+stages to a thread-safe record that whoever started it polls, and is stored when it ends the
+way ``planner recommend`` stores it. The dashboard keeps one :class:`SearchRegistry` per server,
+so a search goes on while the analyst looks at other pages.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from planner.errors import PlannerError, UsageError
+from planner.latency.profile import choose_profile
+from planner.recommend.engine import recommend
+from planner.recommend.inputs import Constraints, Request, SearchOptions, Targets
+from planner.recommend.sources import (
+    DEFAULT_MAX_REQUESTS,
+    LimitNames,
+    WindowLimit,
+    check_load_scale,
+    demand_for,
+    search_inputs,
+)
+from planner.recommend.store import save_retrying
+from planner.simulate.metrics import SLO
+from planner.store import open_store
+
+State = Literal["running", "done", "failed", "cancelled"]
+MAX_RUNNING = 2  # searches at once on one server: each keeps every core busy
+KEPT_FINISHED = 20  # finished searches remembered (their results are in the store)
+LOG = logging.getLogger(__name__)
+
+
+class SearchStoppedError(Exception):
+    """Raised inside a search's thread when it was asked to stop."""
+
+
+@dataclass(frozen=True)
+class DemandChoice:
+    """Which demand to plan for (see :func:`planner.recommend.sources.demand_for`)."""
+
+    dataset: str | None = None
+    forecast_id: int | None = None
+    tokens_from: str | None = None
+    load_scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """Everything a background search needs: the targets apply to every request class."""
+
+    demand: DemandChoice
+    slo: SLO
+    constraints: Constraints
+    options: SearchOptions
+    min_attainment: float | None = None
+    max_requests: int = DEFAULT_MAX_REQUESTS
+    names: LimitNames = field(default_factory=LimitNames)
+
+    def check(self) -> None:
+        """What can be refused before any work: no target, a bad load scale."""
+        Targets({"default": self.slo}, self.min_attainment)
+        check_load_scale(self.demand.load_scale, self.names.load_scale)
+
+    def describe(self) -> str:
+        d = self.demand
+        source = (
+            f"forecast #{d.forecast_id}" if d.forecast_id is not None else f"dataset {d.dataset}"
+        )
+        scale = f" x {d.load_scale:g}" if d.load_scale != 1 else ""
+        return f"{self.constraints.model} for {source}{scale}"
+
+
+@dataclass(frozen=True)
+class StageProgress:
+    name: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
+class SearchStatus:
+    """A snapshot of one search, safe to read in any thread."""
+
+    job_id: int
+    label: str
+    state: State
+    stage: str
+    stages: tuple[StageProgress, ...]
+    started_at: datetime
+    elapsed_s: float
+    error: str | None = None
+    result: dict[str, Any] | None = None  # Recommendation.to_dict(), with its "id" once stored
+    stored_id: int | None = None
+    not_stored: str | None = None  # why a finished result could not be stored
+
+    @property
+    def finished(self) -> bool:
+        return self.state != "running"
+
+
+class SearchJob:
+    """One search in its own thread. Its progress callback is also where a stop request takes
+    effect: it raises inside ``recommend()``, whose runner then kills its worker processes."""
+
+    def __init__(self, job_id: int, spec: SearchSpec, store_url: str) -> None:
+        self.job_id = job_id
+        self.spec = spec
+        self.store_url = store_url
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._state: State = "running"
+        self._stage = "reading the demand"
+        self._stages: dict[str, StageProgress] = {}
+        self._started_at = datetime.now(UTC)
+        self._began = time.monotonic()
+        self._ended: float | None = None
+        self._error: str | None = None
+        self._result: dict[str, Any] | None = None
+        self._stored_id: int | None = None
+        self._not_stored: str | None = None
+        self._thread = threading.Thread(target=self._run, name=f"recommend-{job_id}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the search to stop; it does at its next progress report (nothing is stored)."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the search to end; True once it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def status(self) -> SearchStatus:
+        with self._lock:
+            end = self._ended if self._ended is not None else time.monotonic()
+            return SearchStatus(
+                job_id=self.job_id,
+                label=self.spec.describe(),
+                state=self._state,
+                stage=self._stage,
+                stages=tuple(self._stages.values()),
+                started_at=self._started_at,
+                elapsed_s=end - self._began,
+                error=self._error,
+                result=self._result,
+                stored_id=self._stored_id,
+                not_stored=self._not_stored,
+            )
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        if self._stop.is_set():
+            raise SearchStoppedError
+        with self._lock:
+            self._stage = stage
+            self._stages[stage] = StageProgress(stage, done, total)
+
+    def _set_stage(self, stage: str) -> None:
+        if self._stop.is_set():
+            raise SearchStoppedError
+        with self._lock:
+            self._stage = stage
+
+    def _finish(self, state: State, **fields: Any) -> None:
+        with self._lock:
+            self._state = state
+            self._ended = time.monotonic()
+            for name, value in fields.items():
+                setattr(self, f"_{name}", value)
+
+    def _run(self) -> None:
+        spec = self.spec
+        try:
+            with open_store(self.store_url) as store:
+                with store.session() as session:
+                    d = spec.demand
+                    limit = WindowLimit(
+                        spec.max_requests, spec.options.verify_hours, d.load_scale, spec.names
+                    )
+                    demand = demand_for(
+                        session,
+                        dataset=d.dataset if d.forecast_id is None else None,
+                        forecast_id=d.forecast_id,
+                        tokens_from=d.tokens_from if d.forecast_id is not None else None,
+                        load_scale=d.load_scale,
+                        seed=spec.options.seed,
+                        limit=limit,
+                        names={"load_scale": spec.names.load_scale},
+                    )
+                    limit.check(demand)
+                    self._set_stage("reading prices")
+                    prices, profiles = search_inputs(session, spec.constraints)
+                targets = Targets({name: spec.slo for name in demand.classes}, spec.min_attainment)
+                request = Request(demand, targets, spec.constraints, spec.options)
+                self._set_stage("screen")
+                engine = spec.options.engine
+                result = recommend(
+                    request,
+                    prices,
+                    lambda gpu: choose_profile(profiles, gpu, engine),
+                    progress=self._progress,
+                )
+                self._set_stage("storing")
+                data = result.to_dict()
+                not_stored = save_retrying(store, result, data)
+            self._finish(
+                "done", result=data, stored_id=data.get("id"), not_stored=not_stored, stage="done"
+            )
+        except SearchStoppedError:
+            self._finish("cancelled", stage="stopped", error="stopped before it ended: not stored")
+        except PlannerError as exc:
+            self._finish("failed", stage="failed", error=str(exc))
+        except Exception as exc:  # a bug: said, and logged with its traceback for the report
+            LOG.exception("recommendation search %s failed", self.job_id)
+            self._finish(
+                "failed",
+                stage="failed",
+                error=f"unexpected error ({type(exc).__name__}): {exc}. Please report it.",
+            )
+
+
+class SearchRegistry:
+    """The searches of one server: started here, looked up by id from any page or session."""
+
+    def __init__(self, max_running: int = MAX_RUNNING) -> None:
+        self.max_running = max_running
+        self._lock = threading.Lock()
+        self._jobs: dict[int, SearchJob] = {}
+        self._next_id = 1
+
+    def start(self, spec: SearchSpec, store_url: str) -> SearchJob:
+        """Check ``spec`` and start its search; refused while ``max_running`` others run."""
+        spec.check()
+        with self._lock:
+            running = [j for j in self._jobs.values() if not j.status().finished]
+            if len(running) >= self.max_running:
+                raise UsageError(
+                    f"{len(running)} searches are running already (at most {self.max_running} "
+                    "at once: each keeps every core busy); wait for one or stop it"
+                )
+            job = SearchJob(self._next_id, spec, store_url)
+            self._next_id += 1
+            self._jobs[job.job_id] = job
+            self._forget_old()
+        job.start()
+        return job
+
+    def get(self, job_id: int) -> SearchJob | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def statuses(self) -> list[SearchStatus]:
+        """Every remembered search, newest first."""
+        with self._lock:
+            jobs = list(self._jobs.values())
+        return sorted((j.status() for j in jobs), key=lambda s: -s.job_id)
+
+    def _forget_old(self) -> None:
+        finished = sorted(j.job_id for j in self._jobs.values() if j.status().finished)
+        for job_id in finished[: max(0, len(finished) - KEPT_FINISHED)]:
+            del self._jobs[job_id]
