@@ -207,11 +207,11 @@ def fleet_chart(rec: RecommendationHeadline) -> None:
         fig.add_hline(
             y=rec.commitment_level,
             line={"color": colour, "dash": "dash", "width": 2},
-            annotation_text=f"{rec.commitment_level:,.0f} committed ({rec.purchase})",
+            annotation_text=f"{rec.purchase}: {rec.commitment_level:,.0f} instances",
             annotation_position="top left",
         )
+    st.markdown("**The recommended fleet, hour by hour**")
     fig.update_layout(
-        title="The recommended fleet, hour by hour",
         xaxis_title="hour (UTC)",
         yaxis_title="instances",
         yaxis_rangemode="tozero",
@@ -304,8 +304,8 @@ def forecast_chart(head: ForecastHeadline, points: pd.DataFrame) -> None:
             ),
         ]
     )
+    st.markdown(f"**Forecast {head.metric.replace('_', ' ')} per hour, with the 80% band**")
     fig.update_layout(
-        title=f"Forecast {head.metric} per hour",
         xaxis_title="hour (UTC)",
         yaxis_title=f"{head.metric.replace('_', ' ')} / hour",
         height=280,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -39,7 +39,6 @@ from planner.store.summaries import (
     dataset_summary,
     duration_text,
     model_split,
-    models_by_dataset,
     span_s,
     token_counts,
 )
@@ -63,20 +62,49 @@ FIELD_NAMES = {
 }
 
 
-# --- cached store reads: keyed on the store and its contents ----------------------------------
+# --- cached store reads -----------------------------------------------------------------------
+# The list of datasets is keyed on the store's version; what is derived from one dataset on the
+# dataset's own content key (``content_key``), so storing a forecast or another dataset does
+# not make a million-request dataset's aggregates be read again.
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def _datasets(url: str, version: str) -> pd.DataFrame:
+def _records(url: str, version: str) -> list[dict[str, Any]]:
     with common.session() as session:
-        records = dataset_records(session)
-        models = models_by_dataset(session)
+        return dataset_records(session, with_key=True)
+
+
+@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
+def _summary(url: str, key: str, name: str) -> DatasetSummary:
+    with common.session() as session:
+        return dataset_summary(session, get_dataset(session, name))
+
+
+@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
+def _arrivals(url: str, key: str, name: str, bucket_s: int) -> pd.DataFrame:
+    with common.session() as session:
+        return arrivals_per_bucket(session, get_dataset(session, name), bucket_s)
+
+
+@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
+def _token_counts(url: str, key: str, name: str, column: TokenColumn) -> pd.DataFrame:
+    with common.session() as session:
+        return token_counts(session, get_dataset(session, name), column)
+
+
+@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
+def _models(url: str, key: str, name: str) -> pd.DataFrame:
+    with common.session() as session:
+        return model_split(session, get_dataset(session, name))
+
+
+def _datasets_table(url: str, records: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for record in records:
-        named = models.get(record["name"], [])
-        listed = ", ".join(m for m, _ in named[:MODELS_SHOWN])
-        if len(named) > MODELS_SHOWN:
-            listed += f" +{len(named) - MODELS_SHOWN} more"
+        models = _models(url, record["content_key"], record["name"])
+        listed = ", ".join(str(m) for m in models["model"].iloc[:MODELS_SHOWN])
+        if len(models) > MODELS_SHOWN:
+            listed += f" +{len(models) - MODELS_SHOWN} more"
         rows.append(
             {
                 "name": record["name"],
@@ -94,30 +122,6 @@ def _datasets(url: str, version: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def _summary(url: str, version: str, name: str) -> DatasetSummary:
-    with common.session() as session:
-        return dataset_summary(session, get_dataset(session, name))
-
-
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def _arrivals(url: str, version: str, name: str, bucket_s: int) -> pd.DataFrame:
-    with common.session() as session:
-        return arrivals_per_bucket(session, get_dataset(session, name), bucket_s)
-
-
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def _token_counts(url: str, version: str, name: str, column: TokenColumn) -> pd.DataFrame:
-    with common.session() as session:
-        return token_counts(session, get_dataset(session, name), column)
-
-
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def _models(url: str, version: str, name: str) -> pd.DataFrame:
-    with common.session() as session:
-        return model_split(session, get_dataset(session, name))
-
-
 # --- formatting ---------------------------------------------------------------------------------
 
 
@@ -126,8 +130,9 @@ def _utc_text(moment: object) -> str:
 
 
 def _md(text: str) -> str:
-    """User text (file and dataset names) shown literally inside Markdown."""
-    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!|<>~$" else c for c in text)
+    """User text (file and dataset names) shown literally inside Markdown (the names sit inside
+    a sentence, so only the characters that mark up inline text are escaped)."""
+    return "".join("\\" + c if c in "\\`*_[]<>|~$" else c for c in text)
 
 
 def _tokens(value: float) -> str:
@@ -359,13 +364,21 @@ def summary_metrics(summary: DatasetSummary) -> None:
             for group in summary.by_model
         ]
         frame = pd.DataFrame(rows)
-        st.dataframe(frame, hide_index=True)
+        st.dataframe(
+            frame,
+            hide_index=True,
+            column_config={
+                column: st.column_config.NumberColumn(column, format="localized")
+                for column in frame.columns
+                if column != "model"
+            },
+        )
         common.download_table(frame, "dataset-summary-by-model", key="logs-summary-by-model")
 
 
-def arrivals_chart(url: str, version: str, name: str, summary: DatasetSummary) -> None:
+def arrivals_chart(url: str, key: str, name: str, summary: DatasetSummary) -> None:
     bucket_s = choose_bucket_s(summary.duration_s)
-    frame = _arrivals(url, version, name, bucket_s)
+    frame = _arrivals(url, key, name, bucket_s)
     bucket = duration_text(bucket_s).replace(" 0s", "").replace("0h ", "")
     title = (
         "Arrivals: requests per minute"
@@ -383,7 +396,11 @@ def arrivals_chart(url: str, version: str, name: str, summary: DatasetSummary) -
         )
     )
     fig.update_layout(
-        title=title, xaxis_title="time (UTC)", yaxis_title="requests / min", height=320
+        title=title,
+        xaxis_title="time (UTC)",
+        yaxis_title="requests / min",
+        yaxis_rangemode="tozero",
+        height=320,
     )
     common.chart(fig, key="logs-arrivals-chart")
     common.download_table(
@@ -393,7 +410,7 @@ def arrivals_chart(url: str, version: str, name: str, summary: DatasetSummary) -
     )
 
 
-def token_charts(url: str, version: str, name: str) -> None:
+def token_charts(url: str, key: str, name: str) -> None:
     log_x = st.toggle("Log scale for token lengths", key="logs-log-x")
     columns = st.columns(2)
     labels: dict[TokenColumn, str] = {"input_tokens": "Input", "output_tokens": "Output"}
@@ -402,7 +419,7 @@ def token_charts(url: str, version: str, name: str) -> None:
         "output_tokens": common.PURCHASE_COLOURS["spot"],
     }
     for column, place in zip(labels, columns, strict=True):
-        histogram = bin_counts(_token_counts(url, version, name, column), HISTOGRAM_BINS, log=log_x)
+        histogram = bin_counts(_token_counts(url, key, name, column), HISTOGRAM_BINS, log=log_x)
         if histogram.requests.size == 0:
             place.info(f"No {labels[column].lower()} token lengths.")
             continue
@@ -431,8 +448,8 @@ def token_charts(url: str, version: str, name: str) -> None:
             common.download_table(histogram.frame(), f"{name}-{column}", key=f"logs-{column}")
 
 
-def model_chart(url: str, version: str, name: str) -> None:
-    frame = _models(url, version, name)
+def model_chart(url: str, key: str, name: str) -> None:
+    frame = _models(url, key, name)
     if len(frame) == 1:
         st.caption(
             f"One model: {_md(str(frame['model'].iloc[0]))} "
@@ -452,7 +469,6 @@ def model_chart(url: str, version: str, name: str) -> None:
             )
         )
         fig.update_layout(
-            title="Requests per model",
             xaxis_title="requests",
             yaxis_title="model",
             yaxis={"autorange": "reversed"},
@@ -462,7 +478,13 @@ def model_chart(url: str, version: str, name: str) -> None:
     st.dataframe(
         frame,
         hide_index=True,
-        column_config={"share": st.column_config.NumberColumn("share", format="percent")},
+        column_config={
+            "share": st.column_config.NumberColumn("share", format="percent"),
+            **{
+                column: st.column_config.NumberColumn(column, format="localized")
+                for column in ("requests", "input_tokens", "output_tokens")
+            },
+        },
     )
     common.download_table(frame, f"{name}-models", key="logs-models")
 
@@ -485,29 +507,32 @@ def delete_section(name: str, rows: int) -> None:
 
 def datasets_section() -> None:
     st.subheader("Datasets")
-    url, version = common.store_url(), common.version()
-    table = _datasets(url, version)
-    if table.empty:
+    url = common.store_url()
+    records = _records(url, common.version())
+    if not records:
         common.empty_store_hint("datasets")
         return
+    table = _datasets_table(url, records)
     st.dataframe(
         table,
         hide_index=True,
         column_config={"requests": st.column_config.NumberColumn("requests", format="localized")},
     )
     common.download_table(table, "datasets", key="logs-datasets")
-    names = list(table["name"])
+    keys = {str(r["name"]): str(r["content_key"]) for r in records}
+    names = list(keys)
     if st.session_state.get("logs-dataset") not in names:
         st.session_state["logs-dataset"] = names[-1]  # the newest
     name = st.selectbox("Dataset", names, key="logs-dataset")
     if name is None:
         return
-    summary = _summary(url, version, name)
+    key = keys[name]
+    summary = _summary(url, key, name)
     summary_metrics(summary)
-    arrivals_chart(url, version, name, summary)
-    token_charts(url, version, name)
+    arrivals_chart(url, key, name, summary)
+    token_charts(url, key, name)
     st.markdown("**Requests per model**")
-    model_chart(url, version, name)
+    model_chart(url, key, name)
     delete_section(name, summary.rows)
 
 
