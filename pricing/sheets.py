@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
@@ -898,6 +898,7 @@ def import_sheet(
     today: date | None = None,
     decimal_comma: bool = False,
     force: bool = False,
+    source_ref: str | None = None,
 ) -> ImportResult:
     """Import a user's price sheet (CSV or XLSX) as a new ``user`` version.
 
@@ -912,7 +913,8 @@ def import_sheet(
     A price below :data:`MIN_USD_PER_HOUR`, or more than :data:`MAX_PRICE_RATIO` times (or less
     than a tenth of) the price in force for its key, is refused unless ``force``. The same
     content imported again while its prices are still in force stores nothing
-    (``imported=False``, the earlier version).
+    (``imported=False``, the earlier version). ``source_ref`` records where the sheet came from
+    (default: the file's absolute path).
     """
     today = today or datetime.now(UTC).date()
     header, row_iter = read_sheet_rows(path, SheetOptions(decimal_comma=decimal_comma))
@@ -966,7 +968,7 @@ def import_sheet(
         points,
         source_kind="user",
         label=label or path.name,
-        source_ref=str(path.resolve()),
+        source_ref=source_ref if source_ref is not None else str(path.resolve()),
         sha256=sha,
     )
     return ImportResult(version, imported=True)
@@ -1427,6 +1429,35 @@ def diff(
 
 def _same_price(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def diff_scope(old_version: int | None, new_version: int | None, scope: str | None) -> Scope | None:
+    """Check a diff request before any work: two versions or none, and a known scope."""
+    if (old_version is None) != (new_version is None):
+        raise UsageError("give two versions (OLD NEW), or none for the latest two")
+    if scope is None:
+        return None
+    if scope not in ("all", "covered", "keys"):
+        raise UsageError(f"--scope {scope!r}: expected all, covered or keys")
+    return cast(Scope, scope)
+
+
+def diff_versions(
+    session: Session,
+    old_version: int | None = None,
+    new_version: int | None = None,
+    *,
+    scope: str | None = None,
+) -> SheetDiff:
+    """``planner prices diff [OLD NEW] [--scope]``: two versions compared over ``scope``
+    (default: every price of both), or with neither version given the pair and scope of
+    :func:`default_diff_pair`."""
+    chosen = diff_scope(old_version, new_version, scope)
+    if old_version is None or new_version is None:
+        old_version, new_version, default = default_diff_pair(session)
+    else:
+        default = "all"
+    return diff(session, old_version, new_version, scope=chosen or default)
 
 
 def default_diff_pair(session: Session) -> tuple[int, int, Scope]:

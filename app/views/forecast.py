@@ -1,6 +1,437 @@
-"""Page under construction."""
+"""Load forecast: fit an hourly forecast of a dataset or a series (as ``planner forecast`` does,
+stored the same way) or open a stored one; history and forecast with 80%/95% bands, the
+backtest beside the seasonal-naive baseline, and the demand curve to plan for."""
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 
-st.title("forecast")
-st.write("This page is being built.")
+from app import common
+from planner.forecast.model import DEFAULT_HORIZON_HOURS, ForecastSettings
+from planner.forecast.plot import forecast_figure, metric_axis
+from planner.forecast.run import (
+    MAX_HORIZON_HOURS,
+    BacktestOptions,
+    backtest_table,
+    bundled_series,
+    by_day_table,
+    demand_csv,
+    demand_frame,
+    fit_forecast,
+    load_series,
+    read_series_upload,
+    run_label,
+    run_messages,
+    run_rows,
+    series_models,
+    series_upload_models,
+    store_run,
+    stored_history,
+)
+from planner.forecast.series import METRICS, HourlySeries
+from planner.forecast.store import list_forecasts, load_forecast, points_frame
+from planner.store.queries import dataset_models, get_dataset, list_datasets
+
+ALL_MODELS = "all models (summed)"
+SOURCES = ("Dataset in the store", "Bundled series", "Upload a series")
+PENDING = "forecast-pending"  # the id to open after a fit (set before the picker exists)
+HISTORIES = "forecast-histories"  # id -> history of forecasts fitted in this session
+SCORE_FORMATS = {
+    "MAPE": st.column_config.NumberColumn(format="percent"),
+    "sMAPE": st.column_config.NumberColumn(format="percent"),
+    "MASE": st.column_config.NumberColumn(format="%.2f"),
+    "80% band coverage": st.column_config.NumberColumn(format="percent"),
+    "95% band coverage": st.column_config.NumberColumn(format="percent"),
+    "accuracy (1 - MAPE)": st.column_config.NumberColumn(format="percent"),
+    "Prophet MAPE": st.column_config.NumberColumn(format="percent"),
+    "baseline MAPE": st.column_config.NumberColumn(format="percent"),
+}
+
+
+# --- store reads, cached on the store's contents ---------------------------------------------
+
+
+@st.cache_data(show_spinner=False)
+def _runs(url: str, version: str) -> pd.DataFrame:
+    with common.session() as session:
+        return run_rows(list_forecasts(session))
+
+
+@st.cache_data(show_spinner=False)
+def _labels(url: str, version: str) -> dict[int, str]:
+    with common.session() as session:
+        return {r.id: run_label(r) for r in list_forecasts(session)}
+
+
+@st.cache_data(show_spinner=False)
+def _datasets(url: str, version: str) -> list[str]:
+    with common.session() as session:
+        return [d.name for d in list_datasets(session)]
+
+
+@st.cache_data(show_spinner=False)
+def _dataset_models(url: str, version: str, name: str) -> list[str]:
+    with common.session() as session:
+        return sorted(m for m in dataset_models(session, get_dataset(session, name)) if m)
+
+
+@st.cache_data(show_spinner=False)
+def _stored(url: str, version: str, forecast_id: int) -> dict[str, Any]:
+    """Everything the page shows of a stored forecast (plain values: cached by pickling)."""
+    with common.session() as session:
+        run = load_forecast(session, forecast_id)
+        points = points_frame(run)
+        history = stored_history(session, run)
+        notes, warnings = run_messages(run)
+        scores = run.scores or {}
+        backtest = scores.get("backtest")
+        tuned = scores.get("tune")
+        return {
+            "id": run.id,
+            "label": run_label(run),
+            "title": f"{run.metric.replace('_', ' ')} per hour, {run.source}"
+            + (f", model {run.model}" if run.model else ""),
+            "metric": run.metric,
+            "method": run.method,
+            "quantile": run.demand_quantile,
+            "settings": run.settings,
+            "points": points,
+            "history": history.frame if history is not None else None,
+            "backtest": backtest_table(backtest),
+            "backtest_plan": (backtest or {}).get("plan"),
+            "beats_baseline": (backtest or {}).get("beats_baseline"),
+            "by_day": by_day_table(backtest),
+            "tune": pd.DataFrame((tuned or {}).get("candidates") or []),
+            "notes": notes,
+            "warnings": warnings,
+        }
+
+
+@st.cache_data(show_spinner=False)
+def _bundled_models(path: str) -> list[str]:
+    return series_models(Path(path))
+
+
+@st.cache_data(show_spinner=False)
+def _upload_models(name: str, data: bytes) -> list[str]:
+    return series_upload_models(name, data)
+
+
+# --- fitting ---------------------------------------------------------------------------------
+
+
+def _model_choice(models: list[str], *, key: str) -> str | None:
+    chosen = st.selectbox("Model", [ALL_MODELS, *models], key=key)
+    return None if chosen == ALL_MODELS else chosen
+
+
+def _series_inputs(url: str, version: str) -> tuple[str, Any] | None:
+    """The chosen series as (kind, how to read it), or None when nothing can be read yet."""
+    source = st.radio("Series", SOURCES, horizontal=True, key="forecast-source")
+    if source == SOURCES[0]:
+        names = _datasets(url, version)
+        if not names:
+            common.empty_store_hint("datasets")
+            return None
+        left, middle, right = st.columns(3)
+        with left:
+            name = st.selectbox("Dataset", names, key="forecast-dataset")
+        with middle:
+            metric = st.selectbox(
+                "Metric per hour",
+                list(METRICS),
+                key="forecast-metric",
+                format_func=lambda m: m.replace("_", " "),
+            )
+        with right:
+            model = _model_choice(_dataset_models(url, version, name), key="forecast-model")
+        return "dataset", {"dataset": name, "metric": metric, "model": model}
+    if source == SOURCES[1]:
+        files = bundled_series()
+        if not files:
+            st.info("No series are bundled with this installation.", icon=":material/info:")
+            return None
+        left, right = st.columns(2)
+        with left:
+            path = st.selectbox(
+                "Bundled series", files, format_func=lambda p: p.name, key="forecast-sample"
+            )
+        with right:
+            model = _model_choice(_bundled_models(str(path)), key="forecast-sample-model")
+        st.caption(
+            "ServeGen's rates file (alibaba/ServeGen, Apache-2.0): requests per 10 minutes of "
+            "two models over two weeks, summed per hour; see data/samples/README.md."
+        )
+        return "file", {"series_file": path, "model": model}
+    uploaded = st.file_uploader(
+        f"Hourly series: CSV with columns ds,y (or ServeGen's rates file); at most "
+        f"{common.UPLOAD_LIMIT_MB:,} MB",
+        type=["csv"],
+        key="forecast-upload",
+    )
+    if uploaded is None:
+        return None
+    name, data = uploaded.name, uploaded.getvalue()
+    models: list[str] = []
+    with common.shown_errors():
+        models = _upload_models(name, data)
+    model = _model_choice(models, key="forecast-upload-model") if models else None
+    return "upload", {"name": name, "data": data, "model": model}
+
+
+def _read_series(kind: str, how: dict[str, Any]) -> HourlySeries:
+    if kind == "upload":
+        return read_series_upload(how["name"], how["data"], model=how["model"])
+    with common.session() as session:
+        return load_series(session, **how)
+
+
+def _fit_section(url: str, version: str) -> None:
+    chosen = _series_inputs(url, version)
+    left, middle, right = st.columns(3)
+    horizon_days = left.number_input(
+        "Horizon (days)",
+        min_value=1,
+        max_value=MAX_HORIZON_HOURS // 24,
+        value=DEFAULT_HORIZON_HOURS // 24,
+        key="forecast-horizon",
+    )
+    quantile = middle.number_input(
+        "Demand-curve quantile",
+        min_value=0.5,
+        max_value=0.99,
+        value=0.9,
+        step=0.05,
+        key="forecast-quantile",
+        help="The planning quantile: 0.9 plans for a load that 90% of outcomes stay under.",
+    )
+    mode = right.selectbox(
+        "Seasonality", ["additive", "multiplicative"], key="forecast-seasonality"
+    )
+    left, middle, right = st.columns(3)
+    growth = left.selectbox(
+        "Trend",
+        ["auto", "linear", "flat"],
+        key="forecast-growth",
+        help="auto: linear from 28 days of history, else flat.",
+    )
+    holidays = middle.text_input(
+        "Country holidays", key="forecast-holidays", placeholder="none (e.g. US, GB, CN)"
+    )
+    cutoffs = right.number_input(
+        "Backtest cutoffs",
+        min_value=1,
+        max_value=10,
+        value=5,
+        key="forecast-cutoffs",
+        help="Forecasts from this many cutoffs, a day apart, scored against what happened.",
+    )
+    left, middle, right = st.columns(3)
+    log = left.checkbox(
+        "Fit log(1 + y)", key="forecast-log", help="Growth in proportion, bands that scale."
+    )
+    run_backtest = middle.checkbox(
+        "Backtest",
+        value=True,
+        key="forecast-backtest",
+        help="Rolling-origin backtest against the seasonal-naive baseline (when the history "
+        "allows); the bands are scaled to the width that covered 80%.",
+    )
+    allow_baseline = right.checkbox(
+        "Seasonal-naive under two days",
+        key="forecast-allow-baseline",
+        help="Under 48 hours of history Prophet cannot tell the daily pattern from noise: a "
+        "seasonal-naive forecast instead of an error.",
+    )
+    clicked = st.button("Fit forecast", key="forecast-fit", type="primary", disabled=chosen is None)
+    if not clicked or chosen is None:
+        return
+    kind, how = chosen
+    with common.shown_errors():
+        settings = ForecastSettings(
+            horizon_hours=int(horizon_days) * 24,
+            growth=growth,
+            seasonality_mode=mode,
+            country_holidays=holidays.strip().upper() or None,
+            log_transform=log,
+        )
+        checks = BacktestOptions(wanted=None if run_backtest else False, cutoffs=int(cutoffs))
+        bar = st.progress(0.0, text="reading the series")
+
+        def progress(stage: str, done: int, total: int) -> None:
+            bar.progress(done / total if total else 0.0, text=f"{stage}: {done} of {total} fits")
+
+        with st.spinner("Fitting the forecast (Prophet: a few seconds a fit)..."):
+            series = _read_series(kind, how)
+            fitted = fit_forecast(
+                series,
+                settings,
+                checks,
+                quantile=float(quantile),
+                allow_baseline=allow_baseline,
+                progress=progress,
+            )
+            bar.progress(1.0, text="storing the forecast")
+            with common.session() as session:
+                new_id = store_run(session, fitted)
+        st.session_state.setdefault(HISTORIES, {})[new_id] = series.frame
+        st.session_state[PENDING] = new_id
+        st.rerun()  # the picker lists the new forecast and opens it
+
+
+# --- a forecast, shown -----------------------------------------------------------------------
+
+
+def _show(url: str, version: str, forecast_id: int) -> None:
+    view = _stored(url, version, forecast_id)
+    points: pd.DataFrame = view["points"]
+    history = view["history"]
+    if history is None:
+        history = st.session_state.get(HISTORIES, {}).get(forecast_id)
+    quantile = view["quantile"]
+    demand = None
+    with common.shown_errors():
+        demand = demand_frame(points)
+    backtest: pd.DataFrame = view["backtest"]
+    unit = metric_axis(view["metric"])
+
+    st.subheader(f"Forecast #{forecast_id}: {view['title']}")
+    columns = st.columns(4)
+    columns[0].metric("Method", view["method"])
+    columns[1].metric("Horizon", f"{len(points):,} h", help=f"{len(points) / 24:.1f} days")
+    columns[2].metric("Mean forecast", f"{points['mean'].mean():,.0f}", help=unit)
+    if demand is not None and quantile is not None:
+        columns[3].metric(
+            f"Peak demand (q{quantile:g})",
+            f"{demand['y'].max():,.0f}",
+            help=f"{unit}: the busiest hour of the demand curve",
+        )
+    fig = forecast_figure(
+        points,
+        history=history,
+        demand=demand,
+        quantile=quantile,
+        label=view["title"],
+        metric=view["metric"],
+        method=view["method"],
+    )
+    fig.update_layout(title=None)  # the subheader names it; the legend sits on top
+    common.chart(fig, key="forecast-chart")
+    if history is None:
+        st.caption(
+            "The history is not shown: the series this forecast was fitted on is not in the "
+            "store or among the bundled series any more."
+        )
+    else:
+        missing = int(history["y"].isna().sum())
+        st.caption(
+            f"History {len(history):,} h ({missing:,} missing: breaks in the line, never "
+            f"filled in), forecast {len(points):,} h; hours in UTC."
+        )
+
+    st.markdown("**Backtest: Prophet beside the seasonal-naive baseline on the same hours**")
+    if backtest.empty:
+        st.info(
+            "No backtest was stored with this forecast (turned off, or the history was too short).",
+            icon=":material/info:",
+        )
+    else:
+        plan = view["backtest_plan"] or {}
+        cutoffs = plan.get("cutoffs") or []
+        if cutoffs:
+            st.caption(
+                f"{len(cutoffs)} cutoff(s) from {cutoffs[0]} to {cutoffs[-1]}, each forecasting "
+                f"{plan.get('horizon_hours')} h; MAPE, sMAPE and accuracy as shares, MASE against "
+                "the in-sample weekly change, coverage: the share of actual hours inside the band."
+            )
+        st.dataframe(
+            backtest,
+            hide_index=True,
+            width="stretch",
+            column_config=SCORE_FORMATS,
+            key="forecast-backtest-table",
+        )
+        common.download_table(backtest, f"forecast-{forecast_id}-backtest", key="forecast-bt")
+        if view["beats_baseline"] is False:
+            st.warning(
+                "Prophet did no better than the baseline in the backtest: plan with the "
+                "baseline's view of next week in mind.",
+                icon=":material/warning:",
+            )
+        by_day: pd.DataFrame = view["by_day"]
+        if not by_day.empty:
+            with st.expander("MAPE by day ahead"):
+                st.dataframe(by_day, hide_index=True, width="stretch", column_config=SCORE_FORMATS)
+                common.download_table(
+                    by_day, f"forecast-{forecast_id}-by-day", key="forecast-by-day"
+                )
+    tune: pd.DataFrame = view["tune"]
+    if not tune.empty:
+        with st.expander("Tuning: candidates by backtest MAPE"):
+            st.dataframe(tune, hide_index=True, width="stretch")
+            common.download_table(tune, f"forecast-{forecast_id}-tuning", key="forecast-tune")
+
+    for warning in view["warnings"]:
+        st.warning(warning, icon=":material/warning:")
+    if view["notes"]:
+        with st.expander("Notes: the series and the fit", expanded=False):
+            for note in view["notes"]:
+                st.markdown(f"- {note}")
+
+    st.markdown("**Downloads**")
+    if demand is not None:
+        st.download_button(
+            f"Demand curve at q{quantile:g} (CSV ds,y)",
+            demand_csv(demand).encode(),
+            file_name=f"demand-forecast-{forecast_id}.csv",
+            mime="text/csv",
+            key="forecast-demand-csv",
+            icon=":material/download:",
+            help="What `planner simulate --rates FILE` and `planner recommend --demand FILE` "
+            f"read; `--demand {forecast_id}` reads it from the store.",
+        )
+    st.caption("Every forecast hour: point forecast, 80% and 95% bands, demand")
+    common.download_table(points, f"forecast-{forecast_id}-hours", key="forecast-points")
+    with st.expander("Settings"):
+        st.json(view["settings"])
+
+
+# --- the page --------------------------------------------------------------------------------
+
+st.title("Load forecast")
+st.caption(
+    "Hourly load forecast with Prophet, as `planner forecast` makes it: 80% and 95% bands, a "
+    "rolling-origin backtest against the seasonal-naive baseline (same hour last week), and "
+    "the demand curve that `planner recommend --demand` and `simulate --rates` plan for."
+)
+url, version = common.store_url(), common.version()
+labels: dict[int, str] = {}
+with common.shown_errors():
+    labels = _labels(url, version)
+pending = st.session_state.pop(PENDING, None)
+if pending is not None and pending in labels:
+    st.session_state["forecast-stored"] = pending  # before the picker: opens the new forecast
+
+chosen_id: int | None = None
+if labels:
+    ids = sorted(labels, reverse=True)  # newest first
+    chosen_id = st.selectbox(
+        "Stored forecast", ids, format_func=labels.__getitem__, key="forecast-stored"
+    )
+    with st.expander("All stored forecasts"):
+        runs = _runs(url, version)
+        st.dataframe(runs, hide_index=True, width="stretch")
+        common.download_table(runs, "forecasts", key="forecast-runs")
+else:
+    common.empty_store_hint("forecasts")
+
+with st.expander("Fit a new forecast", expanded=not labels):
+    _fit_section(url, version)
+
+if chosen_id is not None:
+    with common.shown_errors():
+        _show(url, version, int(chosen_id))

@@ -1,6 +1,347 @@
-"""Page under construction."""
+"""Prices: the cloud GPU prices in force (AWS, GCP, Azure and your own sheets) by purchase
+option, in $/hour and $/GPU-hour; the price-sheet versions and what changed between two; and
+your own override sheet, imported as ``planner prices import`` imports it."""
 
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.express as px
 import streamlit as st
 
-st.title("prices")
-st.write("This page is being built.")
+from app import common
+from planner.store.price_models import STATUS_OK
+from pricing.sheets import (
+    default_diff_pair,
+    diff_versions,
+    ensure_list_prices,
+    latest_entries,
+    list_versions,
+)
+from pricing.tables import diff_rows, price_rows, version_rows
+from pricing.upload import import_sheet_bytes
+
+IMPORTED = "prices-imported"  # the last import's message, shown once after the rerun
+PRICE_COLUMNS = {
+    "usd_per_hour": st.column_config.NumberColumn("$/hour", format="$%.4f"),
+    "usd_per_gpu_hour": st.column_config.NumberColumn("$/GPU-hour", format="$%.4f"),
+    "upfront_usd": st.column_config.NumberColumn("upfront $", format="dollar"),
+    "list_usd_per_hour": st.column_config.NumberColumn("list $/hour", format="$%.4f"),
+    "break_even_utilization": st.column_config.NumberColumn(
+        "break-even use",
+        format="percent",
+        help="Share of hours a commitment must be used to "
+        "cost no more than on-demand of the same instance.",
+    ),
+    "gpu_memory_gb": st.column_config.NumberColumn("GiB / GPU"),
+}
+
+
+@st.cache_data(show_spinner=False)
+def _prices(url: str, version: str) -> pd.DataFrame:
+    with common.session() as session:
+        return pd.DataFrame(price_rows(latest_entries(session)))
+
+
+@st.cache_data(show_spinner=False)
+def _versions(url: str, version: str) -> pd.DataFrame:
+    with common.session() as session:
+        return pd.DataFrame(version_rows(list_versions(session)))
+
+
+@st.cache_data(show_spinner=False)
+def _default_pair(url: str, version: str) -> tuple[int, int, str] | None:
+    with common.session() as session:
+        good = [v for v in list_versions(session) if v.status == STATUS_OK]
+        return default_diff_pair(session) if len(good) >= 2 else None
+
+
+@st.cache_data(show_spinner=False)
+def _diff(
+    url: str, version: str, old: int, new: int, scope: str
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    with common.session() as session:
+        result = diff_versions(session, old, new, scope=scope)
+    summary = {
+        "old": result.old.describe(),
+        "new": result.new.describe(),
+        "scope": result.scope,
+        "changed": len(result.changed),
+        "added": len(result.added),
+        "removed": len(result.removed),
+        "unchanged": result.unchanged,
+    }
+    return summary, diff_rows(result)
+
+
+def _ensure_prices() -> None:
+    """As every ``planner prices`` command does: a store with no list prices gets the bundled
+    snapshot (once; a cheap query when prices are there)."""
+    with common.shown_errors(), common.session() as session:
+        loaded = ensure_list_prices(session)
+        if loaded is not None:
+            st.info(
+                f"The store had no prices: loaded the bundled snapshot as version {loaded.id} "
+                f"({loaded.row_count} prices).",
+                icon=":material/info:",
+            )
+
+
+def _filtered(frame: pd.DataFrame) -> pd.DataFrame:
+    """The filters: each empty multiselect keeps everything."""
+    columns = st.columns(4)
+    choices = {
+        "gpu": ("GPU", "prices-gpu"),
+        "provider": ("Provider", "prices-provider"),
+        "region": ("Region", "prices-region"),
+        "purchase_option": ("Purchase option", "prices-option"),
+    }
+    keep = pd.Series(True, index=frame.index)
+    for column, (where, (label, key)) in zip(columns, choices.items(), strict=True):
+        options = sorted(frame[where].unique()) if where != "purchase_option" else _options(frame)
+        chosen = column.multiselect(label, options, key=key, placeholder="all")
+        if chosen:
+            keep &= frame[where].isin(chosen)
+    return frame[keep]
+
+
+def _options(frame: pd.DataFrame) -> list[str]:
+    order = list(common.PURCHASE_COLOURS)
+    present = set(frame["purchase_option"])
+    return [o for o in order if o in present] + sorted(present - set(order))
+
+
+def _price_chart(frame: pd.DataFrame) -> None:
+    by = st.radio(
+        "Colour by",
+        ["provider", "purchase option"],
+        horizontal=True,
+        key="prices-colour",
+    )
+    colour = "provider" if by == "provider" else "purchase_option"
+    colours = common.PROVIDER_COLOURS if by == "provider" else common.PURCHASE_COLOURS
+    # GPUs from the cheapest GPU-hour up, so the axis reads as a price ladder.
+    order = frame.groupby("gpu")["usd_per_gpu_hour"].min().sort_values().index.tolist()
+    fig = px.strip(
+        frame,
+        x="gpu",
+        y="usd_per_gpu_hour",
+        color=colour,
+        color_discrete_map=colours,
+        category_orders={"gpu": order},
+        hover_data={"instance": True, "region": True, "option": True, "usd_per_hour": ":.4f"},
+        labels={
+            "gpu": "GPU",
+            "usd_per_gpu_hour": "$ per GPU-hour",
+            "purchase_option": "purchase option",
+            "usd_per_hour": "$/hour",
+        },
+    )
+    fig.update_yaxes(title="$ per GPU-hour", rangemode="tozero")
+    fig.update_xaxes(title="GPU")
+    fig.update_layout(legend_title_text="")
+    st.markdown(
+        "**$ per GPU-hour by GPU**: one dot a price (effective: upfronts spread over the "
+        "term), GPUs from the cheapest GPU-hour up"
+    )
+    common.chart(fig, key="prices-chart")
+
+
+def _prices_tab(frame: pd.DataFrame) -> None:
+    shown = _filtered(frame)
+    if shown.empty:
+        st.info("No prices match these filters.", icon=":material/filter_alt_off:")
+        return
+    cheapest = shown.sort_values("usd_per_gpu_hour").iloc[0]
+    left, middle, right = st.columns(3)
+    left.metric("Prices", f"{len(shown):,}")
+    middle.metric("Instance types", f"{shown['instance'].nunique():,}")
+    right.metric(
+        "Cheapest GPU-hour",
+        f"${cheapest['usd_per_gpu_hour']:,.4f}",
+        help=f"{cheapest['provider']} {cheapest['instance']} ({cheapest['gpu']}), "
+        f"{cheapest['region']}, {cheapest['option']}",
+    )
+    _price_chart(shown)
+    st.dataframe(
+        shown,
+        hide_index=True,
+        width="stretch",
+        column_config=PRICE_COLUMNS,
+        column_order=[c for c in shown.columns if c != "purchase_option"],  # "option" says it
+        key="prices-table",
+    )
+    common.download_table(shown, "prices", key="prices-download")
+    st.caption(
+        "Effective prices: an upfront payment is spread over the term. A row from your own "
+        "sheet (source kind `user`) shows the list price it overrides. Spot prices move; see "
+        "each row's date."
+    )
+
+
+def _versions_tab(url: str, version: str) -> None:
+    versions = _versions(url, version)
+    st.subheader("Price-sheet versions")
+    st.dataframe(versions, hide_index=True, width="stretch", key="prices-versions")
+    common.download_table(versions, "price-versions", key="prices-versions-download")
+    st.subheader("What changed between two versions")
+    pair = _default_pair(url, version)
+    good = versions[versions["status"] == STATUS_OK]["id"].tolist() if not versions.empty else []
+    if pair is None or len(good) < 2:
+        st.info(
+            "A diff needs two price-sheet versions: import your sheet (tab Your price sheet) "
+            "or refresh a provider with `planner prices refresh`.",
+            icon=":material/info:",
+        )
+        return
+    labels = {
+        int(r["id"]): f"{r['id']}: {r['kind']}, {r['label']} ({r['fetched_utc']})"
+        for r in versions.to_dict("records")
+    }
+    old_default, new_default, scope_default = pair
+    left, middle, right = st.columns([2, 2, 1])
+    old = left.selectbox(
+        "Older version",
+        good,
+        index=good.index(old_default),
+        format_func=labels.__getitem__,
+        key="prices-diff-old",
+    )
+    new = middle.selectbox(
+        "Newer version",
+        good,
+        index=good.index(new_default),
+        format_func=labels.__getitem__,
+        key="prices-diff-new",
+    )
+    scopes = ["all", "covered", "keys"]
+    scope = right.selectbox(
+        "Compare over",
+        scopes,
+        index=scopes.index(scope_default),
+        key="prices-diff-scope",
+        help="all: every price of both; covered: the providers and regions the newer version "
+        "has; keys: only the prices the newer version has (a user sheet's).",
+    )
+    with common.shown_errors():
+        summary, rows = _diff(url, version, int(old), int(new), scope)
+        st.markdown(
+            f"**{summary['old']} → {summary['new']}** (over {summary['scope']}): "
+            f"{summary['changed']} changed, {summary['added']} added, "
+            f"{summary['removed']} removed, {summary['unchanged']} unchanged"
+        )
+        for part in ("changed", "added", "removed"):
+            if rows[part]:
+                frame = pd.DataFrame(rows[part])
+                st.markdown(f"**{part.capitalize()}**")
+                config = {
+                    "change_pct": st.column_config.NumberColumn("change", format="%+.1f%%"),
+                    "old_usd_per_hour": st.column_config.NumberColumn("old $/hour", format="$%.4f"),
+                    "new_usd_per_hour": st.column_config.NumberColumn("new $/hour", format="$%.4f"),
+                    **PRICE_COLUMNS,
+                }
+                st.dataframe(
+                    frame,
+                    hide_index=True,
+                    width="stretch",
+                    column_config=config,
+                    key=f"prices-diff-{part}",
+                )
+                common.download_table(
+                    frame, f"price-diff-{old}-{new}-{part}", key=f"prices-diff-{part}-download"
+                )
+
+
+def import_upload(name: str, data: bytes, *, label: str, decimal_comma: bool, force: bool) -> str:
+    """Import an uploaded sheet into the store (nothing stored on an error); what was done."""
+    with common.session() as session:
+        result = import_sheet_bytes(
+            session,
+            name,
+            data,
+            label=label.strip() or None,
+            decimal_comma=decimal_comma,
+            force=force,
+        )
+        version = result.version
+        overrides = [
+            e for e in latest_entries(session) if e.version_id == version.id and e.overrides
+        ]
+    if not result.imported:
+        return (
+            f"{name}: the same prices are already imported as {version.describe()} and in "
+            "force; nothing to do."
+        )
+    return (
+        f"Imported {version.row_count} prices from {name} as version {version.id} "
+        f"({version.label}); {len(overrides)} override list prices."
+    )
+
+
+def _sheet_tab() -> None:
+    st.markdown(
+        "Your own prices (negotiated discounts, private offers) override list prices of the "
+        "same instance, region and option. Columns as in `docs/pricing.md`; required: "
+        "`provider`, `region`, `instance_type`, `purchase_option`, `usd_per_hour`. "
+        "The sheet is checked exactly as `planner prices import` checks it: a bad row stops "
+        "the import with its row and column, and nothing is stored."
+    )
+    uploaded = st.file_uploader(
+        f"Price sheet (.csv or .xlsx; at most {common.UPLOAD_LIMIT_MB:,} MB)",
+        type=["csv", "xlsx", "xlsm"],
+        key="prices-upload",
+    )
+    left, middle, right = st.columns([2, 1, 1])
+    label = left.text_input(
+        "Version name", key="prices-upload-label", placeholder="default: the file name"
+    )
+    decimal_comma = middle.checkbox(
+        "Decimal comma",
+        key="prices-decimal-comma",
+        help="Text numbers use a decimal comma and point-grouped thousands (1,09 = 1.09).",
+    )
+    force = right.checkbox(
+        "Import implausible prices",
+        key="prices-force",
+        help="Prices over 10x (or under a tenth of) the price in force, or dated oddly.",
+    )
+    if st.button("Import sheet", key="prices-import", type="primary", disabled=uploaded is None):
+        assert uploaded is not None
+        with common.shown_errors():
+            st.session_state[IMPORTED] = import_upload(
+                uploaded.name,
+                uploaded.getvalue(),
+                label=label,
+                decimal_comma=decimal_comma,
+                force=force,
+            )
+            st.rerun()  # the tables above read the store again
+    message = st.session_state.pop(IMPORTED, None)
+    if message:
+        st.success(message, icon=":material/check_circle:")
+
+
+st.title("Prices")
+st.caption(
+    "GPU instance prices in force across AWS, GCP and Azure (and your own sheets), as "
+    "`planner prices list` and `compare` show them; the history of price sheets, as "
+    "`planner prices versions` and `diff`."
+)
+_ensure_prices()
+url, version = common.store_url(), common.version()
+prices_tab, versions_tab, sheet_tab = st.tabs(
+    ["Prices", "Versions and changes", "Your price sheet"]
+)
+with prices_tab:
+    frame = pd.DataFrame()
+    with common.shown_errors():
+        frame = _prices(url, version)
+    if frame.empty:
+        common.empty_store_hint("prices")
+    else:
+        _prices_tab(frame)
+with versions_tab, common.shown_errors():
+    _versions_tab(url, version)
+with sheet_tab:
+    _sheet_tab()

@@ -12,7 +12,14 @@ import numpy as np
 import pandas as pd
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from planner.cli.context import print_json, stderr, stdout, store_from
@@ -24,16 +31,16 @@ from planner.errors import UsageError
 # Prophet takes half a second to import: planner.forecast loads inside the command, so the
 # other commands don't pay for it.
 if TYPE_CHECKING:
-    from planner.forecast.backtest import BacktestPlan, BacktestResult, Scores, TuneResult
-    from planner.forecast.model import Forecast, ForecastSettings
-    from planner.forecast.series import HourlySeries
+    from planner.forecast.backtest import BacktestResult, Scores, TuneResult
+    from planner.forecast.model import Forecast
 
 METRICS = ("requests", "input_tokens", "output_tokens")  # planner.forecast.series.METRICS
 
 DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(h|d|w)\s*$")
 HOURS_PER = {"h": 1, "d": 24, "w": 168}
-# Longest horizon: an hourly forecast a year out is already mostly trend and noise, and every
-# forecast hour keeps its predictive draws (1,000 floats) in memory.
+# Longest horizon (as planner.forecast.run.MAX_HORIZON_HOURS, not imported: it loads Prophet):
+# an hourly forecast a year out is already mostly trend and noise, and every forecast hour keeps
+# its predictive draws (1,000 floats) in memory.
 MAX_HORIZON_HOURS = 365 * 24
 # Longest span any duration option may name (backtest windows are checked against the history).
 MAX_HOURS = 100 * 365 * 24
@@ -75,17 +82,42 @@ def _gaps(items: list[str]) -> list[tuple[datetime, datetime]]:
     return ranges
 
 
-def _progress(label: str, quiet: bool) -> Progress:
-    return Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("fits"),
-        TimeElapsedColumn(),
-        console=stderr,
-        disable=quiet or not stderr.is_terminal,
-        transient=True,
-    )
+class _Bars:
+    """A progress bar per stage of a run ("tuning", "backtesting"), counting fits, on stderr
+    when it is a terminal."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.stage: str | None = None
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
+
+    def __enter__(self) -> _Bars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        if stage != self.stage:
+            if self.bar is not None:
+                self.bar.stop()
+            self.stage = stage
+            self.bar = Progress(
+                TextColumn(stage),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("fits"),
+                TimeElapsedColumn(),
+                console=stderr,
+                disable=self.quiet or not stderr.is_terminal,
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(stage, total=total)
+        assert self.bar is not None and self.task is not None
+        self.bar.update(self.task, completed=done, total=total)
 
 
 def forecast_command(
@@ -174,27 +206,32 @@ def forecast_command(
 ) -> None:
     """Forecast hourly load with Prophet: backtest against a seasonal-naive baseline, 80%/95%
     bands, a demand curve at a planning quantile; the forecast is stored."""
-    from planner.forecast.backtest import backtest, calibrate, candidates, tune
     from planner.forecast.demand import write_demand_curve
     from planner.forecast.model import (
         DEFAULT_HORIZON_HOURS,
         ForecastSettings,
         check_quantile,
-        forecast,
         read_events,
     )
-    from planner.forecast.series import (
-        check_metric,
-        iso_hour,
-        read_series,
-        series_from_dataset,
+    from planner.forecast.run import (
+        BacktestOptions,
+        check_source,
+        fit_forecast,
+        load_series,
+        store_run,
     )
-    from planner.forecast.store import save_forecast
+    from planner.forecast.series import check_metric, iso_hour
 
-    if (dataset is None) == (series_file is None):
-        raise UsageError("give exactly one of --dataset NAME or --series FILE.csv")
-    if do_tune and run_backtest is False:
-        raise UsageError("--tune chooses settings by backtest; it cannot go with --no-backtest")
+    check_source(dataset, series_file)
+    checks = BacktestOptions(
+        wanted=run_backtest,
+        tune=do_tune,
+        horizon_hours=parse_hours("--backtest-horizon", backtest_horizon),
+        initial_hours=parse_hours("--backtest-initial", backtest_initial),
+        cutoffs=cutoffs,
+        calibrate=calibrate_bands,
+    )
+    checks.validate()
     check_metric(metric)
     check_quantile(quantile)
     horizon_hours = parse_hours("--horizon", horizon, MAX_HORIZON_HOURS) or DEFAULT_HORIZON_HOURS
@@ -219,55 +256,25 @@ def forecast_command(
     gap_ranges = _gaps(gap)
 
     with store_from(ctx) as store:
-        if dataset is not None:
-            with store.session() as session:
-                series = series_from_dataset(session, dataset, metric=metric, model=model)
-        else:
-            assert series_file is not None
-            if metric != "requests":
-                raise UsageError(
-                    f"--metric {metric}: a series file holds one metric, read as given; "
-                    "--metric applies to datasets"
-                )
-            series = read_series(series_file, model=model)
+        with store.session() as session:
+            series = load_series(
+                session, dataset=dataset, series_file=series_file, model=model, metric=metric
+            )
         if gap_ranges:
             series = series.with_gaps(gap_ranges)
         if zeros_as_gaps:
             series = series.zeros_as_gaps()
 
-        plan, skipped = _plan(
-            series, settings, run_backtest, do_tune, backtest_horizon, backtest_initial, cutoffs
-        )
-        tuned: TuneResult | None = None
-        checked: BacktestResult | None = None
-        if plan is not None and do_tune:
-            total = len(candidates(settings, series.hours)) * len(plan.cutoffs)
-            with _progress("tuning", quiet) as bar:
-                task = bar.add_task("tune", total=total)
-                tuned = tune(
-                    series, settings, plan, progress=lambda d, _t: bar.update(task, completed=d)
-                )
-            settings = tuned.best
-            checked = tuned.best_backtest
-        elif plan is not None:
-            with _progress("backtesting", quiet) as bar:
-                task = bar.add_task("backtest", total=len(plan.cutoffs))
-                checked = backtest(
-                    series, settings, plan, progress=lambda d, _t: bar.update(task, completed=d)
-                )
-        result = forecast(series, settings, allow_baseline=allow_baseline)
-        if checked is not None and calibrate_bands and result.method == "prophet":
-            result = calibrate(result, checked)
-        if skipped:
-            result.notes.append(skipped)
-        if checked is not None and not checked.beats_baseline:
-            result.warnings.append(
-                f"in the backtest Prophet's MAPE ({checked.prophet.mape:.1%}) is no better than "
-                f"the seasonal-naive baseline's ({checked.baseline.mape:.1%}): "
-                + ("" if do_tune else "try --tune, or ")
-                + "plan with the baseline's view of next week in mind"
+        with _Bars(quiet) as bars:
+            fitted = fit_forecast(
+                series,
+                settings,
+                checks,
+                quantile=quantile,
+                allow_baseline=allow_baseline,
+                progress=bars.update,
             )
-        demand = result.demand(quantile)
+        result, checked, tuned, demand = fitted.result, fitted.checked, fitted.tuned, fitted.demand
         # The files first (each written whole or not at all), so a write that fails leaves
         # nothing stored behind the error.
         if demand_out is not None:
@@ -277,8 +284,7 @@ def forecast_command(
 
             write_html(result, plot, demand, quantile, "--plot")
         with store.session() as session:
-            run = save_forecast(session, result, backtest=checked, tuned=tuned, quantile=quantile)
-            forecast_id = run.id
+            forecast_id = store_run(session, fitted)
 
     if demand_out is not None and metric != "requests":
         result.notes.append(
@@ -310,44 +316,6 @@ def forecast_command(
             stderr.print(f"warning: {warning}", markup=False, soft_wrap=True)
         return
     _print(result, checked, tuned, demand, quantile, forecast_id, demand_out, plot)
-
-
-def _plan(
-    series: HourlySeries,
-    settings: ForecastSettings,
-    wanted: bool | None,
-    do_tune: bool,
-    horizon: str | None,
-    initial: str | None,
-    most: int,
-) -> tuple[BacktestPlan | None, str | None]:
-    """The backtest plan, or None and why not. Asked for explicitly (or by --tune), a backtest
-    that cannot be done is an error; by default it is skipped with a note."""
-    from planner.forecast.backtest import plan_backtest
-    from planner.forecast.model import MIN_HISTORY_HOURS
-
-    if wanted is False:
-        return None, None
-    if series.observed_hours < MIN_HISTORY_HOURS:
-        if wanted or do_tune:
-            raise UsageError(
-                f"{series.label}: {series.observed_hours} observed hour(s) are too few to "
-                f"backtest (each fit needs {MIN_HISTORY_HOURS})"
-            )
-        return None, "no backtest: the history is too short"
-    try:
-        plan = plan_backtest(
-            series,
-            horizon_hours=parse_hours("--backtest-horizon", horizon),
-            initial_hours=parse_hours("--backtest-initial", initial),
-            max_cutoffs=most,
-            forecast_horizon_hours=settings.horizon_hours,
-        )
-    except UsageError as exc:
-        if wanted or do_tune:
-            raise
-        return None, f"no backtest: {exc}"
-    return plan, None
 
 
 def _pct(value: float) -> str:

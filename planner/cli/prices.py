@@ -28,8 +28,9 @@ from pricing.sheets import (
     PriceEntry,
     SheetDiff,
     check_filters,
-    default_diff_pair,
     diff,
+    diff_scope,
+    diff_versions,
     ensure_list_prices,
     import_sheet,
     latest_entries,
@@ -37,6 +38,7 @@ from pricing.sheets import (
     load_snapshot_version,
     refresh,
 )
+from pricing.tables import option_label
 
 app = typer.Typer(
     help="Cloud GPU prices: the bundled snapshot, live refreshes, your own sheets, history.",
@@ -78,11 +80,6 @@ def _filters(
 
 def _nothing_matches(what: str) -> None:
     stderr.print(f"no {what} match these filters", markup=False)
-
-
-def _option_label(point: PricePoint) -> str:
-    extra = " ".join(x for x in (point.plan_kind, point.payment) if x)
-    return point.purchase_option.value + (f" ({extra})" if extra else "")
 
 
 def _money(value: float) -> str:
@@ -129,7 +126,7 @@ def list_command(
             Column("region", [printable(p.region) for p in points]),
             Column("instance", [printable(p.instance_type) for p in points]),
             Column("GPUs", [f"{p.gpu_count} x {printable(p.gpu_model)}" for p in points]),
-            Column("option", [_option_label(p) for p in points]),
+            Column("option", [option_label(p) for p in points]),
             Column("$/hour", [_money(p.usd_per_hour) for p in points], justify="right"),
             Column("$/GPU-hour", [_money(p.usd_per_gpu_hour) for p in points], 1, justify="right"),
             Column(
@@ -200,7 +197,7 @@ def compare_command(
             Column(
                 "option",
                 [
-                    _option_label(e.point) + (" (yours)" if e.source_kind == "user" else "")
+                    option_label(e.point) + (" (yours)" if e.source_kind == "user" else "")
                     for e in entries
                 ],
             ),
@@ -321,7 +318,7 @@ def _diff_table(title: str, points: list[PricePoint]) -> None:
             Column("region", [printable(p.region) for p in points]),
             Column("instance", [printable(p.instance_type) for p in points]),
             Column("GPUs", [f"{p.gpu_count} x {printable(p.gpu_model)}" for p in points], 1),
-            Column("option", [_option_label(p) for p in points]),
+            Column("option", [option_label(p) for p in points]),
             Column("$/hour", [_money(p.usd_per_hour) for p in points], justify="right"),
         ],
         title=title,
@@ -347,7 +344,7 @@ def _print_diff(result: SheetDiff) -> None:
                 Column("provider", [c.new.provider.value for c in changes]),
                 Column("region", [printable(c.new.region) for c in changes]),
                 Column("instance", [printable(c.new.instance_type) for c in changes]),
-                Column("option", [_option_label(c.new) for c in changes]),
+                Column("option", [option_label(c.new) for c in changes]),
                 Column("old $/hour", [_money(c.old.usd_per_hour) for c in changes], 1, "right"),
                 Column("new $/hour", [_money(c.new.usd_per_hour) for c in changes], 0, "right"),
                 Column(
@@ -392,24 +389,11 @@ def diff_command(
 ) -> None:
     """What changed between two price-sheet versions (default: the newest and the one before
     it of the same kind): added, removed and changed prices with the % change."""
-    if (old is None) != (new is None):
-        raise UsageError("give two versions (OLD NEW), or none for the latest two")
-    if scope not in (None, "all", "covered", "keys"):
-        raise UsageError(f"--scope {scope!r}: expected all, covered or keys")
+    diff_scope(old, new, scope)  # a bad request is refused before the store is touched
     with store_from(ctx) as store:
         _ensure(store)
         with store.session() as session:
-            if old is None or new is None:
-                old, new, chosen = default_diff_pair(session)
-            else:
-                chosen = "all"
-            if scope == "all":
-                chosen = "all"
-            elif scope == "covered":
-                chosen = "covered"
-            elif scope == "keys":
-                chosen = "keys"
-            result = diff(session, old, new, scope=chosen)
+            result = diff_versions(session, old, new, scope=scope)
     if as_json:
         print_json(result.to_dict())
         return

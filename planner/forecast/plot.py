@@ -12,14 +12,43 @@ from planner.common.files import atomic_output, check_output_path
 from planner.forecast.model import Forecast
 
 
+def metric_axis(metric: str) -> str:
+    """The y axis of an hourly metric: ``requests / hour``, ``input tokens / hour``."""
+    return f"{metric.replace('_', ' ')} / hour"
+
+
 def figure(
     result: Forecast, demand: pd.DataFrame | None = None, quantile: float | None = None
 ) -> Any:
     """A Plotly figure of ``result`` (plotly is imported here: only charts need it)."""
+    return forecast_figure(
+        result.points,
+        history=result.series.frame,
+        fitted=result.fitted,
+        demand=demand,
+        quantile=quantile,
+        label=result.series.label,
+        metric=result.metric,
+        method=result.method,
+    )
+
+
+def forecast_figure(
+    points: pd.DataFrame,
+    *,
+    history: pd.DataFrame | None = None,
+    fitted: pd.DataFrame | None = None,
+    demand: pd.DataFrame | None = None,
+    quantile: float | None = None,
+    label: str = "",
+    metric: str = "requests",
+    method: str = "prophet",
+) -> Any:
+    """History (``ds``, ``y``; missing hours NaN), forecast (``points``: ``ds``, ``mean`` and
+    the 80%/95% bands) and demand curve (``ds``, ``y``) on one chart: what a fitted forecast
+    and a stored one (whose history may be gone) both draw."""
     import plotly.graph_objects as go
 
-    history = result.series.frame
-    points = result.points
     fig = go.Figure()
     band_x = pd.concat([points["ds"], points["ds"][::-1]])
     for width, alpha in ((95, 0.15), (80, 0.3)):
@@ -36,21 +65,22 @@ def figure(
                 name=f"{width}% band",
             )
         )
-    fig.add_trace(
-        go.Scatter(
-            x=history["ds"],
-            y=history["y"],  # missing hours are NaN: drawn as breaks, not bridged
-            mode="lines",
-            line={"color": "black", "width": 1},
-            name="history",
-            connectgaps=False,
-        )
-    )
-    if result.fitted is not None:
+    if history is not None:
         fig.add_trace(
             go.Scatter(
-                x=result.fitted["ds"],
-                y=result.fitted["mean"],
+                x=history["ds"],
+                y=history["y"],  # missing hours are NaN: drawn as breaks, not bridged
+                mode="lines",
+                line={"color": "black", "width": 1},
+                name="history",
+                connectgaps=False,
+            )
+        )
+    if fitted is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=fitted["ds"],
+                y=fitted["mean"],
                 mode="lines",
                 line={"color": "rgba(31, 119, 180, 0.6)", "width": 1},
                 name="fit",
@@ -63,26 +93,29 @@ def figure(
             y=points["mean"],
             mode="lines",
             line={"color": "rgb(31, 119, 180)", "width": 2},
-            name=f"forecast ({result.method})",
+            name=f"forecast ({method})",
         )
     )
     if demand is not None:
-        label = f"demand curve (q={quantile:g})" if quantile is not None else "demand curve"
+        name = f"demand curve (q={quantile:g})" if quantile is not None else "demand curve"
         fig.add_trace(
             go.Scatter(
                 x=demand["ds"],
                 y=demand["y"],
                 mode="lines",
                 line={"color": "rgb(214, 39, 40)", "width": 1.5, "dash": "dash"},
-                name=label,
+                name=name,
             )
         )
-    missing = int((~np.isfinite(history["y"].to_numpy(np.float64))).sum())
-    subtitle = f"history {len(history)} h ({missing} missing), horizon {len(points)} h; UTC"
+    if history is not None:
+        missing = int((~np.isfinite(history["y"].to_numpy(np.float64))).sum())
+        subtitle = f"history {len(history)} h ({missing} missing), horizon {len(points)} h; UTC"
+    else:
+        subtitle = f"horizon {len(points)} h (history not available); UTC"
     fig.update_layout(
-        title={"text": f"{result.series.label}<br><sup>{subtitle}</sup>"},
+        title={"text": f"{label}<br><sup>{subtitle}</sup>"},
         xaxis_title="hour (UTC)",
-        yaxis_title=f"{result.metric} per hour",
+        yaxis_title=metric_axis(metric),
         hovermode="x unified",
         template="plotly_white",
         legend={"orientation": "h", "y": -0.2},

@@ -84,6 +84,10 @@ class HourRange:
     def to_dict(self) -> dict[str, Any]:
         return {"start": iso_hour(self.start), "end": iso_hour(self.end), "hours": self.hours}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HourRange:
+        return cls(_utc(pd.Timestamp(data["start"])), int(data["hours"]))
+
 
 def _ranges(ds: pd.Series, mask: NDArray[np.bool_]) -> tuple[HourRange, ...]:
     """Runs of True in ``mask`` as hour ranges."""
@@ -155,6 +159,22 @@ class SeriesReport:
             "near_zero": [r.to_dict() for r in self.near_zero],
             "notes": list(self.notes),
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SeriesReport:
+        """A report as :meth:`to_dict` stored it (with a stored forecast)."""
+
+        def ranges(key: str) -> tuple[HourRange, ...]:
+            return tuple(HourRange.from_dict(r) for r in data.get(key) or [])
+
+        return cls(
+            hours=int(data["hours"]),
+            observed_hours=int(data["observed_hours"]),
+            missing=ranges("missing"),
+            zeros=ranges("zeros"),
+            notes=tuple(data.get("notes") or ()),
+            near_zero=ranges("near_zero"),
+        )
 
 
 @dataclass(frozen=True)
@@ -285,13 +305,18 @@ def write_hourly_csv(
 ) -> None:
     """A ``ds,y`` CSV, one row per hour, ``ds`` as ISO 8601 UTC (``...Z``), written whole or
     not at all (a failure is a :class:`UsageError` naming ``option``)."""
+    path = Path(path)
+    check_output_path(path, option)
+    write_text_atomic(path, hourly_csv_text(ds, y), option)
+
+
+def hourly_csv_text(ds: Sequence[Any] | pd.Series, y: NDArray[np.float64]) -> str:
+    """The ``ds,y`` CSV text :func:`write_hourly_csv` writes (missing values as empty ``y``)."""
     lines = ["ds,y"]
     for moment, value in zip(ds, y, strict=True):
         text = "" if not math.isfinite(value) else f"{value:.6g}" if value < 1e6 else f"{value:.0f}"
         lines.append(f"{iso_hour(moment)},{text}")
-    path = Path(path)
-    check_output_path(path, option)
-    write_text_atomic(path, "\n".join(lines) + "\n", option)
+    return "\n".join(lines) + "\n"
 
 
 def _grid(start: pd.Timestamp, hours: int) -> pd.DatetimeIndex:
