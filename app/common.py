@@ -149,12 +149,15 @@ def slo_line(fig: go.Figure, value: float, label: str, *, vertical: bool = True)
 
 
 def chart(fig: go.Figure, *, key: str | None = None) -> None:
-    """Every Plotly chart the same way: full width, legend on top."""
+    """Every Plotly chart the same way: full width, legend on top (under the title, if any)."""
+    titled = bool(fig.layout.title.text)
     fig.update_layout(
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        margin={"l": 10, "r": 10, "t": 90 if titled else 40, "b": 10},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
     )
-    st.plotly_chart(fig, use_container_width=True, key=key)
+    if titled:
+        fig.update_layout(title={"y": 0.98, "yanchor": "top"})
+    st.plotly_chart(fig, width="stretch", key=key)
 
 
 def link(page: str, label: str) -> None:
