@@ -8,7 +8,6 @@ server: the analyst may visit other pages while it runs; it is stored when it en
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -16,6 +15,7 @@ import streamlit as st
 
 from app import common
 from planner.latency.catalog import load_catalog
+from planner.recommend import tables
 from planner.recommend.background import (
     DemandChoice,
     SearchRegistry,
@@ -24,7 +24,6 @@ from planner.recommend.background import (
 )
 from planner.recommend.engine import why_no_fleet
 from planner.recommend.inputs import DEFAULT_PRECISIONS, Constraints, SearchOptions
-from planner.recommend.plan import hourly_by_purchase
 from planner.recommend.plot import cost_vs_p99, fleet_by_purchase
 from planner.recommend.sources import LimitNames
 from planner.recommend.store import list_briefs, load_recommendation
@@ -465,36 +464,7 @@ def _targets(data: dict[str, Any]) -> dict[str, float | None]:
 
 def _alternatives(data: dict[str, Any], name: str) -> None:
     st.subheader("Ranked alternatives (simulated)")
-    pareto = set(data.get("pareto", []))
-    frame = pd.DataFrame(
-        [
-            {
-                "#": r["id"],
-                "Pareto": r["id"] in pareto,
-                "met targets": r["verified"],
-                "provider": r["provider"],
-                "region": r["region"],
-                "instance": r["instance_type"],
-                "GPUs": f"{r['gpus_per_instance']} x {r['gpu']}",
-                "model": r["model"],
-                "precision": r["precision"],
-                "TP": r["tp"],
-                "max seqs": r["max_seqs"],
-                "chunked prefill": r["chunked_prefill"],
-                "purchase": r["purchase"],
-                "$ per month": r["monthly_usd"],
-                "all on-demand $ per month": r["on_demand_monthly_usd"],
-                "$ per million tokens": r["usd_per_million_tokens"],
-                "instances at peak": r["peak_instances"],
-                "P99 TTFT (ms)": _ms(r["p99_ttft_s"]),
-                "P99 TPOT (ms)": _ms(r["p99_tpot_s"]),
-                "P99 E2E (ms)": _ms(r["p99_e2e_s"]),
-                "SLO margin": r["slo_headroom"],
-                "attempts": r["attempts"],
-            }
-            for r in data["ranked"]
-        ]
-    )
+    frame = tables.alternatives(data)
     if frame.empty:
         st.info("Nothing was simulated: see the rejections below.", icon=":material/info:")
         return
@@ -545,34 +515,16 @@ def _rejections(data: dict[str, Any], name: str) -> None:
     if not rejected:
         st.info("None was rejected.", icon=":material/info:")
         return
-    frame = pd.DataFrame(
-        [
-            {
-                "stage": r["stage"],
-                "reason": r["reason"],
-                "detail": r["detail"],
-                "provider": r.get("provider"),
-                "region": r.get("region"),
-                "instance": r.get("instance_type"),
-                "GPU": r.get("gpu"),
-                "model": r.get("model"),
-                "precision": r.get("precision"),
-                "TP": r.get("tp"),
-                "max seqs": r.get("max_seqs"),
-                "chunked prefill": r.get("chunked_prefill"),
-            }
-            for r in rejected
-        ]
-    )
-    counts = (
-        frame.groupby(["stage", "reason"], sort=False).size().reset_index(name="configurations")
-    )
+    frame = tables.rejected(data)
+    counts = tables.rejections_by_reason(data)
     left, right = st.columns([1, 2])
     with left:
         st.dataframe(counts, hide_index=True, key="rec-reject-counts")
         common.download_table(counts, f"{name}-rejections-by-reason", key="rec-reject-counts-dl")
     with right:
         kinds = [f"{s}: {r}" for s, r in zip(counts["stage"], counts["reason"], strict=True)]
+        kept = [k for k in st.session_state.get("rec-reject-filter", []) if k in kinds]
+        st.session_state["rec-reject-filter"] = kept  # another recommendation's reasons go
         chosen = st.multiselect(
             "Show stages and reasons (empty: all)", kinds, key="rec-reject-filter"
         )
@@ -591,7 +543,7 @@ def _plan(data: dict[str, Any], name: str) -> None:
     bought = (
         "everything on demand"
         if chosen["option"] == "on-demand"
-        else f"**{chosen['option']}** for {_level(chosen)} (break-even at "
+        else f"**{chosen['option']}** for {tables.commitment_level(chosen)} (break-even at "
         f"{chosen['break_even_utilization']:.0%} utilization), the rest on demand"
     )
     spot = f", {chosen['spot_share']:.0%} of it on spot" if chosen.get("spot_share") else ""
@@ -601,22 +553,7 @@ def _plan(data: dict[str, Any], name: str) -> None:
         f"({plan['savings_vs_on_demand_pct']:.1f}%) less than all on-demand "
         f"(${plan['all_on_demand_monthly_usd']:,.0f})."
     )
-    options = pd.DataFrame(
-        [
-            {
-                "purchase": c["option"],
-                "commitment": _level(c) if c["option"] != "on-demand" else "-",
-                "break-even utilization": c["break_even_utilization"],
-                "$ per month": c["monthly_usd"],
-                "utilization": c["cost"].get("utilization"),
-                "committed utilization": c["cost"].get("reserved_utilization")
-                if c["commitment_unit"] == "instances"
-                else c["cost"].get("savings_plan_utilization"),
-                "chosen": c["option"] == chosen["option"],
-            }
-            for c in plan["alternatives"]
-        ]
-    )
+    options = tables.purchase_options(data)
     percent = st.column_config.NumberColumn(format="percent")
     st.markdown("Ways to buy this fleet, cheapest first")
     st.dataframe(
@@ -631,19 +568,7 @@ def _plan(data: dict[str, Any], name: str) -> None:
         key="rec-plan-options",
     )
     common.download_table(options, f"{name}-purchase-options", key="rec-plan-options-dl")
-    sensitivity = pd.DataFrame(
-        [
-            {
-                "load": case["load"],
-                "instances at peak": case["peak_instances"],
-                "$ per month with this plan": case["monthly_usd_with_this_plan"],
-                "$ per month replanned": case["monthly_usd_replanned"],
-                "replanned purchase": case["replanned_option"],
-                "replanned commitment": case["replanned_commitment_level"],
-            }
-            for case in plan["sensitivity"]
-        ]
-    )
+    sensitivity = tables.sensitivity(data)
     st.markdown("If the load moves ±20%: this plan kept, or bought again for the new load")
     st.dataframe(
         sensitivity,
@@ -657,15 +582,6 @@ def _plan(data: dict[str, Any], name: str) -> None:
     common.download_table(sensitivity, f"{name}-sensitivity", key="rec-sensitivity-dl")
 
 
-def _level(choice: dict[str, Any]) -> str:
-    if choice["commitment_unit"] == "usd_per_hour":
-        covered = choice.get("committed_instances")
-        about = f" (about {covered:,.1f} instances)" if covered is not None else ""
-        return f"${choice['commitment_level']:,.2f} an hour{about}"
-    level = choice["commitment_level"]
-    return f"{level:,.0f} instance{'s' if level != 1 else ''}"
-
-
 def _fleet(data: dict[str, Any], name: str) -> None:
     if "instances" not in data["hourly"]:
         return
@@ -673,17 +589,7 @@ def _fleet(data: dict[str, Any], name: str) -> None:
     fig = fleet_by_purchase(data, common.PURCHASE_COLOURS)
     if fig is not None:
         common.chart(fig, key="rec-fleet-chart")
-    hourly = data["hourly"]
-    split = hourly_by_purchase(data) or {}
-    frame = pd.DataFrame(
-        {
-            "hour (UTC)": [datetime.fromtimestamp(t, UTC) for t in hourly["hour_start"]],
-            "requests": hourly["requests"],
-            "replicas": hourly["replicas"],
-            "instances": hourly["instances"],
-            **{f"{k} instances": v for k, v in split.items() if k != "hour_start"},
-        }
-    )
+    frame = tables.hourly(data)
     common.download_table(frame, f"{name}-hourly", key="rec-hourly-dl")
 
 

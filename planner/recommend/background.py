@@ -129,8 +129,12 @@ class SearchJob:
         self._thread.start()
 
     def stop(self) -> None:
-        """Ask the search to stop; it does at its next progress report (nothing is stored)."""
+        """Ask the search to stop; it does at its next progress report, once the simulations
+        in progress end (nothing is stored)."""
         self._stop.set()
+        with self._lock:
+            if self._state == "running":
+                self._stage = "stopping after the simulations in progress"
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the search to end; True once it has."""
