@@ -157,9 +157,15 @@ def _search_form(url: str, version: str) -> None:
         index=models.index(DEFAULT_MODEL) if DEFAULT_MODEL in models else 0,
         key="rec-model",
     )
-    targets[1].number_input("P99 TTFT (ms)", min_value=0.0, value=2000.0, key="rec-ttft")
-    targets[2].number_input("P99 TPOT (ms)", min_value=0.0, value=200.0, key="rec-tpot")
-    targets[3].number_input("P99 E2E (s)", min_value=0.0, value=None, key="rec-e2e")
+    targets[1].number_input(
+        "P99 TTFT (ms)", min_value=0.0, value=2000.0, step=100.0, format="%.0f", key="rec-ttft"
+    )
+    targets[2].number_input(
+        "P99 TPOT (ms)", min_value=0.0, value=200.0, step=10.0, format="%.0f", key="rec-tpot"
+    )
+    targets[3].number_input(
+        "P99 E2E (s)", min_value=0.0, value=None, step=1.0, format="%g", key="rec-e2e"
+    )
     targets[4].number_input(
         "Min. SLO attainment",
         min_value=0.0,
@@ -414,31 +420,35 @@ def _winner(data: dict[str, Any]) -> None:
         f"{winner['peak_replicas']} replicas at peak on {winner['peak_instances']} instances "
         f"({winner['mean_instances']:.1f} on average), bought **{chosen['option']}**."
     )
-    cols = st.columns(6)
-    cols[0].metric(
+    money = st.columns(4)
+    money[0].metric(
         "$ per month",
         f"${winner['monthly_usd']:,.0f}",
-        delta=f"-{plan['savings_vs_on_demand_pct']:.1f}% vs on-demand",
+        delta=f"-{plan['savings_vs_on_demand_pct']:.0f}% vs on-demand",
         delta_color="inverse",
-        help=f"With {chosen['option']}; all on-demand: "
-        f"${plan['all_on_demand_monthly_usd']:,.0f} per month.",
+        help=f"Bought {chosen['option']}.",
+    )
+    money[1].metric(
+        "Saved vs all on-demand",
+        f"${plan['savings_vs_on_demand_monthly_usd']:,.0f}",
+        help=f"All on-demand: ${plan['all_on_demand_monthly_usd']:,.0f} per month.",
     )
     per_million = winner.get("usd_per_million_tokens")
-    cols[1].metric(
+    money[2].metric(
         "$ per million tokens",
         "-" if per_million is None else f"${per_million:,.3f}",
         help="Input and output tokens of a 730-hour month of this demand.",
     )
-    cols[2].metric("Instances at peak", f"{winner['peak_instances']:,}")
+    money[3].metric("Instances at peak", f"{winner['peak_instances']:,}")
     slos = _targets(data)
-    for col, metric in zip(cols[3:], METRICS, strict=True):
+    for col, metric in zip(st.columns(3), METRICS, strict=True):
         value, target = _ms(winner.get(f"p99_{metric}_s")), slos[metric]
         col.metric(
             f"{METRICS[metric]} (simulated)",
             _duration(value),
             delta=None
             if value is None or target is None
-            else f"{(value / target - 1) * 100:+.0f}% vs target",
+            else f"{(value / target - 1) * 100:+.0f}% vs target {_duration(target)}",
             delta_color="inverse",
             help="no target set" if target is None else f"target {_duration(target)}",
         )
@@ -503,8 +513,9 @@ def _pareto(data: dict[str, Any]) -> None:
     if target is not None:
         common.slo_line(fig, target, f"target {target:,.0f} ms")
     st.caption(
-        "Colour: provider. Star: the recommendation; ringed and joined: the Pareto front "
-        "(nothing cheaper, faster and as accurate); x: missed a target."
+        "Colour: provider. Star: the recommendation. Dotted: the Pareto front of cost and "
+        "this P99 (the cheapest fleet that reaches each P99). Ringed: on the front of cost, "
+        "P99 TTFT and TPOT and quality together. x: missed a target."
     )
     common.chart(fig, key="rec-pareto-chart")
 

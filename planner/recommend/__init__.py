@@ -6,4 +6,8 @@ under the targets, hourly fleet sizes, cost) -> ``sweep`` (the cheapest candidat
 rounds, escalated on a miss; the winner tightened and its growth checked) over ``verify`` (one
 simulation task; serial, a local pool or Dask) -> ``plan`` (what to buy) -> ``engine``
 (``recommend()``, which runs them in order and assembles the result) -> ``store``.
+
+Around them: ``sources`` (the demand, prices and profiles a search reads from the store, for
+``planner recommend`` and the dashboard alike), ``background`` (a search in its own thread
+with its progress, for the dashboard), ``tables`` and ``plot`` (a result as tables and charts).
 """

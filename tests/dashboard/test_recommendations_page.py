@@ -100,7 +100,12 @@ def test_the_demo_recommendation_reopens(demo_home: Path, page: Callable[[str], 
     assert pareto["layout"]["xaxis"]["title"]["text"] == "P99 TTFT (ms), simulated"
     assert pareto["layout"]["yaxis"]["title"]["text"] == "$ per month"
     assert [s["x0"] for s in pareto["layout"]["shapes"]] == [2000.0]
-    assert "Pareto front" in {trace.get("name") for trace in pareto["data"]}
+    [front] = [t for t in pareto["data"] if t.get("name", "").startswith("Pareto front")]
+    verified = sorted(
+        (r["p99_ttft_s"] * 1e3, r["monthly_usd"]) for r in data["ranked"] if r["verified"]
+    )
+    assert (front["x"][0], front["y"][0]) == verified[0]  # the fastest fleet starts it
+    assert front["y"] == sorted(front["y"], reverse=True)  # cheaper as the P99 grows
     assert fleet["layout"]["yaxis"]["title"]["text"] == "instances"
     # another P99 on the x axis: the TPOT target moves with it
     at.selectbox(key="rec-pareto-metric").select("tpot").run()
