@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,68 +36,26 @@ from planner.latency.calibration import (
     select,
 )
 from planner.latency.catalog import GPU, load_catalog
-from planner.latency.engines import Engine, deploy, get_engine, load_engines
-from planner.latency.model import Deployment, LatencyModel, memory_summary
+from planner.latency.engines import get_engine, load_engines
+from planner.latency.model import Deployment
 from planner.latency.operators import read_operator_points
+
+# check_kv_cache and check_memory_utilization are re-exported: `planner simulate` and
+# `planner recommend` check these options too
+from planner.latency.predict import (
+    DEFAULT_SIM_REQUESTS,
+    LatencyQuery,
+    check_numbers,
+    predict_latency,
+)
+from planner.latency.predict import check_kv_cache as check_kv_cache
+from planner.latency.predict import check_memory_utilization as check_memory_utilization
 from planner.latency.profile import DEFAULT_ENGINE, Profile, ProfileError
 from planner.latency.registry import export_profile, read_export, resolve_profile, save_profile
-from planner.latency.serving import (
-    SaturatedError,
-    at_batch,
-    max_batch,
-    max_throughput,
-    saturation_qps,
-    static_batch,
-    steady_state,
-)
-from planner.simulate.run import kv_cache_source, memory_rule_text, steady_load
 
 catalog_app = typer.Typer(
     help="What planner knows: GPUs, models, precisions.", no_args_is_help=True
 )
-
-
-MAX_COUNT = 1_000_000_000  # more tokens, sequences or clients than any deployment sees
-MAX_TP = 1024
-MAX_SIM_SEQS = 65_536  # the simulator tabulates one decode step time per batch size
-MIN_SIM_REQUESTS = 100
-MAX_SIM_REQUESTS = 200_000  # about 20,000 requests simulate per second
-DEFAULT_SIM_REQUESTS = 10_000
-
-
-def _digits(value: int) -> str:
-    """An integer for a message: a 400-digit one is cut."""
-    text = str(value)
-    return text if len(text) <= 20 else f"{text[:20]}... ({len(text)} digits)"
-
-
-def _count(option: str, value: int | None, what: str, most: int = MAX_COUNT) -> None:
-    if value is not None and not 1 <= value <= most:
-        raise UsageError(
-            f"{option} {_digits(value)}: expected a whole number of {what} from 1 to {most:,}"
-        )
-
-
-def check_memory_utilization(value: float | None) -> None:
-    """``--gpu-memory-utilization``: a share of each GPU's memory, 0.1 to 1 (vLLM's name)."""
-    if value is not None and not (math.isfinite(value) and 0.1 <= value <= 1.0):
-        raise UsageError(
-            f"--gpu-memory-utilization {value:g}: expected a share of GPU memory from 0.1 to "
-            "1.0 (e.g. 0.9; the default is the engine's, see `planner catalog engines`)"
-        )
-
-
-def check_kv_cache(value: str | None) -> str | None:
-    """``--kv-cache``: fp16 (bf16) or fp8; None keeps the engine's default."""
-    if value is None:
-        return None
-    name = value.strip().lower()
-    if name not in ("fp16", "bf16", "fp8"):
-        raise UsageError(
-            f"--kv-cache {shown(value)}: expected fp16 or fp8 (default: the engine's, "
-            "see `planner catalog engines`)"
-        )
-    return "fp16" if name == "bf16" else name
 
 
 def memory_utilization_option(value: float | None, alias: float | None) -> float | None:
@@ -109,142 +69,11 @@ def memory_utilization_option(value: float | None, alias: float | None) -> float
     return chosen
 
 
-def engine_profile(session: Session | None, gpu: str, engine: Engine, name: str | None) -> Profile:
-    """The calibration profile for ``engine`` on ``gpu`` (or the one named); with none fitted
-    for the engine, the error says how to time it with another's."""
-    try:
-        return resolve_profile(session, gpu, engine.name, name)
-    except ProfileError as exc:
-        if name is not None:
-            raise
-        raise ProfileError(
-            f"{exc}; or give --profile NAME to size the deployment as {engine.name} does but "
-            "time it with another engine's calibration (e.g. --profile trtllm-default)"
-        ) from None
-
-
-def _check_options(
-    tp: int,
-    batch: int,
-    input_tokens: int,
-    output_tokens: int,
-    max_seqs: int | None,
-    qps: float | None,
-    concurrency: int | None,
-    sim_requests: int,
-) -> None:
-    """Every number a user typed, before any work: non-finite, non-positive and absurd values
-    are refused with the option's name (Typer takes 'nan' and 'inf' for a float)."""
-    if qps is not None and concurrency is not None:
-        raise UsageError("--qps and --concurrency are alternatives; give one")
-    _count("--tp", tp, "GPUs", MAX_TP)
-    _count("--batch", batch, "sequences")
-    _count("--input", input_tokens, "tokens")
-    _count("--output", output_tokens, "tokens")
-    _count("--max-seqs", max_seqs, "sequences", MAX_SIM_SEQS)
-    _count("--concurrency", concurrency, "clients")
-    if qps is not None and not (math.isfinite(qps) and qps > 0):
-        raise UsageError(f"--qps {qps:g}: expected a positive, finite number of requests/s")
-    if sim_requests != 0 and not MIN_SIM_REQUESTS <= sim_requests <= MAX_SIM_REQUESTS:
-        raise UsageError(
-            f"--sim-requests {_digits(sim_requests)}: expected 0 (no simulation) or "
-            f"{MIN_SIM_REQUESTS:,} to {MAX_SIM_REQUESTS:,} requests"
-        )
-
-
-def _check_shape(deployment: Deployment, input_tokens: int, output_tokens: int) -> None:
-    """A request longer than the model's context window has no latency to predict."""
-    total = input_tokens + output_tokens
-    context = deployment.model.max_context
-    if total > context:
-        raise UsageError(
-            f"--input {input_tokens} + --output {output_tokens} = {total:,} tokens exceed the "
-            f"{context:,}-token context of {deployment.model.name}"
-        )
-
-
-def _check_batch(deployment: Deployment, input_tokens: int, output_tokens: int, batch: int) -> None:
-    """A batch whose KV cache does not fit cannot decode together: say how many can."""
-    per_sequence = input_tokens + output_tokens
-    need = batch * per_sequence
-    capacity = deployment.kv_capacity_tokens
-    if need > capacity:
-        raise UsageError(
-            f"--batch {batch}: {batch:,} sequences of {per_sequence:,} tokens need {need:,} "
-            f"tokens of KV cache; this deployment holds {capacity:,}: at most "
-            f"{capacity // per_sequence:,} "
-            "sequences run at once (use a smaller --batch, --kv-cache fp8, more GPUs with "
-            "--tp, or a larger GPU)"
-        )
-
-
-def _round_down(value: float, digits: int = 3) -> float:
-    """``value`` cut (not rounded) to ``digits`` significant digits: a capacity shown is one
-    the deployment serves."""
-    if value <= 0:
-        return 0.0
-    scale = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
-    return math.floor(value / scale) * scale
-
-
-def _saturation(
-    deployment: Deployment,
-    lat_model: LatencyModel,
-    input_tokens: int,
-    output_tokens: int,
-    qps: float,
-    reason: str,
-) -> dict[str, Any]:
-    """A load beyond the deployment's capacity, as a result: the capacity, the load offered,
-    and what would serve it."""
-    capacity = _round_down(
-        saturation_qps(lat_model, input_tokens, output_tokens, deployment.max_seqs)
-    )
-    replicas = math.ceil(qps / capacity) if capacity > 0 else None
-    options = []
-    if replicas is not None:
-        options.append(
-            f"{replicas:,} replicas of this deployment (ceil({qps:g} / {capacity:g}); "
-            "`planner simulate --replicas`)"
-        )
-    gpu = deployment.gpu
-    bigger = deployment.tp * 2
-    if bigger <= gpu.max_gpus_per_node and deployment.model.attention_heads % bigger == 0:
-        options.append(f"more GPUs per replica (--tp {bigger})")
-    if deployment.precision.name not in ("fp8", "fp4") and "fp8_tflops" in gpu.peak_tflops:
-        options.append("FP8 weights (--precision fp8)")
-    options.append("shorter outputs (fewer decode steps per request)")
-    return {
-        "saturated": True,
-        "capacity_qps": capacity,
-        "offered_qps": qps,
-        "reason": reason,
-        "replicas_needed": replicas,
-        "options": options,
-    }
-
-
-def _percentiles(
-    deployment: Deployment,
-    profile: Profile,
-    input_tokens: int,
-    output_tokens: int,
-    qps: float | None,
-    sim_requests: int,
-    seed: int,
-    saturated: bool,
-) -> tuple[dict[str, Any] | None, str | None]:
-    """Simulated percentiles under the load, or why there are none."""
-    if qps is None:
-        return None, ("n/a: the simulator replays open (Poisson) arrivals, not closed-loop clients")
-    if sim_requests == 0:
-        return None, "off (--sim-requests 0)"
-    if saturated:
-        return None, "n/a: saturated, queues grow without bound"
-    load = steady_load(
-        deployment, profile, input_tokens, output_tokens, qps, sim_requests, seed=seed
-    )
-    return load.to_dict(), None
+@contextmanager
+def store_session(ctx: typer.Context) -> Iterator[Session]:
+    """The store's session, opened only when a command needs it (after its inputs are checked)."""
+    with store_from(ctx) as store, store.session() as session:
+        yield session
 
 
 @user_errors
@@ -291,120 +120,33 @@ def latency(
 ) -> None:
     """Predict TTFT, time per output token and end-to-end latency, memory, KV capacity and
     throughput; with --qps, also latency percentiles from the simulator."""
-    _check_options(tp, batch, input_tokens, output_tokens, max_seqs, qps, concurrency, sim_requests)
-    utilization = memory_utilization_option(memory_utilization, memory_utilization_alias)
-    kv_asked = check_kv_cache(kv_cache)
-    spec = get_engine(engine)
-    if static and (qps is not None or concurrency is not None):
-        raise UsageError(
-            "--static describes one static batch (--batch N); under --qps or --concurrency "
-            "the server batches continuously"
-        )
-    catalog = load_catalog()
-    deployment = deploy(
-        spec,
-        catalog.gpus.get(gpu),
-        catalog.models.get(model),
-        catalog.precisions.get(precision),
-        tp,
-        kv_cache=kv_asked,
-        memory_utilization=utilization,
+    query = LatencyQuery(
+        gpu=gpu,
+        model=model,
+        precision=precision,
+        tp=tp,
+        batch=batch,
+        static=static,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        engine=engine,
+        kv_cache=kv_cache,
         max_seqs=max_seqs,
+        qps=qps,
+        concurrency=concurrency,
+        sim_requests=sim_requests,
+        seed=seed,
+        profile=profile_name,
     )
-    _check_shape(deployment, input_tokens, output_tokens)
-    with store_from(ctx) as store, store.session() as session:
-        profile = engine_profile(session, deployment.gpu.name, spec, profile_name)
-    lat_model = LatencyModel(deployment, profile)
-    memory = memory_summary(deployment)  # raises when the model does not fit
-    capacity = deployment.kv_capacity_tokens
-    seqs = deployment.max_seqs
-    fits = max_batch(lat_model, input_tokens, output_tokens, seqs)
-    _check_batch(deployment, input_tokens, output_tokens, batch)
-    batching = "static" if static else "continuous"
-    single = (static_batch if static else at_batch)(lat_model, input_tokens, output_tokens, batch)
-    throughput = max_throughput(lat_model, input_tokens, output_tokens, seqs)
-    loaded = None
-    saturation = None
-    queued = 0
-    if qps is not None:
-        try:
-            loaded = steady_state(lat_model, input_tokens, output_tokens, "qps", qps, seqs)
-        except SaturatedError as exc:
-            saturation = _saturation(
-                deployment, lat_model, input_tokens, output_tokens, qps, str(exc)
-            )
-    elif concurrency is not None:
-        loaded = steady_state(
-            lat_model, input_tokens, output_tokens, "concurrency", concurrency, seqs
-        )
-        queued = max(0, concurrency - fits)
-    percentiles, percentiles_note = (None, None)
-    if qps is not None or concurrency is not None:
-        percentiles, percentiles_note = _percentiles(
-            deployment,
-            profile,
-            input_tokens,
-            output_tokens,
-            qps,
-            sim_requests,
-            seed,
-            saturation is not None,
-        )
-    kv_source = kv_cache_source(spec, kv_asked, deployment)
-    under_load: dict[str, Any] | None = None
-    if qps is not None or concurrency is not None:
-        under_load = {
-            "kind": "qps" if qps is not None else "concurrency",
-            "load": qps if qps is not None else concurrency,
-            "saturated": saturation is not None,
-            **(
-                loaded.to_dict()
-                if loaded is not None
-                else {"ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "batch": None}
-            ),
-            **({"queued_clients": queued} if concurrency is not None else {}),
-            **(saturation or {}),
-            "percentiles": percentiles,
-            **({"percentiles_note": percentiles_note} if percentiles_note else {}),
-        }
-    result: dict[str, Any] = {
-        "gpu": deployment.gpu.name,
-        "model": deployment.model.name,
-        "precision": deployment.precision.name,
-        "tp": tp,
-        "engine": spec.name,
-        "kv_cache": deployment.kv_cache,
-        "kv_cache_source": kv_source,
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "batch": batch,
-        "batching": batching,
-        "max_seqs": seqs,
-        "profile": profile.name,
-        "ttft_ms": single.ttft_ms,
-        "tpot_ms": single.tpot_ms,
-        "e2e_ms": single.e2e_ms,
-        "memory": memory,
-        "memory_rule": memory_rule_text(spec, deployment.memory_utilization),
-        "weights_gib_per_gpu": memory["weights_gib"],
-        "kv_capacity_tokens": capacity,
-        "max_concurrent_sequences": fits,
-        "max_output_tokens_per_s": throughput["output_tokens_per_s"],
-        "max_requests_per_s": throughput["requests_per_s"],
-        "quality_delta_pct": deployment.precision.quality_delta_pct,
-        "saturated": saturation is not None,
-        "capacity_qps": saturation["capacity_qps"] if saturation else None,
-        "under_load": under_load,
-    }
-    if qps is not None and saturation is None:
-        result["capacity_qps"] = _round_down(
-            saturation_qps(lat_model, input_tokens, output_tokens, seqs)
-        )
-    result["seed"] = seed
+    check_numbers(query)  # before the --memory-utilization alias, as always
+    utilization = memory_utilization_option(memory_utilization, memory_utilization_alias)
+    prediction = predict_latency(
+        replace(query, memory_utilization=utilization), lambda: store_session(ctx)
+    )
     if as_json:
-        print_json(result)
+        print_json(prediction.result)
         return
-    _print_latency(result, deployment, profile)
+    _print_latency(prediction.result, prediction.deployment, prediction.profile)
 
 
 def _print_latency(result: dict[str, Any], deployment: Deployment, profile: Profile) -> None:

@@ -15,10 +15,12 @@ from planner.common.files import check_output_path, write_text_atomic
 from planner.common.text import MAX_SHOWN_CHARS, closest, shown
 from planner.errors import UsageError
 from planner.latency.calibration import CalibrationReport
+from planner.latency.engines import Engine
 from planner.latency.profile import (
     DEFAULT_ENGINE,
     Profile,
     ProfileError,
+    bundled_profiles_path,
     choose_profile,
     load_bundled_profiles,
     profiles_in,
@@ -54,6 +56,63 @@ def resolve_profile(
         f"no calibration profile named {shown(name)}; "
         f"known profiles: {closest(name[:MAX_SHOWN_CHARS], [p.name for p in profiles])}"
     )
+
+
+def engine_profile(session: Session | None, gpu: str, engine: Engine, name: str | None) -> Profile:
+    """The calibration profile for ``engine`` on ``gpu`` (or the one named); with none fitted
+    for the engine, the error says how to time it with another's."""
+    try:
+        return resolve_profile(session, gpu, engine.name, name)
+    except ProfileError as exc:
+        if name is not None:
+            raise
+        raise ProfileError(
+            f"{exc}; or give --profile NAME to size the deployment as {engine.name} does but "
+            "time it with another engine's calibration (e.g. --profile trtllm-default)"
+        ) from None
+
+
+ERROR_KEYS = ("heldout_test", "after_all")  # the errors a profile states, as ErrorSummary dicts
+
+
+def profile_accuracy(session: Session | None, profile: Profile) -> dict[str, Any] | None:
+    """The error a profile states: its fit's error on the points held out (``heldout_test``)
+    and on every point after fitting (``after_all``), each ``{"points", "mape", "median_ape",
+    "worst_ape", "worst_point", "by_metric"}``, with where it was fitted (``origin``: "store"
+    or "bundled"), when, and on which measurement files. Looked up as :func:`resolve_profile`
+    finds profiles (a stored one wins over a bundled one of the same name); None for a profile
+    with no record (the built-in defaults)."""
+    if session is not None:
+        row = session.scalars(
+            select(CalibrationProfile).where(CalibrationProfile.name == profile.name)
+        ).first()
+        if row is not None:
+            report = row.report or {}
+            return {
+                "origin": "store",
+                "fitted_at": row.created_at.date().isoformat() if row.created_at else None,
+                "sources": list(row.sources or []),
+                "points": report.get("points"),
+                **{key: report.get(key) for key in ERROR_KEYS},
+            }
+    path = bundled_profiles_path()
+    if not path.exists():
+        return None
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{path}: not a readable JSON file ({exc})") from exc
+    for entry in payload.get("profiles", []) if isinstance(payload, dict) else []:
+        data = entry.get("profile") if isinstance(entry, dict) else None
+        if isinstance(data, dict) and data.get("name") == profile.name:
+            return {
+                "origin": "bundled",
+                "fitted_at": entry.get("fitted_at"),
+                "sources": list(entry.get("sources") or []),
+                "points": entry.get("points"),
+                **{key: entry.get(key) for key in ERROR_KEYS},
+            }
+    return None
 
 
 def save_profile(session: Session, report: CalibrationReport, sources: list[str]) -> None:
