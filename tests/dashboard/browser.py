@@ -126,20 +126,20 @@ def launch(playwright: Playwright) -> Browser:
     return playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
 
 
-SCRIPT_STATE = """() => {
+RENDERED = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
-  return app ? app.getAttribute('data-test-script-state') : null;
+  const main = document.querySelector('[data-testid="stMain"]');
+  return app && main && app.getAttribute('data-test-script-state') === 'notRunning'
+    && main.querySelector('h1') !== null
+    && main.querySelector('[data-testid="stSkeleton"]') === null;
 }"""
 
 
 def wait_rendered(page: Page, timeout_ms: float = RENDER_TIMEOUT_MS) -> None:
-    """Until the page's script has run to the end and its main block is on screen."""
-    page.wait_for_function(
-        "() => { const app = document.querySelector('[data-testid=\"stApp\"]');"
-        " return app && app.getAttribute('data-test-script-state') === 'notRunning'"
-        " && document.querySelector('[data-testid=\"stMain\"] h1'); }",
-        timeout=timeout_ms,
-    )
+    """Until the page's script has run to the end and everything it drew is on screen: the
+    title, and no placeholder left (Streamlit shows skeletons for elements still loading, such
+    as a Plotly chart before its library has loaded)."""
+    page.wait_for_function(RENDERED, timeout=timeout_ms)
 
 
 def visit(
