@@ -5,17 +5,16 @@ stated errors."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import select
 
 from app import common
-from planner.latency.profile import bundled_profiles_path, load_bundled_profiles
-from planner.store.models import CalibrationProfile
+from planner.latency.profile import Profile, bundled_profiles_path, load_bundled_profiles
+from planner.latency.registry import profile_accuracy, stored_profiles
 
 CALIBRATE_HINT = (
     "planner calibrate data/reference/published_latency.csv --name my-h100 --engine trtllm "
@@ -23,72 +22,48 @@ CALIBRATE_HINT = (
 )
 
 
-def _errors(summary: dict[str, Any] | None) -> dict[str, Any]:
-    """A fit's stated error on its held-out points (the measurements it was not fitted to)."""
-    summary = summary or {}
+def _row(profile: Profile, accuracy: dict[str, Any] | None) -> dict[str, Any]:
+    """A profile with the error its fit states on the points it was not fitted to."""
+    accuracy = accuracy or {}
+    heldout = accuracy.get("heldout_test") or {}
     return {
-        "held-out points": summary.get("points"),
-        "held-out MAPE": summary.get("mape"),
-        "held-out median APE": summary.get("median_ape"),
-        "held-out worst APE": summary.get("worst_ape"),
-        "worst point": summary.get("worst_point"),
+        "profile": profile.name,
+        "engine": profile.engine,
+        "GPU": profile.gpu or "any",
+        "fitted at": accuracy.get("fitted_at"),
+        "points": accuracy.get("points"),
+        "held-out points": heldout.get("points"),
+        "held-out MAPE": heldout.get("mape"),
+        "held-out median APE": heldout.get("median_ape"),
+        "held-out worst APE": heldout.get("worst_ape"),
+        "worst point": heldout.get("worst_point"),
+        "after-fit MAPE (all points)": (accuracy.get("after_all") or {}).get("mape"),
+        "sources": ", ".join(accuracy.get("sources") or []),
     }
+
+
+def _tables(
+    profiles: list[Profile], accuracy: Callable[[Profile], dict[str, Any] | None]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(profiles and their stated errors, fitted parameters)."""
+    return (
+        pd.DataFrame([_row(p, accuracy(p)) for p in profiles]),
+        pd.DataFrame([{"profile": p.name, **p.params()} for p in profiles]),
+    )
 
 
 @st.cache_data(show_spinner=False)
 def _bundled(path: str, modified_ns: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The bundled profiles (checked by the loader the latency model uses) with the fit report
-    stored beside each in the same file: (profiles and errors, fitted parameters)."""
-    profiles = load_bundled_profiles(Path(path))
-    entries = json.loads(Path(path).read_text(encoding="utf-8"))["profiles"]
-    reports = {e["profile"]["name"]: e for e in entries}
-    rows, params = [], []
-    for profile in profiles:
-        entry = reports.get(profile.name, {})
-        rows.append(
-            {
-                "profile": profile.name,
-                "engine": profile.engine,
-                "GPU": profile.gpu or "any",
-                "fitted on": entry.get("fitted_at"),
-                "points": entry.get("points"),
-                **_errors(entry.get("heldout_test")),
-                "after-fit MAPE (all points)": (entry.get("after_all") or {}).get("mape"),
-                "parameters at a bound": ", ".join(entry.get("at_bound", [])) or "-",
-                "sources": ", ".join(entry.get("sources", [])),
-            }
-        )
-        params.append({"profile": profile.name, **profile.params()})
-    return pd.DataFrame(rows), pd.DataFrame(params)
+    """The profiles bundled with planner (``data/calibration``), as the latency model loads
+    them (cached on the file's modification time)."""
+    return _tables(load_bundled_profiles(Path(path)), lambda p: profile_accuracy(None, p))
 
 
 @st.cache_data(show_spinner=False)
 def _stored(url: str, version: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Profiles fitted into the store (``planner calibrate``): they win over bundled ones of
-    the same GPU and engine."""
+    """Profiles fitted into the store (``planner calibrate``), newest first."""
     with common.session() as session:
-        found = list(
-            session.scalars(
-                select(CalibrationProfile).order_by(CalibrationProfile.created_at.desc())
-            )
-        )
-        rows = [
-            {
-                "profile": p.name,
-                "engine": p.engine,
-                "GPU": p.gpu or "any",
-                "fitted at": p.created_at,
-                "points": (p.report or {}).get("points"),
-                **_errors((p.report or {}).get("heldout_test")),
-                "after-fit MAPE (all points)": ((p.report or {}).get("after_all") or {}).get(
-                    "mape"
-                ),
-                "sources": ", ".join(p.sources or []),
-            }
-            for p in found
-        ]
-        params = [{"profile": p.name, **(p.params or {})} for p in found]
-    return pd.DataFrame(rows), pd.DataFrame(params)
+        return _tables(stored_profiles(session), lambda p: profile_accuracy(session, p))
 
 
 PERCENT = st.column_config.NumberColumn(format="percent")
