@@ -1,6 +1,782 @@
-"""Page under construction."""
+"""What-if simulator: one configuration (GPU, model and precision, tensor parallelism, engine
+limits, a fixed fleet, an hourly schedule or autoscaling, spot interruptions, caches, load
+scale) served a dataset replayed or a stored forecast's demand curve, through the
+discrete-event simulator. Latency percentiles and CDFs against the SLO targets, SLO attainment,
+cost per purchase option, replicas, queue and busy share over time; the last runs are kept so
+two can be compared side by side.
 
+The run is described as ``planner.simulate.inputs.WhatIf`` and built by ``prepare_whatif``,
+exactly as ``planner simulate`` builds it (same checks, same limits on the run's size), then
+simulated by ``run_whatif``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-st.title("whatif")
-st.write("This page is being built.")
+from app import common
+from planner.errors import PlannerError
+from planner.latency.catalog import load_catalog
+from planner.latency.engines import engine_names, get_engine
+from planner.latency.profile import DEFAULT_ENGINE
+from planner.simulate.fleet import ROUTERS
+from planner.simulate.inputs import (
+    DEFAULT_MAX_REQUESTS,
+    MAX_SEQS,
+    REPLICA_VISITS_PER_REQUEST,
+    DemandSource,
+    FleetSettings,
+    InstancePrices,
+    ReplicaPrices,
+    WhatIf,
+    build_fleet,
+    curve_window,
+    estimated_seconds,
+    fleet_size,
+    prepare_whatif,
+    run_whatif,
+    scaled_curve,
+    schedule_counts,
+    sheet_instances,
+    stored_demand,
+)
+from planner.simulate.metrics import SLO
+from planner.simulate.results import (
+    LATENCIES,
+    cost_table,
+    headline,
+    percentile_table,
+    read_requests,
+    request_cdfs,
+)
+from planner.simulate.run import ServingSpec
+from planner.simulate.workload import RateCurve
+from planner.store.summaries import dataset_records
+from pricing.sheets import latest_prices
+
+RUNS_KEY = "whatif-runs"  # this session's last runs, oldest first
+KEPT_RUNS = 6
+DEFAULTS = {"gpu": "L4", "model": "llama-3.1-8b", "precision": "bf16"}
+SOURCES = ("Replay a dataset", "A forecast's demand curve")
+FLEETS = ("Fixed replicas", "Hourly schedule", "Autoscaling")
+PRICE_SOURCES = ("From the price sheet", "By hand", "No cost")
+# how a refusal names the page's price inputs (the CLI's options otherwise)
+PRICE_NAMES = {
+    "on-demand": "an on-demand price per replica-hour",
+    "spot": "a spot price per replica-hour",
+    "reserved": "a reserved price per replica-hour",
+}
+RUN_COLOURS = ("#636EFA", "#EF553B")  # the two runs compared
+METRIC_COLOURS = {"ttft": "#636EFA", "tpot": "#EF553B", "e2e": "#00CC96"}
+SLO_FIELDS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
+
+
+# --- cached store reads: keyed on the store and its contents --------------------------------------
+
+
+@st.cache_data(show_spinner=False)
+def _datasets(url: str, version: str) -> dict[str, int]:
+    """Dataset name -> requests, oldest first."""
+    with common.session() as session:
+        return {r["name"]: int(r["rows"]) for r in dataset_records(session)}
+
+
+@st.cache_data(show_spinner=False)
+def _forecasts(url: str, version: str) -> dict[int, str]:
+    """Stored forecasts with a demand curve: id -> label."""
+    from planner.forecast.store import list_forecasts
+
+    with common.session() as session:
+        return {
+            run.id: f"#{run.id}: {run.source} ({run.horizon_hours} h, q{run.demand_quantile:g})"
+            for run in list_forecasts(session)
+            if run.demand_quantile is not None
+        }
+
+
+@st.cache_data(show_spinner=False)
+def _demand(url: str, version: str, forecast_id: int) -> tuple[RateCurve, str, str | None]:
+    with common.session() as session:
+        found = stored_demand(session, forecast_id)
+    return found.curve, found.label, found.dataset
+
+
+@st.cache_data(show_spinner=False)
+def _instances(url: str, version: str, gpu: str, tp: int) -> list[InstancePrices]:
+    with common.session() as session:
+        return sheet_instances(latest_prices(session, gpu=gpu), tp)
+
+
+# --- inputs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inputs:
+    whatif: WhatIf
+    slo_ms: dict[str, float | None]  # the targets drawn on the CDFs
+    label: str
+    estimate: float | None  # requests the run is expected to simulate
+
+
+def _index(options: list[str], wanted: str | None) -> int:
+    return options.index(wanted) if wanted in options else 0
+
+
+def _optional(value: float | None) -> float | None:
+    return None if value is None or value <= 0 else float(value)
+
+
+def _demand_inputs(
+    datasets: dict[str, int], forecasts: dict[int, str]
+) -> tuple[DemandSource | None, float | None]:
+    st.subheader("Requests")
+    names = list(datasets)
+    source = st.radio(
+        "Arrivals",
+        SOURCES if forecasts else SOURCES[:1],
+        horizontal=True,
+        key="whatif-source",
+    )
+    columns = st.columns(4)
+    if source == SOURCES[0]:
+        dataset = columns[0].selectbox("Dataset", names, key="whatif-dataset")
+        load_scale = columns[1].number_input(
+            "Load scale",
+            min_value=1e-6,
+            value=1.0,
+            step=0.05,
+            format="%g",
+            key="whatif-load-scale",
+            help="1 replays the log as it is; 0.5 keeps each request with probability 1/2; "
+            "2 replays it twice over.",
+        )
+        demand = DemandSource(dataset=dataset, load_scale=float(load_scale))
+        return demand, datasets.get(str(dataset), 0) * float(load_scale)
+    ids = list(forecasts)
+    forecast_id = columns[0].selectbox(
+        "Forecast", ids, format_func=lambda i: forecasts[i], key="whatif-forecast"
+    )
+    curve, label, fitted_on = _demand(common.store_url(), common.version(), forecast_id or ids[0])
+    lengths = columns[1].selectbox(
+        "Request lengths from", names, index=_index(names, fitted_on), key="whatif-lengths"
+    )
+    first_hour = columns[2].number_input(
+        "From hour", min_value=1, max_value=curve.hours, value=1, step=1, key="whatif-first-hour"
+    )
+    hours = columns[3].number_input(
+        "Hours", min_value=1, max_value=curve.hours, value=1, step=1, key="whatif-hours"
+    )
+    more = st.columns(4)
+    load_scale = more[0].number_input(
+        "Load scale",
+        min_value=1e-6,
+        value=0.001,
+        step=0.001,
+        format="%g",
+        key="whatif-curve-scale",
+        help="Every hour's forecast requests multiplied by this.",
+    )
+    cv = more[1].number_input(
+        "Burstiness (CV of inter-arrival times)",
+        min_value=0.05,
+        max_value=100.0,
+        value=1.0,
+        step=0.1,
+        key="whatif-cv",
+        help="1: Poisson arrivals; above 1 burstier.",
+    )
+    with common.shown_errors():
+        window = scaled_curve(curve_window(curve, int(first_hour) - 1, int(hours)), load_scale)
+        first = window.start
+        demand = DemandSource(
+            rates=window,
+            rates_label=f"{label}, {window.hours} h from {first:%Y-%m-%d %H:%M} UTC "
+            f"x {load_scale:g}",
+            tokens_from=lengths,
+            cv=float(cv),
+        )
+        return demand, window.total_requests
+    return None, None
+
+
+def _serving_inputs() -> ServingSpec:
+    st.subheader("Each replica")
+    catalog = load_catalog()
+    gpus, models, precisions = (
+        catalog.gpus.names(),
+        catalog.models.names(),
+        catalog.precisions.names(),
+    )
+    engines = engine_names()
+    first = st.columns(4)
+    gpu = first[0].selectbox("GPU", gpus, index=_index(gpus, DEFAULTS["gpu"]), key="whatif-gpu")
+    model = first[1].selectbox(
+        "Model", models, index=_index(models, DEFAULTS["model"]), key="whatif-model"
+    )
+    precision = first[2].selectbox(
+        "Weights precision",
+        precisions,
+        index=_index(precisions, DEFAULTS["precision"]),
+        key="whatif-precision",
+    )
+    tp = first[3].number_input(
+        "Tensor parallelism (GPUs per replica)",
+        min_value=1,
+        max_value=64,
+        value=1,
+        step=1,
+        key="whatif-tp",
+    )
+    second = st.columns(4)
+    engine = second[0].selectbox(
+        "Engine", engines, index=_index(engines, DEFAULT_ENGINE), key="whatif-engine"
+    )
+    max_seqs = second[1].number_input(
+        "Max sequences per batch",
+        min_value=1,
+        max_value=MAX_SEQS,
+        value=None,
+        step=1,
+        placeholder=f"engine default ({get_engine(engine).max_seqs:,})",
+        key="whatif-max-seqs",
+    )
+    chunked = second[2].toggle("Chunked prefill", value=True, key="whatif-chunked")
+    prefix = second[3].toggle("Prefix cache", value=True, key="whatif-prefix-cache")
+    prefix_hit = 0.0
+    if prefix:
+        prefix_hit = st.slider(
+            "Prefix hit rate (share of prompt tokens cached, for logs without block ids)",
+            min_value=0.0,
+            max_value=0.95,
+            value=0.0,
+            step=0.05,
+            key="whatif-prefix-hit",
+        )
+    return ServingSpec(
+        gpu=gpu,
+        model=model,
+        precision=precision,
+        tp=int(tp),
+        max_seqs=int(max_seqs) if max_seqs is not None else None,
+        chunked_prefill=chunked,
+        prefix_caching=prefix,
+        prefix_hit_rate=float(prefix_hit),
+        engine=engine,
+    )
+
+
+def _fleet_inputs() -> FleetSettings:
+    st.subheader("Fleet")
+    kind = st.radio("Replicas", FLEETS, horizontal=True, key="whatif-fleet")
+    columns = st.columns(4)
+    if kind == FLEETS[0]:
+        fleet = FleetSettings(
+            replicas=int(
+                columns[0].number_input(
+                    "On-demand", min_value=0, value=1, step=1, key="whatif-on-demand"
+                )
+            ),
+            spot=int(columns[1].number_input("Spot", min_value=0, value=0, key="whatif-spot")),
+            reserved=int(
+                columns[2].number_input("Reserved", min_value=0, value=0, key="whatif-reserved")
+            ),
+        )
+    elif kind == FLEETS[1]:
+        text = columns[0].text_input(
+            "On-demand replicas per hour",
+            value="1,1,2,2",
+            key="whatif-schedule",
+            help="One count per hour from the start, commas or spaces: 2,2,4,6",
+        )
+        fleet = FleetSettings(schedule=tuple(schedule_counts(text)))
+    else:
+        fleet = FleetSettings(
+            autoscale=True,
+            min_replicas=int(
+                columns[0].number_input("Min replicas", min_value=0, value=1, key="whatif-min")
+            ),
+            max_replicas=int(
+                columns[1].number_input("Max replicas", min_value=1, value=8, key="whatif-max")
+            ),
+            target_utilization=columns[2].slider(
+                "Target busy share", 0.1, 1.0, 0.7, 0.05, key="whatif-target"
+            ),
+            cold_start_s=columns[3].number_input(
+                "Cold start (s)", min_value=0.0, value=45.0, step=5.0, key="whatif-cold-start"
+            ),
+        )
+    more = st.columns(4)
+    spot_rate = more[0].number_input(
+        "Spot interruptions per replica-hour",
+        min_value=0.0,
+        max_value=3600.0,
+        value=0.0,
+        step=0.05,
+        key="whatif-spot-rate",
+    )
+    router = more[1].selectbox(
+        "Router", ROUTERS, index=_index(list(ROUTERS), "least-requests"), key="whatif-router"
+    )
+    response_cache = more[2].slider(
+        "Response-cache hit rate", 0.0, 0.95, 0.0, 0.05, key="whatif-response-cache"
+    )
+    return replace(
+        fleet,
+        spot_interruptions_per_hour=float(spot_rate),
+        router=str(router),
+        response_cache_hit_rate=float(response_cache),
+    )
+
+
+def _price_inputs(gpu: str, tp: int) -> ReplicaPrices:
+    instances = _instances(common.store_url(), common.version(), gpu, tp)
+    sources = PRICE_SOURCES if instances else PRICE_SOURCES[1:]
+    source = st.radio("Prices", sources, horizontal=True, key="whatif-price-source")
+    if source == "No cost":
+        return ReplicaPrices()
+    if source == "By hand":
+        columns = st.columns(3)
+        values = [
+            column.number_input(
+                f"{name} ($ per replica-hour)",
+                min_value=0.0,
+                value=None,
+                step=0.1,
+                placeholder="none",
+                key=f"whatif-price-{key}",
+            )
+            for column, name, key in zip(
+                columns,
+                ("On-demand", "Spot", "Reserved"),
+                ("od", "spot", "reserved"),
+                strict=True,
+            )
+        ]
+        return ReplicaPrices(*values)
+    labels = {i.label: i for i in instances}
+    chosen = st.selectbox(
+        f"Instance ({len(instances)} with {gpu}, cheapest per GPU first)",
+        list(labels),
+        key="whatif-instance",
+    )
+    instance = labels[str(chosen)]
+    prices = instance.per_replica(tp)
+    per_replica = {"on-demand": prices.on_demand, "spot": prices.spot, "reserved": prices.reserved}
+    st.caption(
+        f"{instance.replicas_per_instance(tp)} replica(s) of {tp} GPU(s) per instance; "
+        + "; ".join(
+            f"{name} ${price:,.3f} per replica-hour ({instance.points[name].purchase_option})"
+            if price is not None
+            else f"{name}: no price"
+            for name, price in per_replica.items()
+        )
+    )
+    return prices
+
+
+def _slo_inputs() -> dict[str, float | None]:
+    columns = st.columns(3)
+    return {
+        "ttft": _optional(
+            columns[0].number_input(
+                "TTFT target (ms)", min_value=0.0, value=2000.0, step=100.0, key="whatif-slo-ttft"
+            )
+        ),
+        "tpot": _optional(
+            columns[1].number_input(
+                "TPOT target (ms)", min_value=0.0, value=200.0, step=10.0, key="whatif-slo-tpot"
+            )
+        ),
+        "e2e": _optional(
+            columns[2].number_input(
+                "E2E target (ms, 0: none)",
+                min_value=0.0,
+                value=0.0,
+                step=1000.0,
+                key="whatif-slo-e2e",
+            )
+        ),
+    }
+
+
+def _inputs(datasets: dict[str, int], forecasts: dict[int, str]) -> Inputs | None:
+    """The run the widgets describe; None (with the reason shown) when they describe none."""
+    demand, estimate = _demand_inputs(datasets, forecasts)
+    serving = _serving_inputs()
+    fleet: FleetSettings | None = None
+    with common.shown_errors():
+        fleet = _fleet_inputs()
+    st.subheader("Targets and prices")
+    slo_ms = _slo_inputs()
+    prices = _price_inputs(serving.gpu, serving.tp)
+    columns = st.columns(4)
+    seed = columns[0].number_input("Seed", min_value=0, value=0, step=1, key="whatif-seed")
+    label = columns[1].text_input(
+        "Label of this run", value="", placeholder="automatic", key="whatif-label"
+    )
+    if demand is None or fleet is None:
+        return None
+    slo = SLO(**{SLO_FIELDS[k]: v / 1e3 if v is not None else None for k, v in slo_ms.items()})
+    whatif = WhatIf(
+        serving=serving,
+        demand=demand,
+        fleet=fleet,
+        prices=prices,
+        slo=slo,
+        seed=int(seed),
+        max_requests=DEFAULT_MAX_REQUESTS,
+        price_names=PRICE_NAMES,
+    )
+    return Inputs(whatif, slo_ms, label.strip(), estimate)
+
+
+def _estimate(inputs: Inputs) -> None:
+    """About how many requests the run simulates, and how long it takes."""
+    if inputs.estimate is None:
+        return
+    try:
+        size = fleet_size(build_fleet(inputs.whatif.fleet, inputs.whatif.serving.tp))
+    except PlannerError:
+        return  # the run says why when it is asked for
+    seconds = estimated_seconds(inputs.estimate, size)
+    st.caption(
+        f"About {inputs.estimate:,.0f} requests through up to {size:,} replicas: about "
+        f"{max(seconds, 1):,.0f} s to simulate. Runs over {DEFAULT_MAX_REQUESTS:,} requests "
+        f"(or requests x replicas over {REPLICA_VISITS_PER_REQUEST} times that) are refused, "
+        "as `planner simulate` refuses them."
+    )
+
+
+# --- running --------------------------------------------------------------------------------------
+
+
+def _fleet_text(fleet: FleetSettings) -> str:
+    if fleet.autoscale:
+        return f"autoscale {fleet.min_replicas}-{fleet.max_replicas}"
+    if fleet.schedule is not None:
+        return f"schedule of up to {max(fleet.schedule)}"
+    return " + ".join(f"{n} {name}" for name, n in fleet.purchase.items()) or "no replicas"
+
+
+def _arrivals_text(demand: DemandSource) -> str:
+    if demand.dataset is not None:
+        return f"{demand.dataset} x {demand.load_scale:g}"
+    return (demand.rates_label or "rate curve").split(" at q", 1)[0]
+
+
+def _auto_label(whatif: WhatIf, number: int) -> str:
+    s = whatif.serving
+    return (
+        f"#{number} {s.model} {s.precision} on {s.tp}x{s.gpu}, {_fleet_text(whatif.fleet)}, "
+        f"{_arrivals_text(whatif.demand)}"
+    )
+
+
+def _settings(whatif: WhatIf) -> dict[str, str]:
+    """A run's settings in words, to tell runs apart."""
+    s, f, d = whatif.serving, whatif.fleet, whatif.demand
+    arrivals = (
+        f"dataset {d.dataset} x {d.load_scale:g}"
+        if d.dataset is not None
+        else f"{d.rates_label}, lengths from {d.tokens_from}"
+    )
+    return {
+        "arrivals": arrivals,
+        "replica": f"{s.model} {s.precision} on {s.tp} x {s.gpu} ({s.engine})",
+        "max sequences": "engine default" if s.max_seqs is None else f"{s.max_seqs:,}",
+        "chunked prefill": "on" if s.chunked_prefill else "off",
+        "prefix cache": f"on, hit rate {s.prefix_hit_rate:g}" if s.prefix_caching else "off",
+        "fleet": _fleet_text(f),
+        "spot interruptions": f"{f.spot_interruptions_per_hour:g} per replica-hour",
+        "response cache": f"{f.response_cache_hit_rate:g}",
+        "router": f.router,
+        "prices ($ per replica-hour)": ", ".join(
+            f"{name} {price:,.3f}" for name, price in whatif.prices.given().items()
+        )
+        or "none",
+        "SLO targets": ", ".join(
+            f"{metric.upper()} {getattr(whatif.slo, field) * 1e3:,.0f} ms"
+            for metric, field in SLO_FIELDS.items()
+            if getattr(whatif.slo, field) is not None
+        )
+        or "none",
+        "seed": str(whatif.seed),
+    }
+
+
+def _runs() -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = st.session_state.setdefault(RUNS_KEY, [])
+    return runs
+
+
+def _keep(run: dict[str, Any]) -> None:
+    runs = _runs()
+    runs.append(run)
+    while len(runs) > KEPT_RUNS:  # the oldest run's per-request file goes with it
+        shutil.rmtree(runs.pop(0)["folder"], ignore_errors=True)
+
+
+def _run(inputs: Inputs) -> None:
+    whatif = inputs.whatif
+    with common.shown_errors():
+        prepared = prepare_whatif(whatif, common.session)
+        total = len(prepared.workload)
+        bar = st.progress(0.0, text=f"simulating {total:,} requests")
+
+        def progress(done: int) -> None:
+            bar.progress(min(done / total, 1.0), text=f"simulated {done:,} of {total:,} requests")
+
+        folder = Path(tempfile.mkdtemp(prefix="planner-whatif-"))
+        try:
+            result = run_whatif(
+                prepared, requests_out=folder / "requests.parquet", progress=progress
+            )
+            cdfs = request_cdfs(
+                read_requests(folder / "requests.parquet", ["ttft_s", "tpot_s", "e2e_s"])
+            )
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        bar.empty()
+        number = max((r["number"] for r in _runs()), default=0) + 1
+        label = inputs.label or _auto_label(whatif, number)
+        if any(r["label"] == label for r in _runs()):
+            label = f"{label} (#{number})"
+        _keep(
+            {
+                "number": number,
+                "label": label,
+                "whatif": whatif,
+                "settings": _settings(whatif),
+                "slo_ms": inputs.slo_ms,
+                "result": result.to_dict(),
+                "timeline": result.timeline,
+                "start": prepared.workload.start,
+                "cdfs": cdfs,
+                "folder": str(folder),
+            }
+        )
+
+
+# --- results --------------------------------------------------------------------------------------
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.2f}"
+
+
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def _cdf_chart(
+    traces: list[tuple[str, pd.DataFrame, str]], metric: str, target_ms: float | None, log: bool
+) -> go.Figure:
+    fig = go.Figure()
+    for name, cdf, colour in traces:
+        part = cdf[cdf["metric"] == metric]
+        fig.add_scatter(x=part["ms"], y=part["share"], name=name, mode="lines", line_color=colour)
+    if target_ms is not None:
+        common.slo_line(fig, target_ms, f"SLO {target_ms:,.0f} ms")
+    label = LATENCIES[metric]
+    fig.update_layout(height=360, title=f"{label} CDF")
+    fig.update_xaxes(title_text=f"{label} (ms)", type="log" if log else "linear")
+    fig.update_yaxes(title_text="share of requests", range=[0, 1.01], tickformat=".0%")
+    return fig
+
+
+def _timeline_charts(run: dict[str, Any]) -> None:
+    timeline: pd.DataFrame = run["timeline"]
+    if timeline.empty:
+        return
+    start: datetime = run["start"]
+    when = [start + timedelta(seconds=float(t)) for t in timeline["t_s"]]
+    purchases = [c for c in timeline.columns if c in common.PURCHASE_COLOURS]
+    replicas = go.Figure()
+    for name in purchases:
+        replicas.add_scatter(
+            x=when,
+            y=timeline[name],
+            name=name,
+            mode="lines",
+            stackgroup="replicas",
+            line_color=common.PURCHASE_COLOURS[name],
+        )
+    replicas.add_scatter(
+        x=when, y=timeline["busy_replicas"], name="busy", mode="lines", line={"dash": "dot"}
+    )
+    replicas.update_layout(height=300, title="Replicas up (by purchase) and busy")
+    replicas.update_xaxes(title_text="time (UTC)")
+    replicas.update_yaxes(title_text="replicas")
+    queue = go.Figure()
+    queue.add_scatter(x=when, y=timeline["queued"], name="queued", mode="lines")
+    queue.add_scatter(x=when, y=timeline["running"], name="running", mode="lines")
+    queue.update_layout(height=300, title="Requests queued and running")
+    queue.update_xaxes(title_text="time (UTC)")
+    queue.update_yaxes(title_text="requests queued")
+    busy = go.Figure()
+    busy.add_scatter(x=when, y=timeline["utilization"], name="busy share", mode="lines")
+    busy.update_layout(height=300, title="Busy share of the replicas up")
+    busy.update_xaxes(title_text="time (UTC)")
+    busy.update_yaxes(title_text="busy share", tickformat=".0%", range=[0, 1.05])
+    left, middle, right = st.columns(3)
+    with left:
+        common.chart(replicas, key="whatif-replicas-chart")
+    with middle:
+        common.chart(queue, key="whatif-queue-chart")
+    with right:
+        common.chart(busy, key="whatif-busy-chart")
+
+
+def _requests_csv(folder: str) -> bytes:
+    """The per-request results as CSV, made when the analyst asks for them."""
+    frame = read_requests(Path(folder) / "requests.parquet")
+    data: bytes = frame.to_csv(index=False).encode()
+    return data
+
+
+def _show(run: dict[str, Any]) -> None:
+    result = run["result"]
+    overall = result["summary"]["all"]
+    serving = result["serving"]
+    hours = result["simulated_s"] / 3600
+    st.markdown(
+        f"**{run['label']}**: {serving['model']} {serving['precision']} on {serving['tp']} x "
+        f"{serving['gpu']} per replica, {serving['engine']} (profile {serving['profile']}), "
+        f"{result['requests']:,} requests over {hours:,.2f} h simulated in "
+        f"{result['wall_s']:,.1f} s"
+    )
+    cost = result["cost"]
+    columns = st.columns(5)
+    columns[0].metric("SLO attainment", _share(overall["slo_attainment"]))
+    columns[1].metric("Finished / rejected", f"{overall['finished']:,} / {overall['rejected']:,}")
+    columns[2].metric("Cost", _usd(cost["total"] if cost else None))
+    columns[3].metric("$ per hour", _usd(cost["total"] / hours if cost and hours > 0 else None))
+    columns[4].metric("Peak replicas", f"{result['fleet']['peak_replicas']:,}")
+    for note in result["notes"]:
+        st.info(note, icon=":material/info:")
+    table = percentile_table(result["summary"])
+    left, right = st.columns(2)
+    with left:
+        st.dataframe(table, hide_index=True, key="whatif-percentiles")
+        common.download_table(table, "whatif-percentiles", key="whatif-percentiles-download")
+    with right:
+        costs = cost_table(cost, hours)
+        if costs.empty:
+            st.caption("Not priced: choose prices to see the cost.")
+        else:
+            st.dataframe(costs, hide_index=True, key="whatif-cost")
+            common.download_table(costs, "whatif-cost", key="whatif-cost-download")
+    log = st.toggle("Log-scale latency axis", value=True, key="whatif-log")
+    tabs = st.tabs([f"{label} CDF" for label in LATENCIES.values()])
+    for tab, metric in zip(tabs, LATENCIES, strict=True):
+        with tab:
+            fig = _cdf_chart(
+                [(run["label"], run["cdfs"], METRIC_COLOURS[metric])],
+                metric,
+                run["slo_ms"].get(metric),
+                log,
+            )
+            common.chart(fig, key=f"whatif-cdf-{metric}")
+    _timeline_charts(run)
+    st.markdown("**Downloads**")
+    downloads = st.columns(3)
+    with downloads[0]:
+        st.caption("Summary")
+        common.download_json(result, f"whatif-{run['number']}-summary", key="whatif-summary-json")
+    with downloads[1]:
+        st.caption("Per-request results")
+        st.download_button(
+            "CSV",
+            lambda: _requests_csv(run["folder"]),
+            file_name=f"whatif-{run['number']}-requests.csv",
+            mime="text/csv",
+            key="whatif-requests-csv",
+            icon=":material/download:",
+        )
+    with downloads[2]:
+        st.caption("Timeline")
+        common.download_table(
+            run["timeline"], f"whatif-{run['number']}-timeline", key="whatif-timeline"
+        )
+
+
+def _compare(runs: list[dict[str, Any]]) -> None:
+    st.subheader("Compare two runs")
+    labels = [r["label"] for r in runs]
+    left, right = st.columns(2)
+    first = left.selectbox("Run A", labels, index=len(labels) - 2, key="whatif-compare-a")
+    second = right.selectbox("Run B", labels, index=len(labels) - 1, key="whatif-compare-b")
+    a = next(r for r in runs if r["label"] == first)
+    b = next(r for r in runs if r["label"] == second)
+    numbers = pd.DataFrame(
+        {
+            "": list(headline(a["result"])),
+            "A": headline(a["result"]).values(),
+            "B": headline(b["result"]).values(),
+        }
+    )
+    numbers["B - A"] = pd.to_numeric(numbers["B"], errors="coerce") - pd.to_numeric(
+        numbers["A"], errors="coerce"
+    )
+    settings = pd.DataFrame(
+        {"": list(a["settings"]), "A": a["settings"].values(), "B": b["settings"].values()}
+    )
+    one, two = st.columns(2)
+    with one:
+        st.dataframe(numbers, hide_index=True, key="whatif-compare-numbers")
+        common.download_table(numbers, "whatif-compare", key="whatif-compare-download")
+    with two:
+        st.dataframe(settings, hide_index=True, key="whatif-compare-settings")
+    log = st.toggle("Log-scale latency axis", value=True, key="whatif-compare-log")
+    tabs = st.tabs([f"{label} CDFs" for label in LATENCIES.values()])
+    for tab, metric in zip(tabs, LATENCIES, strict=True):
+        with tab:
+            traces = [
+                (f"A: {a['label']}", a["cdfs"], RUN_COLOURS[0]),
+                (f"B: {b['label']}", b["cdfs"], RUN_COLOURS[1]),
+            ]
+            fig = _cdf_chart(traces, metric, a["slo_ms"].get(metric), log)
+            common.chart(fig, key=f"whatif-compare-cdf-{metric}")
+
+
+# --- the page -------------------------------------------------------------------------------------
+
+st.title("What-if simulator")
+st.caption(
+    "A fleet serving a request stream, simulated request by request: the run `planner simulate` "
+    "makes for the same settings."
+)
+with common.shown_errors():
+    datasets = _datasets(common.store_url(), common.version())
+    forecasts = _forecasts(common.store_url(), common.version())
+    if not datasets:
+        common.empty_store_hint("datasets")
+    else:
+        inputs = _inputs(datasets, forecasts)
+        if inputs is not None:
+            _estimate(inputs)
+        if st.button("Run simulation", type="primary", key="whatif-run", disabled=inputs is None):
+            assert inputs is not None
+            _run(inputs)
+    runs = _runs()
+    if runs:
+        st.divider()
+        st.header("Results")
+        labels = [r["label"] for r in runs]
+        shown_label = labels[-1]
+        if len(runs) > 1:
+            shown_label = st.selectbox("Run", labels, index=len(labels) - 1, key="whatif-show")
+        _show(next(r for r in runs if r["label"] == shown_label))
+        if len(runs) > 1:
+            st.divider()
+            _compare(runs)

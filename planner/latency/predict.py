@@ -402,3 +402,19 @@ def latency_by_batch(
         for size in sizes
     ]
     return pd.DataFrame(rows, columns=["batch", "ttft_ms", "tpot_ms", "e2e_ms"])
+
+
+MEMORY_PARTS = {
+    "weights": "weights_gib",
+    "activations": "activations_gib",
+    "KV cache": "kv_cache_gib",
+}
+
+
+def memory_breakdown(memory: dict[str, Any]) -> dict[str, float]:
+    """Each GPU's memory (a :func:`~planner.latency.model.memory_summary`) in GiB as it is
+    spent: weights, activations (and the runtime), KV cache, and the rest of the device left
+    free (the engine's headroom)."""
+    parts = {name: float(memory[key]) for name, key in MEMORY_PARTS.items()}
+    parts["free"] = max(0.0, float(memory["device_gib"]) - sum(parts.values()))
+    return parts
