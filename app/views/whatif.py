@@ -148,7 +148,12 @@ def _demand_inputs(
     )
     columns = st.columns(4)
     if source == SOURCES[0]:
-        dataset = columns[0].selectbox("Dataset", names, key="whatif-dataset")
+        dataset = columns[0].selectbox(
+            "Dataset",
+            names,
+            index=_index(names, st.query_params.get("dataset")),  # ?dataset=NAME opens on it
+            key="whatif-dataset",
+        )
         load_scale = columns[1].number_input(
             "Load scale",
             min_value=1e-6,
