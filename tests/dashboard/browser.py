@@ -158,6 +158,22 @@ def exceptions_on(page: Page) -> list[str]:
     return [e.inner_text() for e in page.locator('[data-testid="stException"]').all()]
 
 
-def widget(page: Page, key: str, inner: str = "") -> str:
+def widget(key: str, inner: str = "") -> str:
     """CSS selector of the widget given ``key=`` (Streamlit adds class ``st-key-<key>``)."""
     return f".st-key-{key} {inner}".strip()
+
+
+def screenshot(page: Page, path: Path, *, most_px: int = 6000) -> None:
+    """The whole page as a PNG. Streamlit scrolls inside its main block, not the document, so
+    the viewport is stretched to the main block's height (at most ``most_px``) first."""
+    size = page.viewport_size or {"width": 1400, "height": 1000}
+    height = page.evaluate(
+        "() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
+        " return m ? m.scrollHeight : document.body.scrollHeight; }"
+    )
+    page.set_viewport_size({"width": size["width"], "height": min(int(height) + 40, most_px)})
+    try:
+        wait_rendered(page)
+        page.screenshot(path=str(path))
+    finally:
+        page.set_viewport_size(size)

@@ -6,6 +6,7 @@ are kept as test artefacts (``$PLANNER_TEST_ARTIFACTS``, default ``test-artifact
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 from collections.abc import Iterator
@@ -15,13 +16,17 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from app.common import PAGES
+from tests.conftest import DEMO_SAMPLE
 from tests.dashboard.browser import (
     DashboardServer,
     chromium_path,
     dashboard,
     exceptions_on,
     launch,
+    screenshot,
     visit,
+    wait_rendered,
+    widget,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,9 +92,81 @@ def test_every_page_renders_in_the_browser(
     nav = page.locator('[data-testid="stSidebarNav"]')
     for info in PAGES.values():
         expect(nav).to_contain_text(info.title)
-    page.screenshot(path=str(artefacts / f"{key}.png"), full_page=True)
+    screenshot(page, artefacts / f"{key}.png")
 
 
 def test_the_store_is_served_on_loopback_only(server: DashboardServer) -> None:
     assert "127.0.0.1" in server.url
     assert "Traceback" not in server.log()
+
+
+def test_a_what_if_run_draws_its_latency_cdfs(
+    server: DashboardServer, page: Page, artefacts: Path
+) -> None:
+    visit(page, server.url, "whatif", query="?dataset=demo-azure-conv")
+    scale = page.locator(widget("whatif-load-scale", "input"))
+    scale.fill("0.05")
+    scale.press("Enter")
+    wait_rendered(page)
+    page.locator(widget("whatif-run", "button")).click()
+    # the run's TTFT CDF is drawn by Plotly, and its percentile table is shown
+    expect(page.locator(widget("whatif-cdf-ttft", ".main-svg")).first).to_be_visible(
+        timeout=180_000
+    )
+    wait_rendered(page)
+    assert not exceptions_on(page), exceptions_on(page)
+    expect(page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').first).to_be_visible()
+    expect(page.locator('[data-testid="stMain"]')).to_contain_text("P99")
+    screenshot(page, artefacts / "whatif-run.png")
+
+
+def _upload(page: Page, path: Path) -> None:
+    page.locator(widget("logs-upload", 'input[type="file"]')).set_input_files(str(path))
+    # the file is listed under the uploader and the Ingest button is enabled
+    expect(page.locator(widget("logs-upload"))).to_contain_text(path.name)
+    ingest = page.locator(widget("logs-ingest", "button"))
+    expect(ingest).to_be_enabled()
+    ingest.click()
+
+
+def test_a_bad_log_upload_shows_its_located_error_and_stores_nothing(
+    server: DashboardServer, page: Page, artefacts: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "gateway-bad.csv"
+    bad.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.6805900,374,44\n"
+        "2023-11-16 18:15:50.9951690,ten,12\n"
+    )
+    visit(page, server.url, "logs")
+    expect(page.locator('[data-testid="stMain"]')).to_contain_text("1,024 MB")  # stated limit
+    _upload(page, bad)
+    alert = page.locator('[data-testid="stAlert"]').filter(has_text="gateway-bad.csv")
+    expect(alert).to_contain_text("row 2", timeout=60_000)
+    expect(alert).to_contain_text("ContextTokens")
+    assert not exceptions_on(page)
+    screenshot(page, artefacts / "logs-bad-upload.png")
+    # nothing partial was stored: the dataset picker does not offer it
+    page.reload()
+    wait_rendered(page)
+    expect(page.locator(widget("logs-dataset"))).not_to_contain_text("gateway-bad")
+
+
+def test_a_good_log_upload_is_ingested_and_listed(
+    server: DashboardServer, page: Page, artefacts: Path, tmp_path: Path
+) -> None:
+    good = tmp_path / "our-gateway.csv.gz"
+    with gzip.open(DEMO_SAMPLE, "rt") as source, gzip.open(good, "wt") as target:
+        for number, line in enumerate(source):
+            if number > 500:
+                break
+            target.write(line)
+    visit(page, server.url, "logs")
+    _upload(page, good)
+    success = page.locator('[data-testid="stAlert"]').filter(has_text="our-gateway")
+    expect(success).to_contain_text("500", timeout=60_000)
+    wait_rendered(page)
+    page.reload()
+    wait_rendered(page)
+    expect(page.locator('[data-testid="stMain"]')).to_contain_text("our-gateway")
+    screenshot(page, artefacts / "logs-good-upload.png")
