@@ -9,6 +9,7 @@ latency`` prints; the page only lays it out.
 
 from __future__ import annotations
 
+import math
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -214,12 +215,20 @@ def _memory_chart(result: dict[str, Any]) -> None:
         )
     fig.update_layout(
         barmode="stack",
-        height=190,
-        title=f"GPU memory: {result['memory']['device_gib']:,.1f} GiB per GPU, "
-        f"{result['engine']} gives {result['memory_rule']}",
+        height=200,
+        title=f"GPU memory: {result['memory']['device_gib']:,.1f} GiB per GPU",
         xaxis_title="GiB",
+        legend_traceorder="normal",
     )
     common.chart(fig, key="latency-memory-chart")
+    st.caption(f"{result['engine']} gives {result['memory_rule']}.")
+
+
+def on_log_axis(fig: go.Figure, x: float) -> None:
+    """Put the label of the vertical line just added at ``x`` on a log x axis: Plotly places a
+    shape at the value itself but an annotation at the value's log10 (``add_vline`` gives its
+    label the value, which lands far off the chart)."""
+    fig.layout.annotations[-1].x = math.log10(x)
 
 
 def _batch_chart(result: dict[str, Any], curve: pd.DataFrame) -> None:
@@ -249,6 +258,7 @@ def _batch_chart(result: dict[str, Any], curve: pd.DataFrame) -> None:
         annotation_text=f"KV cache holds {most:,}",
         annotation_position="top left",
     )
+    on_log_axis(fig, most)
     if result["ttft_ms"] is not None:
         fig.add_vline(
             x=result["batch"],
@@ -256,10 +266,11 @@ def _batch_chart(result: dict[str, Any], curve: pd.DataFrame) -> None:
             annotation_text=f"batch {result['batch']:,}",
             annotation_position="bottom right",
         )
+        on_log_axis(fig, result["batch"])
     fig.update_layout(title="Latency against batch size", height=380)
     fig.update_xaxes(title_text="batch size (sequences)", type="log")
     fig.update_yaxes(title_text="TTFT (ms)", secondary_y=False)
-    fig.update_yaxes(title_text="TPOT (ms)", secondary_y=True)
+    fig.update_yaxes(title_text="TPOT (ms)", secondary_y=True, tickmode="auto", showgrid=False)
     common.chart(fig, key="latency-batch-chart")
 
 
@@ -291,13 +302,13 @@ def _profile(result: dict[str, Any], accuracy: dict[str, Any] | None) -> None:
     held, fitted = accuracy.get("heldout_test") or {}, accuracy.get("after_all") or {}
     columns = st.columns(3)
     columns[0].metric(
-        "Held-out error (MAPE)",
+        "Held-out MAPE",
         _percent(held.get("mape")),
         help=f"Mean absolute percentage error on {held.get('points', 0)} measured points the "
         "fit did not see",
     )
     columns[1].metric(
-        "Error after fitting (MAPE)",
+        "Fitted MAPE",
         _percent(fitted.get("mape")),
         help=f"On all {fitted.get('points', 0)} points, after fitting on them",
     )

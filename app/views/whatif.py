@@ -12,6 +12,7 @@ simulated by ``run_whatif``.
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
@@ -583,6 +584,13 @@ def _share(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
+def on_log_axis(fig: go.Figure, x: float) -> None:
+    """Put the label of the vertical line just added at ``x`` on a log x axis: Plotly places a
+    shape at the value itself but an annotation at the value's log10 (``add_vline`` gives its
+    label the value, which lands far off the chart). The same helper is in the Latency page."""
+    fig.layout.annotations[-1].x = math.log10(x)
+
+
 def _cdf_chart(
     traces: list[tuple[str, pd.DataFrame, str]], metric: str, target_ms: float | None, log: bool
 ) -> go.Figure:
@@ -592,6 +600,8 @@ def _cdf_chart(
         fig.add_scatter(x=part["ms"], y=part["share"], name=name, mode="lines", line_color=colour)
     if target_ms is not None:
         common.slo_line(fig, target_ms, f"SLO {target_ms:,.0f} ms")
+        if log:
+            on_log_axis(fig, target_ms)
     label = LATENCIES[metric]
     fig.update_layout(height=360, title=f"{label} CDF")
     fig.update_xaxes(title_text=f"{label} (ms)", type="log" if log else "linear")
@@ -672,14 +682,31 @@ def _show(run: dict[str, Any]) -> None:
     table = percentile_table(result["summary"])
     left, right = st.columns(2)
     with left:
-        st.dataframe(table, hide_index=True, key="whatif-percentiles")
+        st.dataframe(
+            table,
+            hide_index=True,
+            key="whatif-percentiles",
+            column_config={
+                c: st.column_config.NumberColumn(format="%.1f") for c in table.columns[1:]
+            },
+        )
         common.download_table(table, "whatif-percentiles", key="whatif-percentiles-download")
     with right:
         costs = cost_table(cost, hours)
         if costs.empty:
             st.caption("Not priced: choose prices to see the cost.")
         else:
-            st.dataframe(costs, hide_index=True, key="whatif-cost")
+            st.dataframe(
+                costs,
+                hide_index=True,
+                key="whatif-cost",
+                column_config={
+                    "GPU-hours": st.column_config.NumberColumn(format="%.2f"),
+                    "$ per GPU-hour": st.column_config.NumberColumn(format="$%.4f"),
+                    "cost ($)": st.column_config.NumberColumn(format="$%.2f"),
+                    "$ per hour": st.column_config.NumberColumn(format="$%.2f"),
+                },
+            )
             common.download_table(costs, "whatif-cost", key="whatif-cost-download")
     log = st.toggle("Log-scale latency axis", value=True, key="whatif-log")
     tabs = st.tabs([f"{label} CDF" for label in LATENCIES.values()])
@@ -738,7 +765,13 @@ def _compare(runs: list[dict[str, Any]]) -> None:
     )
     one, two = st.columns(2)
     with one:
-        st.dataframe(numbers, hide_index=True, key="whatif-compare-numbers")
+        st.dataframe(
+            numbers,
+            hide_index=True,
+            key="whatif-compare-numbers",
+            column_config={c: st.column_config.NumberColumn(format="%.4g") for c in "AB"}
+            | {"B - A": st.column_config.NumberColumn(format="%+.4g")},
+        )
         common.download_table(numbers, "whatif-compare", key="whatif-compare-download")
     with two:
         st.dataframe(settings, hide_index=True, key="whatif-compare-settings")
