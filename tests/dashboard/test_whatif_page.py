@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,6 +43,12 @@ Page = Callable[[str], AppTest]
 LOAD_SCALE = 0.05  # about 970 of the demo's 19,366 requests: a run of about a second
 L4_8B = ServingSpec(gpu="L4", model="llama-3.1-8b")  # the page's defaults
 TARGETS = SLO(ttft_s=2.0, tpot_s=0.2)  # the page's default targets
+
+
+@pytest.fixture(autouse=True)
+def _run_files_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs' per-request files go where pytest cleans up, not the machine's temp folder."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 @contextmanager
@@ -142,7 +149,9 @@ def test_a_run_shows_the_numbers_simulate_gives(demo_home: Path, page: Page) -> 
     [run] = _runs(at)
     assert run["result"]["summary"] == expected.summary
     assert run["cdfs"]["metric"].unique().tolist() == ["ttft", "tpot", "e2e"]
-    assert Path(run["folder"], "requests.parquet").is_file()  # the per-request download
+    folder = Path(run["folder"])
+    assert folder.parent == demo_home.parent  # the test's tmp_path
+    assert (folder / "requests.parquet").is_file()  # the per-request download
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels.count("CSV") >= 3 and labels.count("JSON") >= 3
 
