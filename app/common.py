@@ -8,6 +8,7 @@ Pages call the library the CLI calls; nothing here computes a planning result.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -139,11 +140,21 @@ def download_json(data: Any, name: str, *, key: str | None = None) -> None:
     )
 
 
-def slo_line(fig: go.Figure, value: float, label: str, *, vertical: bool = True) -> None:
-    """A dashed red line at an SLO target, labelled with it."""
+def on_log_axis(fig: go.Figure, x: float) -> None:
+    """Put the label of the vertical line just added at ``x`` where it belongs on a log x axis:
+    Plotly places the line at the value but its annotation at the value's log10."""
+    fig.layout.annotations[-1].x = math.log10(x)
+
+
+def slo_line(
+    fig: go.Figure, value: float, label: str, *, vertical: bool = True, log_x: bool = False
+) -> None:
+    """A dashed red line at an SLO target, labelled with it (``log_x``: the x axis is log)."""
     line = {"color": SLO_COLOUR, "dash": "dash", "width": 2}
     if vertical:
         fig.add_vline(x=value, line=line, annotation_text=label, annotation_position="top")
+        if log_x:
+            on_log_axis(fig, value)
     else:
         fig.add_hline(y=value, line=line, annotation_text=label, annotation_position="right")
 
@@ -160,10 +171,97 @@ def chart(fig: go.Figure, *, key: str | None = None) -> None:
     st.plotly_chart(fig, width="stretch", key=key)
 
 
+def option_index(options: list[str], wanted: str | None) -> int:
+    """Where ``wanted`` is among a select box's options (the first when it is not there)."""
+    return options.index(wanted) if wanted in options else 0
+
+
+@st.cache_data(show_spinner=False)
+def stored_recommendations(url: str, version: str) -> list[dict[str, Any]]:
+    """Briefs of the stored recommendations, oldest first (no full results loaded)."""
+    from planner.recommend.store import list_briefs
+
+    with session() as active:
+        return list_briefs(active)
+
+
+@st.cache_data(show_spinner=False)
+def stored_recommendation(url: str, version: str, recommendation_id: int) -> dict[str, Any]:
+    """One stored recommendation's whole result."""
+    from planner.recommend.store import load_recommendation
+
+    with session() as active:
+        result: dict[str, Any] = load_recommendation(active, recommendation_id).result
+        return result
+
+
+def recommendation_label(brief: dict[str, Any]) -> str:
+    cost = f"${brief['monthly_usd']:,.0f}/month" if brief["monthly_usd"] is not None else "-"
+    winner = brief["winner"] or "none met the targets"
+    created = brief["created_at"][:16].replace("T", " ")
+    return f"#{brief['id']} · {created} · {brief['model']} · {winner} · {cost}"
+
+
+@dataclass(frozen=True)
+class DeploymentChoice:
+    gpu: str
+    model: str
+    precision: str
+    tp: int
+    engine: str
+
+
+def deployment_inputs(page: str, defaults: dict[str, str]) -> tuple[DeploymentChoice, list[Any]]:
+    """GPU, model, weights precision and tensor parallelism in one row, the engine first in the
+    next (widget keys ``<page>-gpu`` ...); returns the choice and the next row's three free
+    columns for the page's own settings."""
+    from planner.latency.catalog import load_catalog
+    from planner.latency.engines import engine_names
+    from planner.latency.profile import DEFAULT_ENGINE
+
+    catalog = load_catalog()
+    gpus, models = catalog.gpus.names(), catalog.models.names()
+    precisions, engines = catalog.precisions.names(), engine_names()
+    first = st.columns(4)
+    gpu = first[0].selectbox(
+        "GPU", gpus, index=option_index(gpus, defaults.get("gpu")), key=f"{page}-gpu"
+    )
+    model = first[1].selectbox(
+        "Model", models, index=option_index(models, defaults.get("model")), key=f"{page}-model"
+    )
+    precision = first[2].selectbox(
+        "Weights precision",
+        precisions,
+        index=option_index(precisions, defaults.get("precision")),
+        key=f"{page}-precision",
+    )
+    tp = first[3].number_input(
+        "Tensor parallelism (GPUs per replica)",
+        min_value=1,
+        max_value=64,
+        value=1,
+        step=1,
+        key=f"{page}-tp",
+    )
+    second = st.columns(4)
+    engine = second[0].selectbox(
+        "Engine", engines, index=option_index(engines, DEFAULT_ENGINE), key=f"{page}-engine"
+    )
+    choice = DeploymentChoice(str(gpu), str(model), str(precision), int(tp), str(engine))
+    return choice, list(second[1:])
+
+
 def link(page: str, label: str) -> None:
     """A link to another page of the dashboard (``PAGES`` key)."""
     info = PAGES[page]
     st.page_link(info.path, label=label, icon=info.icon)
+
+
+def linked_choice(options: list[str], param: str = "dataset") -> str | None:
+    """The option a link named in the page's URL (``?dataset=NAME``), if it is one of
+    ``options``: links and bookmarks open a page on one item."""
+    wanted = st.query_params.get(param)
+    return wanted if wanted in options else None
 
 
 def empty_store_hint(what: str) -> None:

@@ -9,7 +9,6 @@ latency`` prints; the page only lays it out.
 
 from __future__ import annotations
 
-import math
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -21,14 +20,13 @@ from sqlalchemy.orm import Session
 
 from app import common
 from planner.latency.catalog import load_catalog
-from planner.latency.engines import engine_names, get_engine
+from planner.latency.engines import get_engine
 from planner.latency.predict import (
     LatencyQuery,
     latency_by_batch,
     memory_breakdown,
     predict_latency,
 )
-from planner.latency.profile import DEFAULT_ENGINE
 from planner.latency.registry import profile_accuracy
 
 DEFAULTS = {"gpu": "H100-SXM", "model": "llama-3.1-8b", "precision": "bf16"}
@@ -60,44 +58,19 @@ def _prediction(
     return prediction.result, prediction.batch_problem, curve, accuracy
 
 
-def _index(options: list[str], wanted: str) -> int:
-    return options.index(wanted) if wanted in options else 0
-
-
 def _inputs() -> LatencyQuery:
     catalog = load_catalog()
-    gpus, models, precisions = (
-        catalog.gpus.names(),
-        catalog.models.names(),
-        catalog.precisions.names(),
-    )
-    engines = engine_names()
-    first = st.columns(4)
-    gpu = first[0].selectbox("GPU", gpus, index=_index(gpus, DEFAULTS["gpu"]), key="latency-gpu")
-    model = first[1].selectbox(
-        "Model", models, index=_index(models, DEFAULTS["model"]), key="latency-model"
-    )
-    precision = first[2].selectbox(
-        "Weights precision",
-        precisions,
-        index=_index(precisions, DEFAULTS["precision"]),
-        key="latency-precision",
-    )
-    tp = first[3].number_input(
-        "Tensor parallelism (GPUs per replica)",
-        min_value=1,
-        max_value=64,
-        value=1,
-        step=1,
-        key="latency-tp",
-    )
-    second = st.columns(4)
-    engine = second[0].selectbox(
-        "Engine", engines, index=_index(engines, DEFAULT_ENGINE), key="latency-engine"
+    choice, second = common.deployment_inputs("latency", DEFAULTS)
+    gpu, model, precision, tp, engine = (
+        choice.gpu,
+        choice.model,
+        choice.precision,
+        choice.tp,
+        choice.engine,
     )
     spec = get_engine(engine)
     own_kv = spec.default_kv_cache(catalog.precisions.get(precision), catalog.gpus.get(gpu))
-    kv_choice = second[1].selectbox(
+    kv_choice = second[0].selectbox(
         "KV-cache precision",
         [ENGINE_DEFAULT, "fp16", "fp8"],
         format_func=lambda v: f"{v} ({own_kv})" if v == ENGINE_DEFAULT else v,
@@ -105,7 +78,7 @@ def _inputs() -> LatencyQuery:
         help="The engine's default: TensorRT-LLM keeps an FP8 KV cache under FP8 weights; "
         "vLLM and SGLang keep the model's 16-bit dtype.",
     )
-    utilization = second[2].number_input(
+    utilization = second[1].number_input(
         "GPU memory utilization",
         min_value=0.1,
         max_value=1.0,
@@ -116,7 +89,7 @@ def _inputs() -> LatencyQuery:
         help="The share of each GPU's memory the engine may use (vLLM's "
         "gpu_memory_utilization); empty: the engine's default.",
     )
-    static = second[3].toggle(
+    static = second[2].toggle(
         "Static batching",
         value=False,
         key="latency-static",
@@ -224,13 +197,6 @@ def _memory_chart(result: dict[str, Any]) -> None:
     st.caption(f"{result['engine']} gives {result['memory_rule']}.")
 
 
-def on_log_axis(fig: go.Figure, x: float) -> None:
-    """Put the label of the vertical line just added at ``x`` on a log x axis: Plotly places a
-    shape at the value itself but an annotation at the value's log10 (``add_vline`` gives its
-    label the value, which lands far off the chart)."""
-    fig.layout.annotations[-1].x = math.log10(x)
-
-
 def _batch_chart(result: dict[str, Any], curve: pd.DataFrame) -> None:
     if curve.empty:
         return
@@ -258,7 +224,7 @@ def _batch_chart(result: dict[str, Any], curve: pd.DataFrame) -> None:
         annotation_text=f"KV cache holds {most:,}",
         annotation_position="top left",
     )
-    on_log_axis(fig, most)
+    common.on_log_axis(fig, most)
     if result["ttft_ms"] is not None:
         fig.add_vline(
             x=result["batch"],
@@ -266,7 +232,7 @@ def _batch_chart(result: dict[str, Any], curve: pd.DataFrame) -> None:
             annotation_text=f"batch {result['batch']:,}",
             annotation_position="bottom right",
         )
-        on_log_axis(fig, result["batch"])
+        common.on_log_axis(fig, result["batch"])
     fig.update_layout(title="Latency against batch size", height=380)
     fig.update_xaxes(title_text="batch size (sequences)", type="log")
     fig.update_yaxes(title_text="TTFT (ms)", secondary_y=False)

@@ -26,7 +26,6 @@ from planner.recommend.engine import why_no_fleet
 from planner.recommend.inputs import DEFAULT_PRECISIONS, Constraints, SearchOptions
 from planner.recommend.plot import cost_vs_p99, fleet_by_purchase
 from planner.recommend.sources import LimitNames
-from planner.recommend.store import list_briefs, load_recommendation
 from planner.simulate.metrics import SLO
 
 POLL_S = 1.0  # how often a running search's progress is redrawn
@@ -48,19 +47,6 @@ WATCHED_KEY = "rec-watched"  # searches the progress panel shows
 def _searches() -> SearchRegistry:
     """The server's searches: they outlive a page's script run and a browser session."""
     return SearchRegistry()
-
-
-@st.cache_data(show_spinner=False)
-def _stored(url: str, version: str) -> list[dict[str, Any]]:
-    with common.session() as session:
-        return list_briefs(session)
-
-
-@st.cache_data(show_spinner=False)
-def _stored_result(url: str, version: str, recommendation_id: int) -> dict[str, Any]:
-    with common.session() as session:
-        result: dict[str, Any] = load_recommendation(session, recommendation_id).result
-        return result
 
 
 @st.cache_data(show_spinner=False)
@@ -91,13 +77,6 @@ def _price_choices(url: str, version: str) -> tuple[list[str], list[str]]:
     if not prices:
         return ["aws", "azure", "gcp"], load_catalog().gpus.names()
     return sorted({p.provider.value for p in prices}), sorted({p.gpu_model for p in prices})
-
-
-def _label(brief: dict[str, Any]) -> str:
-    cost = f"${brief['monthly_usd']:,.0f}/month" if brief["monthly_usd"] is not None else "-"
-    winner = brief["winner"] or "none met the targets"
-    created = brief["created_at"][:16].replace("T", " ")
-    return f"#{brief['id']} · {created} · {brief['model']} · {winner} · {cost}"
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -629,7 +608,7 @@ def _page() -> None:
     )
     _collect_finished()  # before the store is read: a search stored just now is listed
     url, version = common.store_url(), common.version()
-    stored = _stored(url, version)
+    stored = common.stored_recommendations(url, version)
     with st.expander("Find the cheapest fleet", expanded=not stored, icon=":material/search:"):
         _search_form(url, version)
     if any(not s.finished for s in _searches().statuses()):
@@ -647,14 +626,14 @@ def _page() -> None:
     chosen = st.selectbox(
         "Stored recommendation",
         list(by_id),
-        format_func=lambda i: _label(by_id[i]),
+        format_func=lambda i: common.recommendation_label(by_id[i]),
         key="rec-stored",
     )
     with st.expander(f"All stored recommendations ({len(stored)})"):
         table = pd.DataFrame(stored)
         st.dataframe(table, hide_index=True, key="rec-stored-table")
         common.download_table(table, "recommendations", key="rec-stored-dl")
-    data = _stored_result(url, version, chosen)
+    data = common.stored_recommendation(url, version, chosen)
     _show_result(data, f"recommendation-{chosen}")
 
 

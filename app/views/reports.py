@@ -3,33 +3,10 @@ what exists: a stored recommendation's whole JSON and its tables as CSV."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import streamlit as st
 
 from app import common
-from planner.recommend.store import list_briefs, load_recommendation
 from planner.recommend.tables import result_tables
-
-
-@st.cache_data(show_spinner=False)
-def _stored(url: str, version: str) -> list[dict[str, Any]]:
-    with common.session() as session:
-        return list_briefs(session)
-
-
-@st.cache_data(show_spinner=False)
-def _result(url: str, version: str, recommendation_id: int) -> dict[str, Any]:
-    with common.session() as session:
-        result: dict[str, Any] = load_recommendation(session, recommendation_id).result
-        return result
-
-
-def _label(brief: dict[str, Any]) -> str:
-    cost = f"${brief['monthly_usd']:,.0f}/month" if brief["monthly_usd"] is not None else "-"
-    created = brief["created_at"][:16].replace("T", " ")
-    winner = brief["winner"] or "none met the targets"
-    return f"#{brief['id']} · {created} · {brief['model']} · {winner} · {cost}"
 
 
 def _page() -> None:
@@ -42,7 +19,7 @@ def _page() -> None:
         icon=":material/construction:",
     )
     url, version = common.store_url(), common.version()
-    stored = _stored(url, version)
+    stored = common.stored_recommendations(url, version)
     if not stored:
         common.empty_store_hint("stored recommendations")
         common.link("recommend", "Find a fleet on the Recommendations page")
@@ -52,10 +29,10 @@ def _page() -> None:
         "Stored recommendation",
         list(by_id),
         index=len(by_id) - 1,  # the newest
-        format_func=lambda i: _label(by_id[i]),
+        format_func=lambda i: common.recommendation_label(by_id[i]),
         key="reports-recommendation",
     )
-    data = _result(url, version, chosen)
+    data = common.stored_recommendation(url, version, chosen)
     name = f"recommendation-{chosen}"
     st.markdown("**The whole result** (targets, constraints, winner, plan, every candidate)")
     common.download_json(data, name, key="reports-json")

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import common
+from planner.common.uploads import upload_file_name
 from planner.errors import PlannerError
 from planner.ingest import FORMAT_NAMES, TimeKind, TimeUnit
 from planner.ingest.formats import FIELDS
@@ -27,7 +28,7 @@ from planner.ingest.pipeline import (
     IngestResult,
     default_dataset_name,
 )
-from planner.ingest.upload import ingest_upload, upload_file_name
+from planner.ingest.upload import ingest_upload
 from planner.store import open_store
 from planner.store.queries import delete_dataset, get_dataset
 from planner.store.summaries import (
@@ -521,6 +522,10 @@ def datasets_section() -> None:
     common.download_table(table, "datasets", key="logs-datasets")
     keys = {str(r["name"]): str(r["content_key"]) for r in records}
     names = list(keys)
+    linked = common.linked_choice(names)
+    if linked is not None and st.session_state.get("logs-linked") != linked:
+        st.session_state["logs-linked"] = linked  # a link opens on its dataset, once
+        st.session_state["logs-dataset"] = linked
     if st.session_state.get("logs-dataset") not in names:
         st.session_state["logs-dataset"] = names[-1]  # the newest
     name = st.selectbox("Dataset", names, key="logs-dataset")

@@ -12,7 +12,6 @@ simulated by ``run_whatif``.
 
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
@@ -26,9 +25,7 @@ import streamlit as st
 
 from app import common
 from planner.errors import PlannerError
-from planner.latency.catalog import load_catalog
-from planner.latency.engines import engine_names, get_engine
-from planner.latency.profile import DEFAULT_ENGINE
+from planner.latency.engines import get_engine
 from planner.simulate.fleet import ROUTERS
 from planner.simulate.inputs import (
     DEFAULT_MAX_REQUESTS,
@@ -128,10 +125,6 @@ class Inputs:
     estimate: float | None  # requests the run is expected to simulate
 
 
-def _index(options: list[str], wanted: str | None) -> int:
-    return options.index(wanted) if wanted in options else 0
-
-
 def _optional(value: float | None) -> float | None:
     return None if value is None or value <= 0 else float(value)
 
@@ -152,7 +145,9 @@ def _demand_inputs(
         dataset = columns[0].selectbox(
             "Dataset",
             names,
-            index=_index(names, st.query_params.get("dataset")),  # ?dataset=NAME opens on it
+            index=common.option_index(
+                names, st.query_params.get("dataset")
+            ),  # ?dataset=NAME opens on it
             key="whatif-dataset",
         )
         load_scale = columns[1].number_input(
@@ -173,7 +168,10 @@ def _demand_inputs(
     )
     curve, label, fitted_on = _demand(common.store_url(), common.version(), forecast_id or ids[0])
     lengths = columns[1].selectbox(
-        "Request lengths from", names, index=_index(names, fitted_on), key="whatif-lengths"
+        "Request lengths from",
+        names,
+        index=common.option_index(names, fitted_on),
+        key="whatif-lengths",
     )
     first_hour = columns[2].number_input(
         "From hour", min_value=1, max_value=curve.hours, value=1, step=1, key="whatif-first-hour"
@@ -216,37 +214,15 @@ def _demand_inputs(
 
 def _serving_inputs() -> ServingSpec:
     st.subheader("Each replica")
-    catalog = load_catalog()
-    gpus, models, precisions = (
-        catalog.gpus.names(),
-        catalog.models.names(),
-        catalog.precisions.names(),
+    choice, second = common.deployment_inputs("whatif", DEFAULTS)
+    gpu, model, precision, tp, engine = (
+        choice.gpu,
+        choice.model,
+        choice.precision,
+        choice.tp,
+        choice.engine,
     )
-    engines = engine_names()
-    first = st.columns(4)
-    gpu = first[0].selectbox("GPU", gpus, index=_index(gpus, DEFAULTS["gpu"]), key="whatif-gpu")
-    model = first[1].selectbox(
-        "Model", models, index=_index(models, DEFAULTS["model"]), key="whatif-model"
-    )
-    precision = first[2].selectbox(
-        "Weights precision",
-        precisions,
-        index=_index(precisions, DEFAULTS["precision"]),
-        key="whatif-precision",
-    )
-    tp = first[3].number_input(
-        "Tensor parallelism (GPUs per replica)",
-        min_value=1,
-        max_value=64,
-        value=1,
-        step=1,
-        key="whatif-tp",
-    )
-    second = st.columns(4)
-    engine = second[0].selectbox(
-        "Engine", engines, index=_index(engines, DEFAULT_ENGINE), key="whatif-engine"
-    )
-    max_seqs = second[1].number_input(
+    max_seqs = second[0].number_input(
         "Max sequences per batch",
         min_value=1,
         max_value=MAX_SEQS,
@@ -255,8 +231,8 @@ def _serving_inputs() -> ServingSpec:
         placeholder=f"engine default ({get_engine(engine).max_seqs:,})",
         key="whatif-max-seqs",
     )
-    chunked = second[2].toggle("Chunked prefill", value=True, key="whatif-chunked")
-    prefix = second[3].toggle("Prefix cache", value=True, key="whatif-prefix-cache")
+    chunked = second[1].toggle("Chunked prefill", value=True, key="whatif-chunked")
+    prefix = second[2].toggle("Prefix cache", value=True, key="whatif-prefix-cache")
     prefix_hit = 0.0
     if prefix:
         prefix_hit = st.slider(
@@ -330,7 +306,10 @@ def _fleet_inputs() -> FleetSettings:
         key="whatif-spot-rate",
     )
     router = more[1].selectbox(
-        "Router", ROUTERS, index=_index(list(ROUTERS), "least-requests"), key="whatif-router"
+        "Router",
+        ROUTERS,
+        index=common.option_index(list(ROUTERS), "least-requests"),
+        key="whatif-router",
     )
     response_cache = more[2].slider(
         "Response-cache hit rate", 0.0, 0.95, 0.0, 0.05, key="whatif-response-cache"
@@ -584,13 +563,6 @@ def _share(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
 
 
-def on_log_axis(fig: go.Figure, x: float) -> None:
-    """Put the label of the vertical line just added at ``x`` on a log x axis: Plotly places a
-    shape at the value itself but an annotation at the value's log10 (``add_vline`` gives its
-    label the value, which lands far off the chart). The same helper is in the Latency page."""
-    fig.layout.annotations[-1].x = math.log10(x)
-
-
 def _cdf_chart(
     traces: list[tuple[str, pd.DataFrame, str]], metric: str, target_ms: float | None, log: bool
 ) -> go.Figure:
@@ -599,9 +571,7 @@ def _cdf_chart(
         part = cdf[cdf["metric"] == metric]
         fig.add_scatter(x=part["ms"], y=part["share"], name=name, mode="lines", line_color=colour)
     if target_ms is not None:
-        common.slo_line(fig, target_ms, f"SLO {target_ms:,.0f} ms")
-        if log:
-            on_log_axis(fig, target_ms)
+        common.slo_line(fig, target_ms, f"SLO {target_ms:,.0f} ms", log_x=log)
     label = LATENCIES[metric]
     fig.update_layout(height=360, title=f"{label} CDF")
     fig.update_xaxes(title_text=f"{label} (ms)", type="log" if log else "linear")

@@ -11,7 +11,6 @@ backtest scores as a table, its notes, and the demand curve as the CSV ``simulat
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,8 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from planner.errors import InputFileError, NotFoundError, PlannerError, UsageError
+from planner.common.uploads import uploaded_file
+from planner.errors import NotFoundError, PlannerError, UsageError
 from planner.forecast.backtest import (
     DEFAULT_MAX_CUTOFFS,
     BacktestPlan,
@@ -97,25 +97,11 @@ def load_series(
     return read_series(series_file, model=model)
 
 
-def _upload_name(name: str) -> str:
-    base = Path(name.replace("\\", "/")).name
-    cleaned = "".join(c if c.isalnum() or c in "-_. " else "-" for c in base).strip(" .")
-    return cleaned or "series.csv"
-
-
 def read_series_upload(name: str, data: bytes, *, model: str | None = None) -> HourlySeries:
     """A series from an uploaded file's name and bytes, read exactly as ``--series`` reads a
     file; errors name the uploaded file (not where it was put to be read)."""
-    shown_name = _upload_name(name)
-    with tempfile.TemporaryDirectory(prefix="planner-series-") as folder:
-        path = Path(folder) / shown_name
-        path.write_bytes(data)
-        try:
-            return read_series(path, model=model)
-        except InputFileError as exc:
-            raise InputFileError(shown_name, exc.problem) from None
-        except (UsageError, NotFoundError) as exc:
-            raise type(exc)(str(exc).replace(str(path), shown_name)) from None
+    with uploaded_file(name, data) as path:
+        return read_series(path, model=model)
 
 
 def series_models(path: Path | str) -> list[str]:
@@ -137,13 +123,8 @@ def series_models(path: Path | str) -> list[str]:
 
 def series_upload_models(name: str, data: bytes) -> list[str]:
     """:func:`series_models` of an uploaded file."""
-    with tempfile.TemporaryDirectory(prefix="planner-series-") as folder:
-        path = Path(folder) / _upload_name(name)
-        path.write_bytes(data)
-        try:
-            return series_models(path)
-        except InputFileError as exc:
-            raise InputFileError(_upload_name(name), exc.problem) from None
+    with uploaded_file(name, data) as path:
+        return series_models(path)
 
 
 def bundled_series() -> list[Path]:

@@ -176,24 +176,18 @@ def forecast_demand(
 ) -> Demand:
     """A stored forecast's demand curve, with request lengths drawn from ``tokens_from`` (by
     default the dataset the forecast was fitted on)."""
-    from planner.forecast.series import _utc
-    from planner.forecast.store import load_forecast, points_frame
-    from planner.store.models import Dataset
+    from planner.simulate.inputs import stored_demand
 
-    run = load_forecast(session, forecast_id)
-    frame = points_frame(run)
-    if frame.empty or frame["demand"].isna().any():
-        raise UsageError(f"forecast #{run.id} has no demand curve stored; rerun `planner forecast`")
-    curve = RateCurve(_utc(frame["ds"].iloc[0]), frame["demand"].to_numpy(np.float64) * load_scale)
-    source = f"forecast #{run.id} at q{run.demand_quantile:g} ({run.source})"
+    stored = stored_demand(session, forecast_id)
+    curve = RateCurve(stored.curve.start, stored.curve.requests_per_hour * load_scale)
+    source = stored.label
     if tokens_from is None:
-        dataset = session.get(Dataset, run.dataset_id) if run.dataset_id is not None else None
-        if dataset is None:
+        if stored.dataset is None:
             raise UsageError(
-                f"forecast #{run.id} was not fitted on a stored dataset: give {tokens_option} "
-                "DATASET for the request lengths"
+                f"forecast #{forecast_id} was not fitted on a stored dataset: give "
+                f"{tokens_option} DATASET for the request lengths"
             )
-        tokens_from = dataset.name
+        tokens_from = stored.dataset
     inputs, outputs = token_pool(session, tokens_from)
     return Demand(curve, inputs, outputs, source)
 

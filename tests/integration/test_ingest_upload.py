@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from planner.common.uploads import upload_file_name
 from planner.errors import InputFileError, UsageError
 from planner.ingest.options import CLI_NAMES, ingest_options
-from planner.ingest.upload import ingest_upload, upload_file_name, uploaded_source
+from planner.ingest.upload import ingest_upload, uploaded_source
 from planner.store import Store
 from planner.store.queries import get_dataset, request_frame
 from planner.store.summaries import dataset_records

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import planner.store.price_models  # noqa: F401  (registers the price tables)
+from planner.common.uploads import upload_file_name
 from planner.errors import InputFileError, PlannerError, UsageError
 from planner.store import Store
 from pricing.sheets import (
@@ -20,7 +21,7 @@ from pricing.sheets import (
     list_versions,
 )
 from pricing.tables import diff_rows, price_rows, version_rows
-from pricing.upload import import_sheet_bytes, upload_name
+from pricing.upload import import_sheet_bytes
 from tests.conftest import WriteFile
 
 GOOD = (
@@ -96,11 +97,12 @@ def test_hostile_uploads_are_refused_cleanly(
         assert len(list_versions(session)) == count
 
 
-def test_upload_names_lose_their_folders_and_odd_characters() -> None:
-    assert upload_name("../../etc/passwd.csv") == "passwd.csv"
-    assert upload_name("C:\\Users\\me\\q4 quote.xlsx") == "q4 quote.xlsx"
-    assert upload_name("a\x00b|c.csv") == "a-b-c.csv"
-    assert upload_name("..") == "sheet"
+def test_upload_names_lose_their_folders_and_unsafe_names_are_refused() -> None:
+    assert upload_file_name("../../etc/passwd.csv") == "passwd.csv"
+    assert upload_file_name("C:\\Users\\me\\q4 quote.xlsx") == "q4 quote.xlsx"
+    for unsafe in ("a\x00b|c.csv", ".."):
+        with pytest.raises(UsageError, match="expected a plain file name"):
+            upload_file_name(unsafe)
 
 
 def test_diff_versions_is_the_cli_diff(priced: Store) -> None:
