@@ -2,10 +2,14 @@
 
 Builds a store with a synthetic ``azure-llm`` log of ``--rows`` requests (the ingest benchmark's
 generator) next to the demo's forecast and recommendation, starts ``planner dashboard`` on a
-free loopback port and opens every page in Debian's headless Chromium: once cold (the first
-load fills Streamlit's caches) and ``--repeats`` times warm, each in a new browser session. A
-page has rendered when its script has run to the end (Streamlit's script state) and its title
-is on screen. Pages that pick a dataset are opened on the big one (``?dataset=``).
+free loopback port and opens every page in Debian's headless Chromium. A page has rendered
+when its script has run to the end (Streamlit's script state), its title
+is on screen and no placeholder is left. The app is opened once; then every page is reached
+through its sidebar link, as an analyst moves between pages: the first round fills the caches,
+the next ``--repeats`` rounds are the warm times. Each page is also opened by URL in a new tab
+(which loads Streamlit's JavaScript again); pages that pick a dataset open there on the big one
+(``?dataset=``). The big dataset is ingested last, so pages that open on the newest dataset
+pick it by default.
 
     python benchmarks/dashboard_bench.py                    # 1M requests, 3 warm visits a page
     python benchmarks/dashboard_bench.py --rows 200000 --json /tmp/dashboard_bench.json
@@ -38,6 +42,7 @@ from tests.dashboard.browser import (  # noqa: E402
     dashboard,
     exceptions_on,
     launch,
+    navigate,
     visit,
 )
 
@@ -55,55 +60,64 @@ def build_store(home: Path, rows: int) -> dict[str, float]:
     began = time.perf_counter()
     generate_csv(csv_path, rows)
     generated = time.perf_counter() - began
-    with open_store(url) as store:
-        ingest_file(store, csv_path, IngestOptions(name=DATASET))
-    ingested = time.perf_counter() - began - generated
-    csv_path.unlink()
     load_demo(url, quick=True)
-    return {"generate_s": generated, "ingest_s": ingested}
+    demo_s = time.perf_counter() - began - generated
+    with open_store(url) as store:  # last: the newest dataset, which pages open by default
+        ingest_file(store, csv_path, IngestOptions(name=DATASET))
+    ingested = time.perf_counter() - began - generated - demo_s
+    csv_path.unlink()
+    return {"generate_s": generated, "demo_s": demo_s, "ingest_s": ingested}
 
 
-def measure(server: DashboardServer, repeats: int) -> list[dict[str, Any]]:
+def measure(server: DashboardServer, repeats: int) -> tuple[float, list[dict[str, Any]]]:
+    """The app opened once, then every page reached through the sidebar ``repeats + 1`` times
+    (the first round fills the caches); then each page opened by URL in a new tab."""
     results = []
     with sync_playwright() as playwright:
         browser = launch(playwright)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        app_open_s = visit(page, server.url, "overview")
+        print(f"  app opened in {app_open_s:.2f} s", flush=True)
+        times: dict[str, list[float]] = {key: [] for key in PAGES}
+        problems: dict[str, list[str]] = {key: [] for key in PAGES}
+        for round_number in range(repeats + 1):
+            for key, info in PAGES.items():
+                seconds = navigate(page, key)
+                problems[key] += exceptions_on(page)
+                times[key].append(seconds)
+                print(f"  round {round_number}: {info.title:<26} {seconds:6.2f} s", flush=True)
+        context.close()
         for key, info in PAGES.items():
+            tab = browser.new_context(viewport={"width": 1400, "height": 1000})
             query = f"?dataset={DATASET}" if key in DATASET_PAGES else ""
-            times = []
-            problems: list[str] = []
-            for visit_number in range(repeats + 1):
-                context = browser.new_context(viewport={"width": 1400, "height": 1000})
-                page = context.new_page()
-                seconds = visit(page, server.url, key, query=query)
-                problems += exceptions_on(page)
-                context.close()
-                times.append(seconds)
-                print(f"  {info.title:<26} visit {visit_number}: {seconds:6.2f} s", flush=True)
-            warm = times[1:]
+            tab_s = visit(tab.new_page(), server.url, key, query=query)
+            tab.close()
+            warm = times[key][1:]
             results.append(
                 {
                     "page": info.title,
                     "key": key,
-                    "query": query,
-                    "first_s": times[0],
+                    "first_s": times[key][0],
                     "warm_median_s": statistics.median(warm),
                     "warm_max_s": max(warm),
+                    "new_tab_s": tab_s,
                     "meets_target": max(warm) < TARGET_S,
-                    "exceptions": problems,
+                    "exceptions": problems[key],
                 }
             )
         browser.close()
-    return results
+    return app_open_s, results
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    print(
-        f"\n{'page':<26} {'first load':>11} {'warm median':>12} {'warm max':>9}  < {TARGET_S:g} s"
-    )
+    header = f"{'page':<26} {'first':>7} {'warm median':>12} {'warm max':>9} {'new tab':>8}"
+    print(f"\n{header}  warm < {TARGET_S:g} s")
     for r in results:
         print(
-            f"{r['page']:<26} {r['first_s']:>10.2f}s {r['warm_median_s']:>11.2f}s "
-            f"{r['warm_max_s']:>8.2f}s  {'yes' if r['meets_target'] else 'NO'}"
+            f"{r['page']:<26} {r['first_s']:>6.2f}s {r['warm_median_s']:>11.2f}s "
+            f"{r['warm_max_s']:>8.2f}s {r['new_tab_s']:>7.2f}s  "
+            f"{'yes' if r['meets_target'] else 'NO'}"
         )
 
 
@@ -122,13 +136,14 @@ def main(argv: list[str] | None = None) -> int:
         build = build_store(home, args.rows)
     with dashboard(home, home / "server.log") as server:
         print(f"dashboard at {server.url}", flush=True)
-        results = measure(server, args.repeats)
+        app_open_s, results = measure(server, args.repeats)
     print_table(results)
     report = {
         "rows": args.rows,
         "repeats": args.repeats,
         "target_s": TARGET_S,
         "build": build,
+        "app_open_s": app_open_s,
         "pages": results,
         "machine": machine_info(),
     }
