@@ -135,6 +135,27 @@ RENDERED = """() => {
 }"""
 
 
+TITLED = (
+    """(title) => {
+  const heading = document.querySelector('[data-testid="stMain"] h1');
+  return heading !== null && heading.innerText.trim() === title && ("""
+    + RENDERED
+    + """)();
+}"""
+)
+
+
+def navigate(page: Page, key: str, timeout_ms: float = RENDER_TIMEOUT_MS) -> float:
+    """Go to a page the way an analyst does, by its link in the sidebar, and wait until it has
+    rendered (its own title on screen); returns the seconds it took."""
+    title = PAGES[key].title
+    began = time.perf_counter()
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    nav.get_by_role("link", name=title, exact=True).click()
+    page.wait_for_function(TITLED, arg=title, timeout=timeout_ms)
+    return time.perf_counter() - began
+
+
 def wait_rendered(page: Page, timeout_ms: float = RENDER_TIMEOUT_MS) -> None:
     """Until the page's script has run to the end and everything it drew is on screen: the
     title, and no placeholder left (Streamlit shows skeletons for elements still loading, such

@@ -23,6 +23,8 @@ from tests.dashboard.browser import (
     dashboard,
     exceptions_on,
     launch,
+    navigate,
+    page_path,
     screenshot,
     visit,
     wait_rendered,
@@ -170,3 +172,11 @@ def test_a_good_log_upload_is_ingested_and_listed(
     wait_rendered(page)
     expect(page.locator('[data-testid="stMain"]')).to_contain_text("our-gateway")
     screenshot(page, artefacts / "logs-good-upload.png")
+
+
+def test_the_sidebar_takes_the_analyst_to_every_page(server: DashboardServer, page: Page) -> None:
+    visit(page, server.url, "overview")
+    for key in PAGES:
+        navigate(page, key)  # waits for the page's own title, rendered
+        assert not exceptions_on(page), (key, exceptions_on(page))
+        assert page.url.rstrip("/").endswith(page_path(key).rstrip("/"))
