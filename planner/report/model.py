@@ -1,0 +1,107 @@
+"""The report's content: every figure of every format, computed once from a stored
+recommendation (its plan, hourly fleet and forecast), the price sheets and the calibration.
+
+The writers (``excel``, ``pdf``, ``focus``) lay a :class:`Report` out and compute nothing but
+totals they can show as formulas. Money is in the report's currency (USD), unrounded: writers
+round for display only, so totals agree to the cent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime
+from typing import Any
+
+import pandas as pd
+
+SCENARIOS = ("low", "expected", "high")
+
+# Columns of each table, in order (writers may rely on them).
+PROJECTION_COLUMNS = (
+    "month",  # datetime.date: the first day of the month
+    "scenario",  # low | expected | high
+    "provider",
+    "region",
+    "instance_type",
+    "purchase_option",  # on-demand | spot | reserved-1y | committed-3y | savings-plan-1y ...
+    "instance_hours",  # instance-hours used (billed, for commitments: every hour of the month)
+    "cash_usd",  # what is paid in the month: usage, plus an upfront in the month it is paid
+    "amortized_usd",  # usage plus the month's share of upfronts spread over the term
+    "upfront_usd",  # upfront paid in the month (0 but in a commitment's first month)
+    "tokens_millions",  # tokens served in the month (input + output), for $ per million tokens
+)
+COMMITMENT_COLUMNS = (
+    "purchase_option",
+    "provider",
+    "region",
+    "instance_type",
+    "term_years",
+    "start",  # datetime.date
+    "end",  # datetime.date (exclusive)
+    "instances",  # per-instance commitments; savings plans: None
+    "hourly_commitment_usd",  # $ per hour committed (instances x rate, or the plan's $/h)
+    "upfront_usd",  # paid at the start
+    "break_even_utilization",  # commitment rate / on-demand rate
+    "expected_utilization",  # share of committed hours (or $) used in the expected scenario
+    "coverage",  # share of the fleet's instance-hours the commitment covers
+    "unused_usd_per_month",  # committed $ a month that buys nothing (expected scenario)
+)
+SENSITIVITY_COLUMNS = (
+    "kind",  # load | spot_interruptions | price
+    "case",  # e.g. "load -20%", "spot interruptions x2", "prices +10%"
+    "factor",  # the multiplier applied
+    "kept_monthly_usd",  # the plan kept as bought
+    "replanned_monthly_usd",  # bought again for the new case
+    "replanned_purchase",  # what the re-plan buys
+)
+ASSUMPTION_COLUMNS = ("item", "value", "source")
+ACTUAL_COLUMNS = (
+    "month",  # datetime.date, first of the month
+    "provider",
+    "currency",
+    "actual_usd",
+    "planned_usd",  # expected scenario, cash view
+    "low_usd",
+    "high_usd",
+    "variance_usd",  # actual - planned
+    "variance_pct",  # (actual - planned) / planned
+)
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a finance report shows. Tables are pandas frames with the columns above."""
+
+    recommendation_id: int
+    title: str
+    built_at: datetime  # UTC
+    planner_version: str
+    currency: str
+    # Headline figures (plain numbers; None when unknown):
+    # monthly_usd, on_demand_monthly_usd, savings_vs_on_demand_usd, savings_vs_on_demand_pct,
+    # current_fleet_monthly_usd, savings_vs_current_usd, savings_vs_current_pct,
+    # usd_per_million_tokens, slo_attainment, p99_ttft_ms, p99_tpot_ms, p99_e2e_ms,
+    # target_ttft_ms, target_tpot_ms, target_e2e_ms, fleet (text), purchase (text),
+    # peak_instances, mean_instances, first_month (date), months (int)
+    summary: dict[str, Any]
+    key_assumptions: list[str]  # plain-words sentences for the executive summary
+    projection: pd.DataFrame
+    commitments: pd.DataFrame
+    sensitivity: pd.DataFrame
+    assumptions: pd.DataFrame
+    actuals: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def with_actuals(self, actuals: pd.DataFrame) -> Report:
+        return replace(self, actuals=actuals)
+
+    def monthly_totals(self, scenario: str = "expected", view: str = "cash") -> pd.Series:
+        """Total $ per month of one scenario, ``view`` cash or amortized."""
+        rows = self.projection[self.projection["scenario"] == scenario]
+        column = "cash_usd" if view == "cash" else "amortized_usd"
+        return rows.groupby("month")[column].sum()
+
+
+def first_of_next_month(moment: datetime | date) -> date:
+    year, month = moment.year + (moment.month == 12), moment.month % 12 + 1
+    return date(year, month, 1)
