@@ -1,0 +1,213 @@
+"""Monthly GCP spend from a CSV of the Cloud Billing export to BigQuery.
+
+The standard usage cost export (table ``gcp_billing_export_v1_<BILLING_ACCOUNT_ID>``) has one
+row per charge: ``billing_account_id``, ``service.description``, ``sku.description``,
+``usage_start_time``, ``usage_end_time``, ``project.id``, ``location.region``, ``cost``,
+``currency``, ``currency_conversion_rate``, ``credits`` (a repeated record of name, amount, type
+...), ``invoice.month`` (YYYYMM), ``cost_type`` (regular, tax, adjustment, rounding error) and
+more. BigQuery writes nested fields to CSV only flattened, so a header may read
+``invoice.month`` or ``invoice_month``, and ``credits`` is the JSON of the list
+(``TO_JSON_STRING(credits)``); both spellings are read.
+
+A month's spend is ``sum(cost) + sum(credits.amount)`` (credits are negative) over the rows of
+its ``invoice.month``, tax rows left out (the plan is pre-tax). A row in another currency is
+converted with the export's own ``currency_conversion_rate`` (units of the currency per USD)
+when the file has it, else at the caller's stated rate, else refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import date
+from pathlib import Path
+
+import pandas as pd
+
+from planner.common.text import shown
+from planner.errors import InputFileError, RowProblem
+from planner.report.actuals import ActualsError, add_cost, in_usd, source_frame
+
+SOURCE = "GCP billing export"
+PROVIDER = "gcp"
+REQUIRED = ("cost", "currency", "invoice_month")
+OPTIONAL = ("credits", "cost_type", "currency_conversion_rate", "service_description")
+
+
+def _key(header: str) -> str:
+    """``invoice.month`` and ``invoice_month`` name the same field."""
+    return header.strip().lower().replace(".", "_")
+
+
+def gcp_actuals(
+    path: Path | str,
+    *,
+    services: Sequence[str] = (),
+    exchange_rates: Mapping[str, float] | None = None,
+) -> pd.DataFrame:
+    """GCP spend per invoice month in the export at ``path`` (only the rows of ``services``,
+    e.g. "Compute Engine", when given), in ``planner.report.actuals.SOURCE_COLUMNS``.
+
+    Raises :class:`InputFileError` naming the file, the row and the column of a bad value and
+    what was expected there, and :class:`ActualsError` for a currency it cannot convert.
+    """
+    path = Path(path)
+    frame = _read(path)
+    headers = {_key(c): c for c in frame.columns}
+    for needed in REQUIRED:
+        if needed not in headers:
+            dotted = needed.replace("_", ".", 1) if needed == "invoice_month" else needed
+            raise InputFileError(
+                path,
+                RowProblem(
+                    None,
+                    dotted,
+                    "missing column; expected a Cloud Billing BigQuery export with at least "
+                    "cost, currency and invoice.month (credits as JSON, cost_type optional)",
+                ),
+            )
+    column = {k: headers[k] for k in (*REQUIRED, *OPTIONAL) if k in headers}
+    if services and "service_description" in column:
+        frame = frame[frame[column["service_description"]].str.strip().isin(set(services))]
+    if "cost_type" in column:  # the plan is pre-tax
+        frame = frame[frame[column["cost_type"]].str.strip().str.lower() != "tax"]
+    months = _months(path, frame, column["invoice_month"])
+    cost = _numbers(path, frame, column["cost"], "the cost in the row's currency")
+    credits = _credits(path, frame, column.get("credits"))
+    currency = frame[column["currency"]].str.strip().str.upper()
+    _check(path, frame, column["currency"], currency.str.fullmatch(r"[A-Z]{3}"), "e.g. USD")
+    amount = cost + credits
+    usd = amount.copy()
+    foreign = currency != "USD"
+    rate_column = column.get("currency_conversion_rate")
+    if foreign.any():
+        rated = foreign & (frame[rate_column].str.strip() != "") if rate_column else foreign & False
+        if rated.any() and rate_column is not None:
+            rate = _numbers(path, frame[rated], rate_column, "units of the currency per USD")
+            _check(path, frame[rated], rate_column, rate > 0, "a positive rate (units per USD)")
+            usd[rated] = amount[rated] / rate  # the export's own rate
+        for code in sorted(set(currency[foreign & ~rated])):
+            at = foreign & ~rated & (currency == code)
+            first = int(str(at[at].index[0])) + 1
+            where = f"{path.name} row {first} (no currency_conversion_rate)"
+            rate_usd = in_usd(SOURCE, 1.0, code, exchange_rates, where)
+            usd[at] = amount[at] * rate_usd
+    totals: dict[date, tuple[float, set[str]]] = {}
+    sums = pd.DataFrame({"month": months, "currency": currency, "usd": usd})
+    for month, code, value in (
+        sums.groupby(["month", "currency"])["usd"].sum().reset_index().itertuples(index=False)
+    ):
+        add_cost(totals, month, float(value), str(code))
+    return source_frame(PROVIDER, [], totals)
+
+
+def _read(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise InputFileError(path, "no such file")
+    try:
+        frame = pd.read_csv(
+            path, dtype=str, keep_default_na=False, encoding="utf-8-sig", skipinitialspace=False
+        )
+    except pd.errors.EmptyDataError:
+        raise InputFileError(
+            path, "the file is empty; expected a CSV of the Cloud Billing BigQuery export"
+        ) from None
+    except pd.errors.ParserError as exc:
+        raise InputFileError(path, f"not a readable CSV ({str(exc).strip()})") from None
+    except UnicodeDecodeError:
+        raise InputFileError(path, "not UTF-8 text; expected a CSV export") from None
+    except OSError as exc:
+        raise InputFileError(path, f"cannot read it ({exc.strerror or exc})") from None
+    return frame.reset_index(drop=True)
+
+
+def _first_bad(frame: pd.DataFrame, good: pd.Series) -> tuple[int, object]:
+    """The 1-based data row of the first bad value (the header is line 1) and its index."""
+    index = good[~good].index[0]
+    return int(str(index)) + 1, index
+
+
+def _check(path: Path, frame: pd.DataFrame, column: str, good: pd.Series, expected: str) -> None:
+    good = good.fillna(False).astype(bool)
+    if not good.all():
+        row, index = _first_bad(frame, good)
+        value = frame.at[index, column]
+        raise InputFileError(
+            path, RowProblem(row, column, f"{shown(value)} is not valid; expected {expected}")
+        )
+
+
+def _months(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
+    text = frame[column].str.strip()
+    good = text.str.fullmatch(r"\d{4}(0[1-9]|1[0-2])")
+    if not good.fillna(False).astype(bool).all():
+        row, index = _first_bad(frame, good.fillna(False).astype(bool))
+        raise InputFileError(
+            path,
+            RowProblem(
+                row,
+                column,
+                f"{shown(frame.at[index, column])} is not a month; expected YYYYMM, e.g. 202701",
+            ),
+        )
+    return text.map(lambda t: date(int(t[:4]), int(t[4:]), 1))
+
+
+def _numbers(path: Path, frame: pd.DataFrame, column: str, what: str) -> pd.Series:
+    values = pd.to_numeric(frame[column].str.strip(), errors="coerce").astype("float64")
+    good = values.map(math.isfinite)
+    if not good.all():
+        row, index = _first_bad(frame, good)
+        raise InputFileError(
+            path,
+            RowProblem(
+                row,
+                column,
+                f"{shown(frame.at[index, column])} is not a number; expected {what}",
+            ),
+        )
+    return values
+
+
+def _credits(path: Path, frame: pd.DataFrame, column: str | None) -> pd.Series:
+    """Each row's credits (negative), summed from the JSON list BigQuery writes."""
+    if column is None:
+        return pd.Series(0.0, index=frame.index, dtype="float64")
+    text = frame[column].str.strip()
+    sums = {
+        index: _credit_sum(path, int(str(index)) + 1, column, value)
+        for index, value in text[~text.isin(["", "[]", "null"])].items()
+    }
+    return pd.Series(sums, index=frame.index, dtype="float64").fillna(0.0)
+
+
+def _credit_sum(path: Path, row: int, column: str, text: str) -> float:
+    expected = 'expected a JSON list of credits, e.g. [{"name": "...", "amount": -1.5}]'
+    try:
+        credits = json.loads(text)
+    except json.JSONDecodeError:
+        raise InputFileError(
+            path, RowProblem(row, column, f"{shown(text)} is not JSON; {expected}")
+        ) from None
+    if not isinstance(credits, list):
+        raise InputFileError(path, RowProblem(row, column, f"{shown(text)}: {expected}"))
+    total = 0.0
+    for credit in credits:
+        amount = credit.get("amount") if isinstance(credit, dict) else None
+        try:
+            value = math.nan if isinstance(amount, bool) else float(amount)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            value = math.nan
+        if not math.isfinite(value):
+            raise InputFileError(
+                path,
+                RowProblem(
+                    row, column, f"credit amount {shown(amount)} is not a number; {expected}"
+                ),
+            )
+        total += value
+    return total
+
+
+__all__ = ["ActualsError", "gcp_actuals"]
