@@ -13,7 +13,7 @@ import asyncio
 import math
 import os
 import shutil
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
@@ -53,8 +53,14 @@ def month_label(month: date | pd.Timestamp) -> str:
 
 def _layout(fig: go.Figure, title: str, y_title: str, x_title: str | None = None) -> go.Figure:
     fig.update_layout(
-        title={"text": title, "x": 0.01, "xanchor": "left", "y": 0.97, "yanchor": "top",
-               "font": {"size": 16}},
+        title={
+            "text": title,
+            "x": 0.01,
+            "xanchor": "left",
+            "y": 0.97,
+            "yanchor": "top",
+            "font": {"size": 16},
+        },
         font={"family": FONT_FAMILY, "size": 12, "color": "#222222"},
         template="plotly_white",
         width=WIDTH_PX,
@@ -137,13 +143,15 @@ def purchase_figure(report: Report, scenario: str = "expected") -> go.Figure:
             )
         )
     fig.update_layout(barmode="stack")
-    _layout(fig, f"Cost by purchase option ({scenario} scenario, amortized)", "$ per month", "Month")
+    _layout(
+        fig, f"Cost by purchase option ({scenario} scenario, amortized)", "$ per month", "Month"
+    )
     _money_axis(fig)
     fig.update_xaxes(type="category")
     return fig
 
 
-def commitment_label(row: Mapping[str, Any]) -> str:
+def commitment_label(row: Mapping[Hashable, Any]) -> str:
     """One commitment in a few words: what, where, how many."""
     label = f"{row['purchase_option']} {row['provider']}/{row['region']} {row['instance_type']}"
     instances = row.get("instances")
@@ -348,4 +356,3 @@ def _run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
     dashboard's, a notebook's) is neither needed nor disturbed."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner-charts") as pool:
         return pool.submit(asyncio.run, coroutine).result()
-

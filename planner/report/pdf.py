@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from importlib import resources
@@ -24,9 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from planner.common.files import atomic_output
+from planner.common.files import atomic_output, check_output_path
 from planner.report.charts import (
-    commitment_label,
     month_label,
     render_figures,
     report_figures,
@@ -109,8 +108,8 @@ def built_at_text(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def term_text(row: Mapping[str, Any]) -> str:
-    """"3 years, 2027-01 to 2029-12": the end in the contract is exclusive, so the last month
+def term_text(row: Mapping[Hashable, Any]) -> str:
+    """ "3 years, 2027-01 to 2029-12": the end in the contract is exclusive, so the last month
     covered is the one before it."""
     years = row["term_years"]
     length = f"{number(years)} year{'s' if float(years) != 1 else ''}"
@@ -241,8 +240,7 @@ def headlines(report: Report) -> list[Headline]:
             Headline(
                 "Current fleet, per month",
                 money(s.get("current_fleet_monthly_usd")),
-                "What the fleet running today costs a month, as stated when the report was "
-                "built.",
+                "What the fleet running today costs a month, as stated when the report was built.",
             ),
             Headline(
                 "Savings vs the current fleet",
@@ -301,8 +299,7 @@ def headlines(report: Report) -> list[Headline]:
         Headline(
             "Projection",
             _projection_span(report),
-            "The months the projection covers; each month is priced with its own number of "
-            "hours.",
+            "The months the projection covers; each month is priced with its own number of hours.",
         ),
     ]
     return rows
@@ -418,9 +415,11 @@ def _breakdown_table(report: Report) -> Safe:
     cash = projection.pivot_table(
         index=keys, columns="scenario", values="cash_usd", aggfunc="sum", sort=True
     ).reindex(columns=list(SCENARIOS), fill_value=0.0)
-    expected = projection[projection["scenario"] == "expected"].groupby(keys, sort=True)[
-        ["instance_hours", "upfront_usd", "amortized_usd"]
-    ].sum()
+    expected = (
+        projection[projection["scenario"] == "expected"]
+        .groupby(keys, sort=True)[["instance_hours", "upfront_usd", "amortized_usd"]]
+        .sum()
+    )
     columns = [
         Column("Provider"),
         Column("Region", nowrap=True),
@@ -483,7 +482,9 @@ def commitments_section(report: Report, images: Mapping[str, bytes]) -> Section:
                 str(row["purchase_option"]),
                 f"{row['provider']} / {row['region']}",
                 str(row["instance_type"]),
-                number(row["instances"]) if not _is_missing(row["instances"]) else "$ per hour plan",
+                number(row["instances"])
+                if not _is_missing(row["instances"])
+                else "$ per hour plan",
                 term_text(row),
                 money(row["upfront_usd"]),
                 money(row["hourly_commitment_usd"]),
@@ -493,12 +494,11 @@ def commitments_section(report: Report, images: Mapping[str, bytes]) -> Section:
                 money(row["unused_usd_per_month"]),
             ]
         )
-    total = ["Total", "", "", "", ""] + [
+    total = [
+        *("Total", "", "", "", ""),
         money(commitments["upfront_usd"].sum()),
         money(commitments["hourly_commitment_usd"].sum()),
-        "",
-        "",
-        "",
+        *("", "", ""),
         money(commitments["unused_usd_per_month"].sum()),
     ]
     parts = [
@@ -675,7 +675,7 @@ def actuals_section(report: Report, images: Mapping[str, bytes]) -> Section | No
     return Section("actuals", "Plan vs actual", Safe("".join(parts)))
 
 
-def _range_status(row: Mapping[str, Any]) -> Safe:
+def _range_status(row: Mapping[Hashable, Any]) -> Safe:
     actual, low, high = row["actual_usd"], row["low_usd"], row["high_usd"]
     if any(_is_missing(v) for v in (actual, low, high)):
         return Safe(MISSING)
@@ -798,8 +798,11 @@ def pdf_bytes(report: Report, *, browser: str | Path | None = None) -> bytes:
 def write_pdf(
     report: Report, path: Path, *, browser: str | Path | None = None, option: str = "--out"
 ) -> Path:
-    """Write the report to ``path`` as a PDF, whole or not at all (the charts are drawn and the
-    document laid out before anything is written). Returns ``path``."""
+    """Write the report to ``path`` as a PDF, whole or not at all: the path is checked first,
+    then the charts are drawn and the document laid out before anything is written. Returns
+    ``path``; a path that cannot be written, or charts that cannot be drawn, raise a
+    :class:`~planner.errors.PlannerError` and leave any file already there as it was."""
+    check_output_path(path, option)
     data = pdf_bytes(report, browser=browser)
     with atomic_output(path, option) as temp:
         temp.write_bytes(data)
