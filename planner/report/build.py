@@ -95,6 +95,7 @@ class Scenarios:
     forecast: Any  # the stored ForecastRun behind the demand, when there is one
     method: str  # plain words, for the key assumptions
     notes: list[str]
+    load_scale: float = 1.0  # the recommendation's requests over the forecast's demand
 
 
 def _constraints(stored: dict[str, Any]) -> Constraints:
@@ -197,27 +198,29 @@ def _purchase(offer: Offer, stored: Stored) -> Purchase:
     )
 
 
-def _bands(run: Any, quantile: float) -> tuple[tuple[str, str], tuple[str, str] | None]:
-    low = next((b for b in LOW_BANDS if b[1] < quantile - 1e-9), LOW_BANDS[-1])
+def _bands(quantile: float) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
+    """The forecast's bands just below and just above the planned quantile: (column, words)."""
+    low = next((b for b in LOW_BANDS if b[1] < quantile - 1e-9), None)
     high = next((b for b in HIGH_BANDS if b[1] > quantile + 1e-9), None)
-    return (low[0], low[2]), (high[0], high[2]) if high else None
+    return (low[0], low[2]) if low else None, (high[0], high[2]) if high else None
+
+
+def _same_load(expected: HourlyLoad, why: str, run: Any = None, note: str = "") -> Scenarios:
+    return Scenarios(
+        {name: expected for name in ("low", "expected", "high")},
+        run,
+        f"{why}: the low, expected and high scenarios are the same load.",
+        [note] if note else [],
+    )
 
 
 def _scenarios(session: Session, stored: Stored) -> Scenarios:
     """Expected: the recommended fleet. Low and high: the forecast's bands either side of the
     planned quantile, hour by hour, the fleet scaled with the requests."""
     expected = HourlyLoad(stored.start, stored.requests, stored.instances)
-    same = {name: expected for name in ("low", "expected", "high")}
-    source = str(stored.demand.get("source", ""))
-    found = FORECAST_SOURCE.match(source)
+    found = FORECAST_SOURCE.match(str(stored.demand.get("source", "")))
     if found is None:
-        return Scenarios(
-            same,
-            None,
-            "The demand is not a forecast, so it has no bands: the low, expected and high "
-            "scenarios are the same load.",
-            [],
-        )
+        return _same_load(expected, "The demand is not a forecast, so it has no bands")
     # the forecast modules load the forecasting libraries: only for a forecast's demand
     from planner.forecast.store import load_forecast, points_frame
 
@@ -225,60 +228,54 @@ def _scenarios(session: Session, stored: Stored) -> Scenarios:
     try:
         run = load_forecast(session, forecast_id)
     except NotFoundError:
-        return Scenarios(
-            same,
-            None,
-            f"Forecast #{forecast_id} is no longer stored, so its bands are unknown: the low, "
-            "expected and high scenarios are the same load.",
-            [f"forecast #{forecast_id} behind the demand is no longer stored"],
+        return _same_load(
+            expected,
+            f"Forecast #{forecast_id} is no longer stored, so its bands are unknown",
+            note=f"forecast #{forecast_id} behind the demand is no longer stored",
         )
     frame = points_frame(run)
     epoch = (frame["ds"] - pd.Timestamp("1970-01-01")) // pd.Timedelta(seconds=1)
     rows = pd.Series(np.arange(len(frame)), index=epoch.to_numpy())
     hours = stored.start.timestamp() + HOUR_S * np.arange(stored.requests.size)
-    at = rows.reindex(hours.round().astype(np.int64))
+    at = rows[~rows.index.duplicated()].reindex(hours.round().astype(np.int64))
     if at.isna().any() or frame["demand"].isna().any():
-        return Scenarios(
-            same,
-            run,
-            f"Forecast #{forecast_id}'s stored hours do not match the recommendation's, so "
-            "the low, expected and high scenarios are the same load.",
-            [f"forecast #{forecast_id}'s hours do not cover the recommendation's demand"],
+        return _same_load(
+            expected,
+            f"Forecast #{forecast_id}'s stored hours do not match the recommendation's",
+            note=f"forecast #{forecast_id}'s hours do not cover the recommendation's demand",
         )
     index = at.to_numpy(dtype=np.int64)
     planned = frame["demand"].to_numpy(np.float64)[index]
+    # the recommendation may have scaled the forecast (--load-scale): the bands scale alike
     scale = float(stored.requests.sum() / planned.sum()) if planned.sum() > 0 else 1.0
     quantile = run.demand_quantile if run.demand_quantile is not None else 0.5
-    (low_band, low_name), high = _bands(run, quantile)
+    bands = dict(zip(("low", "high"), _bands(quantile), strict=True))
     min_replicas = stored.constraints.min_replicas
     per_instance = int(stored.winner.get("replicas_per_instance") or 1)
     loads = {"expected": expected}
-    ratios = {
-        "low": band_ratio(stored.requests, frame[low_band].to_numpy()[index] * scale, above=False)
-    }
-    if high is not None:
-        ratios["high"] = band_ratio(
-            stored.requests, frame[high[0]].to_numpy()[index] * scale, above=True
-        )
-    for name in ("low", "high"):
-        if name not in ratios:
+    for name, band in bands.items():
+        if band is None:
             loads[name] = expected
             continue
-        ratio = ratios[name]
+        edge = frame[band[0]].to_numpy(np.float64)[index] * scale
+        ratio = band_ratio(stored.requests, edge, above=name == "high")
         loads[name] = HourlyLoad(
             stored.start,
             stored.requests * ratio,
             scaled_fleet(stored.replicas, ratio, min_replicas, per_instance),
         )
-    high_words = (
-        f"its {high[1]} band" if high else "the planned load (no band lies above the plan's)"
-    )
+    low, high = bands["low"], bands["high"]
+    low_words = f"the forecast's {low[1]} band" if low else "the planned load"
+    high_words = f"its {high[1]} band" if high else "the planned load"
     method = (
-        f"Low and high scenarios: the forecast's {low_name} band and {high_words}, hour by "
-        f"hour; each hour's replicas scaled by the scenario's requests over the planned ones, "
-        f"rounded up (never below {min_replicas}), and the commitment kept as bought."
+        f"Low scenario: {low_words}; high: {high_words} (the nearest bands below and above the "
+        f"planned {_ordinal(quantile * 100)} percentile), hour by hour. Each hour's replicas "
+        "are scaled by the scenario's requests over the planned ones and rounded up (never "
+        f"below {min_replicas}); the commitment is kept as bought."
     )
-    return Scenarios({k: loads[k] for k in ("low", "expected", "high")}, run, method, [])
+    return Scenarios(
+        {k: loads[k] for k in ("low", "expected", "high")}, run, method, [], load_scale=scale
+    )
 
 
 def _ordinal(percent: float) -> str:
@@ -441,8 +438,7 @@ def _load_sentence(stored: Stored, scenarios: Scenarios) -> str:
     start = f"{stored.start:%Y-%m-%d %H:%M} UTC"
     run = scenarios.forecast
     if run is not None and run.demand_quantile is not None:
-        planned = sum(p.demand or 0.0 for p in run.points)
-        scale = stored.requests.sum() / planned if planned else 1.0
+        scale = scenarios.load_scale
         scaled = f", scaled by {scale:.3g}" if abs(scale - 1) > 1e-6 else ""
         return (
             f"Load follows forecast #{run.id} ({run.source}) at its "
