@@ -154,7 +154,8 @@ def in_usd(
     code = currency.strip().upper()
     if code == PLAN_CURRENCY:
         return amount
-    rate = (exchange_rates or {}).get(code)
+    rates = {k.strip().upper(): v for k, v in (exchange_rates or {}).items()}
+    rate = rates.get(code)
     if rate is None or not math.isfinite(rate) or rate <= 0:
         raise ActualsError(
             source,
@@ -168,9 +169,11 @@ def in_usd(
 def source_frame(
     provider: str, months: Iterable[date], totals: Mapping[date, tuple[float, set[str]]]
 ) -> pd.DataFrame:
-    """One row per month (a month without charges is 0.0 USD), in :data:`SOURCE_COLUMNS`."""
+    """One row per month of ``months`` (a month without charges is 0.0 USD), in
+    :data:`SOURCE_COLUMNS`; with no ``months`` (a file read whole), one per month found."""
+    window = set(months)
     rows = []
-    for month in sorted(set(months) | set(totals)):
+    for month in sorted(window or set(totals)):
         usd, currencies = totals.get(month, (0.0, set()))
         rows.append((month, provider, currency_label(currencies), usd))
     return pd.DataFrame(rows, columns=list(SOURCE_COLUMNS)).astype({"actual_usd": "float64"})

@@ -68,15 +68,29 @@ def gcp_actuals(
                 ),
             )
     column = {k: headers[k] for k in (*REQUIRED, *OPTIONAL) if k in headers}
-    if services and "service_description" in column:
-        frame = frame[frame[column["service_description"]].str.strip().isin(set(services))]
-    if "cost_type" in column:  # the plan is pre-tax
-        frame = frame[frame[column["cost_type"]].str.strip().str.lower() != "tax"]
+    if services and "service_description" not in column:
+        raise InputFileError(
+            path,
+            RowProblem(None, "service.description", "missing column; needed to pick services"),
+        )
+    # every row is checked, whether it counts or not: a bad value anywhere is a broken export
     months = _months(path, frame, column["invoice_month"])
     cost = _numbers(path, frame, column["cost"], "the cost in the row's currency")
     credits = _credits(path, frame, column.get("credits"))
     currency = frame[column["currency"]].str.strip().str.upper()
     _check(path, frame, column["currency"], currency.str.fullmatch(r"[A-Z]{3}"), "e.g. USD")
+    keep = pd.Series(True, index=frame.index)
+    if services:
+        keep &= frame[column["service_description"]].str.strip().isin(set(services))
+    if "cost_type" in column:  # the plan is pre-tax
+        keep &= frame[column["cost_type"]].str.strip().str.lower() != "tax"
+    frame, months, cost, credits, currency = (
+        frame[keep],
+        months[keep],
+        cost[keep],
+        credits[keep],
+        currency[keep],
+    )
     amount = cost + credits
     usd = amount.copy()
     foreign = currency != "USD"
@@ -195,8 +209,12 @@ def _credit_sum(path: Path, row: int, column: str, text: str) -> float:
     total = 0.0
     for credit in credits:
         amount = credit.get("amount") if isinstance(credit, dict) else None
+        if amount is None:
+            raise InputFileError(
+                path, RowProblem(row, column, f"a credit without an amount; {expected}")
+            )
         try:
-            value = math.nan if isinstance(amount, bool) else float(amount)  # type: ignore[arg-type]
+            value = math.nan if isinstance(amount, bool) else float(amount)
         except (TypeError, ValueError):
             value = math.nan
         if not math.isfinite(value):
