@@ -189,7 +189,7 @@ def commitment_figure(report: Report) -> go.Figure | None:
         )
     )  # fmt: skip
     fig.update_layout(barmode="group")
-    _layout(fig, "Commitments: utilization and coverage", "", "% (of committed hours or $)")
+    _layout(fig, "Commitments: utilization and coverage", "", "%")
     fig.update_layout(height=max(260, 170 + 60 * len(rows)))
     fig.update_xaxes(range=[0, 105], ticksuffix="%")
     fig.update_yaxes(autorange="reversed", automargin=True)

@@ -31,6 +31,7 @@ from planner.report.charts import (
     report_figures,
 )
 from planner.report.model import SCENARIOS, Report
+from pricing.costs import HOURS_PER_MONTH
 
 MISSING = "n/a"
 
@@ -219,13 +220,13 @@ def headlines(report: Report) -> list[Headline]:
         Headline(
             "Monthly cost of the recommended fleet",
             money(s.get("monthly_usd")),
-            "What the recommended fleet costs in a month at the expected load, "
-            "with its purchase options as planned.",
+            f"What the recommended fleet costs in an average month ({HOURS_PER_MONTH:g} hours) "
+            "at the planned load, bought as planned, with any upfront spread over its term.",
         ),
         Headline(
             "The same fleet, all on demand",
             money(s.get("on_demand_monthly_usd")),
-            "What the same instance-hours would cost a month at on-demand prices, with no "
+            "What the same fleet would cost in an average month at on-demand prices, with no "
             "commitment and no spot.",
         ),
         Headline(
@@ -240,7 +241,8 @@ def headlines(report: Report) -> list[Headline]:
             Headline(
                 "Current fleet, per month",
                 money(s.get("current_fleet_monthly_usd")),
-                "What the fleet running today costs a month, as stated when the report was built.",
+                "What the fleet running today costs a month, as stated when the report was "
+                "built (not computed by the planner).",
             ),
             Headline(
                 "Savings vs the current fleet",
@@ -261,14 +263,14 @@ def headlines(report: Report) -> list[Headline]:
         Headline(
             "Cost per million tokens",
             unit_money(s.get("usd_per_million_tokens")),
-            "The monthly cost divided by the millions of tokens (input and output) the "
-            "provisioned fleet serves a month at the expected load.",
+            "The fleet's cost divided by the tokens (input and output) it serves at the "
+            "planned load, in millions: the cost of the capacity as provisioned.",
         ),
         Headline(
             "SLO attainment",
             percent(s.get("slo_attainment"), 2),
-            "Share of requests served within every latency target, in the simulation of the "
-            "recommended fleet.",
+            "Share of requests within their latency targets when the recommended fleet was "
+            "simulated (the lowest share where there are several request classes).",
         ),
     ]
     for key, name in (("ttft", "time to first token"), ("tpot", "time per output token")):
@@ -294,12 +296,13 @@ def headlines(report: Report) -> list[Headline]:
             "Instances",
             f"{number(s.get('peak_instances'))} at peak, {number(s.get('mean_instances'), 1)} "
             "on average",
-            "Instances running at the busiest hour, and on average over the hours of a week.",
+            "Instances running at the busiest hour of the planned load, and on average over "
+            "its hours.",
         ),
         Headline(
             "Projection",
             _projection_span(report),
-            "The months the projection covers; each month is priced with its own number of hours.",
+            "The months projected; each month is billed for its real hours (672 to 744).",
         ),
     ]
     return rows
@@ -467,7 +470,7 @@ def commitments_section(report: Report, images: Mapping[str, bytes]) -> Section:
         Column("Provider / region", nowrap=True),
         Column("Instance type", nowrap=True),
         Column("Instances", numeric=True),
-        Column("Term"),
+        Column("Term", nowrap=True),
         Column("Upfront", numeric=True),
         Column("Committed ($ per hour)", numeric=True),
         Column("Break-even utilization", numeric=True),
@@ -551,8 +554,8 @@ def sensitivity_section(report: Report, images: Mapping[str, bytes]) -> Section:
         parts.append(paragraph("No sensitivity case was computed for this recommendation."))
     else:
         columns = [
-            Column("What changes"),
-            Column("Case"),
+            Column("What changes", nowrap=True),
+            Column("Case", nowrap=True),
             Column("Factor", numeric=True),
             Column("Plan kept ($ per month)", numeric=True),
             Column("Bought again ($ per month)", numeric=True),
@@ -704,7 +707,7 @@ def _title_page(report: Report, sections: Sequence[Section]) -> str:
     if s.get("purchase"):
         meta.append(("Purchase", str(s["purchase"])))
     cards = [
-        ("Monthly cost", money(s.get("monthly_usd")), "recommended fleet, expected load"),
+        ("Monthly cost", money(s.get("monthly_usd")), "recommended fleet, average month"),
         (
             "Savings vs all on demand",
             money(s.get("savings_vs_on_demand_usd")),
