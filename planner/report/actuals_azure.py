@@ -23,7 +23,10 @@ caller passes one (the tests pass one with a recorded transport and a stub crede
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import logging
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -62,7 +65,10 @@ COST_COLUMNS = ("cost", "pretaxcost", "totalcost", "costusd", "pretaxcostusd")
 USD_COST_COLUMNS = ("costusd", "pretaxcostusd")
 MONTH_COLUMNS = ("billingmonth", "usagedate")
 MAX_PAGES = 1000
-FIRST_LINE_CHARS = 300  # azure-identity's messages list every credential tried: keep the gist
+FIRST_LINE_CHARS = 300
+TRIED_CREDENTIAL = re.compile(
+    r"^\s+(\w+Credential):", re.MULTILINE
+)  # azure-identity's messages list every credential tried: keep the gist
 
 
 def query_definition(
@@ -126,6 +132,7 @@ def azure_actuals(
         from azure.mgmt.costmanagement import CostManagementClient
 
         with (
+            _quiet_identity_log(),
             DefaultAzureCredential() as credential,
             CostManagementClient(credential) as made,
         ):
@@ -223,9 +230,12 @@ def _call(scope: str, call: Any) -> Any:
     try:
         return call()
     except ClientAuthenticationError as exc:
+        tried = list(dict.fromkeys(TRIED_CREDENTIAL.findall(str(exc.message or exc))))
         raise ActualsError(
             SOURCE,
-            f"no usable Azure credentials ({_gist(exc)}). planner takes them from "
+            f"no usable Azure credentials ({_gist(exc)}"
+            + (f" Tried: {', '.join(tried)}" if tried else "")
+            + "). planner takes them from "
             "DefaultAzureCredential only: environment variables (AZURE_CLIENT_ID ...), a "
             "workload or managed identity, or a signed-in Azure CLI (az login)",
         ) from None
@@ -243,6 +253,19 @@ def _call(scope: str, call: Any) -> Any:
         ) from None
     except AzureError as exc:  # network, timeouts, ...
         raise ActualsError(SOURCE, f"query.usage on /{scope} failed: {_gist(exc)}") from None
+
+
+@contextlib.contextmanager
+def _quiet_identity_log() -> Iterator[None]:
+    """azure-identity logs every credential it tried as a warning, which Python prints raw on
+    stderr when nothing configured logging; the error says it once, in one message."""
+    logger = logging.getLogger("azure.identity")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _gist(exc: Exception) -> str:
