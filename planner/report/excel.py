@@ -471,11 +471,11 @@ def _assumptions_sheet(ws: Any, report: Report) -> None:
     _headers(ws, HEADER_ROW, 1, ["Item", "Value", "Source"])
     row = FIRST_ROW
     for record in _records(report.assumptions):
-        _put(ws.cell(row, 1), record["item"])
-        _put(ws.cell(row, 2), record["value"])
-        _put(ws.cell(row, 3), record["source"])
+        for column, name in enumerate(("item", "value", "source"), start=1):
+            _put(ws.cell(row, column), record[name])
+            ws.cell(row, column).alignment = WRAP_TOP  # long values wrap, never cut
         row += 1
-    _fit_columns(ws, maximum=70)
+    _fit_columns(ws, maximum=60)
     if report.notes:
         row += 1
         _section(ws, row, 1, "Notes")
@@ -638,8 +638,8 @@ def _summary_lines(
     ]  # fmt: skip
     cost = [
         Line("Monthly cost of the recommended fleet", get("monthly_usd"), "$ per month",
-             "Expected scenario, amortized: usage plus upfronts spread over their terms.",
-             MONEY),
+             "A 730-hour month at the expected load, purchase as planned, upfronts spread "
+             "over their terms.", MONEY),
         Line("Monthly cost, all on demand", get("on_demand_monthly_usd"), "$ per month",
              "The same fleet bought on demand only, for comparison.", MONEY),
         Line("Savings vs all on demand", get("savings_vs_on_demand_usd"), "$ per month",
@@ -737,7 +737,7 @@ def _summary_sheet(
         row += 1
         for line in lines:
             _put(ws.cell(row, 1), line.label)
-            if line.value is None:
+            if _plain(line.value) is None:  # None or NaN
                 _put(ws.cell(row, 2), "not known")
                 ws.cell(row, 2).font = NOTE_FONT
             else:
