@@ -230,40 +230,37 @@ def sensitivity_figure(report: Report) -> go.Figure | None:
 
 
 def actuals_figure(report: Report) -> go.Figure | None:
-    """Actual spend per month (stacked by provider) against the plan and its forecast range.
-    None when the report has no actuals."""
+    """Actual spend per month (bars stacked by provider) against the plan (a line), with the
+    forecast range from the low to the high scenario as whiskers on the plan. None when the
+    report has no actuals."""
     actuals = report.actuals
     if actuals is None or actuals.empty:
         return None
     by_month = actuals.groupby("month")[["planned_usd", "low_usd", "high_usd"]].sum()
     labels = [month_label(m) for m in by_month.index]
+    planned = by_month["planned_usd"].astype(float)
     fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(
-            x=labels, y=by_month["high_usd"].astype(float).tolist(), mode="lines",
-            line={"width": 0}, showlegend=False, hoverinfo="skip", name="high scenario",
-        )
-    )  # fmt: skip
-    fig.add_trace(
-        go.Scatter(
-            x=labels, y=by_month["low_usd"].astype(float).tolist(), mode="lines",
-            line={"width": 0}, fill="tonexty", fillcolor=RANGE_COLOUR,
-            name="forecast range (low to high)",
-        )
-    )  # fmt: skip
     for provider, rows in actuals.groupby("provider", sort=True):
         spent = rows.groupby("month")["actual_usd"].sum()
         fig.add_trace(
             go.Bar(
                 x=labels, y=[float(spent.get(m, 0.0)) for m in by_month.index],
                 name=f"actual: {provider}", marker_color=provider_colour(str(provider)),
-                opacity=0.85,
+                width=0.55,
             )
         )  # fmt: skip
+    # whiskers rather than a band: a band over the bars would hide them
     fig.add_trace(
         go.Scatter(
-            x=labels, y=by_month["planned_usd"].astype(float).tolist(), mode="lines+markers",
-            line={"color": ACTUAL_LINE_COLOUR, "width": 2.5}, name="planned (expected, cash)",
+            x=labels, y=planned.tolist(), mode="lines+markers",
+            line={"color": ACTUAL_LINE_COLOUR, "width": 2.5}, marker={"size": 8},
+            name="planned (expected, cash), whiskers: forecast range (low to high)",
+            error_y={
+                "type": "data", "symmetric": False,
+                "array": (by_month["high_usd"].astype(float) - planned).tolist(),
+                "arrayminus": (planned - by_month["low_usd"].astype(float)).tolist(),
+                "color": ACTUAL_LINE_COLOUR, "thickness": 1.5, "width": 14,
+            },
         )
     )  # fmt: skip
     fig.update_layout(barmode="stack")

@@ -34,6 +34,9 @@ from planner.report.model import SCENARIOS, Report
 from pricing.costs import HOURS_PER_MONTH
 
 MISSING = "n/a"
+# units in column headers, kept on one line (a header wraps before them, never inside)
+PER_MONTH = "($\u00a0per\u00a0month)"
+PER_HOUR = "($\u00a0per\u00a0hour)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,7 +371,7 @@ def projection_section(report: Report, images: Mapping[str, bytes]) -> Section:
         for scenario in SCENARIOS
     }
     columns = [Column("Month", nowrap=True)] + [
-        Column(f"{scenario.capitalize()}, {view} ($ per month)", numeric=True)
+        Column(f"{scenario.capitalize()}, {view} {PER_MONTH}", numeric=True)
         for view in views
         for scenario in SCENARIOS
     ]
@@ -472,11 +475,11 @@ def commitments_section(report: Report, images: Mapping[str, bytes]) -> Section:
         Column("Instances", numeric=True),
         Column("Term", nowrap=True),
         Column("Upfront", numeric=True),
-        Column("Committed ($ per hour)", numeric=True),
+        Column(f"Committed {PER_HOUR}", numeric=True),
         Column("Break-even utilization", numeric=True),
         Column("Expected utilization", numeric=True),
         Column("Coverage", numeric=True),
-        Column("Unused ($ per month)", numeric=True),
+        Column(f"Unused {PER_MONTH}", numeric=True),
     ]
     rows = []
     for row in commitments.to_dict("records"):
@@ -546,7 +549,8 @@ def sensitivity_section(report: Report, images: Mapping[str, bytes]) -> Section:
             "How the monthly cost moves when the load, the spot interruption rate or the "
             "prices differ from the plan's assumptions. \u201cKept\u201d prices the plan as "
             "bought (its commitments stay, the rest is bought on demand or as spot); "
-            "\u201cbought again\u201d re-plans the fleet for the case."
+            "\u201cbought again\u201d re-plans the fleet for the case; a positive difference is "
+            "what re-planning would save a month."
             + (f" The recommended plan costs {money(base)} a month." if base is not None else "")
         )
     ]
@@ -557,8 +561,8 @@ def sensitivity_section(report: Report, images: Mapping[str, bytes]) -> Section:
             Column("What changes", nowrap=True),
             Column("Case", nowrap=True),
             Column("Factor", numeric=True),
-            Column("Plan kept ($ per month)", numeric=True),
-            Column("Bought again ($ per month)", numeric=True),
+            Column(f"Plan kept {PER_MONTH}", numeric=True),
+            Column(f"Bought again {PER_MONTH}", numeric=True),
             Column("Kept minus bought again", numeric=True),
             Column("What the re-plan buys"),
         ]
@@ -574,7 +578,7 @@ def sensitivity_section(report: Report, images: Mapping[str, bytes]) -> Section:
             ]
             for r in sensitivity.to_dict("records")
         ]
-        parts.append(table(columns, rows))
+        parts.append(table(columns, rows, css_class="data tight-numbers"))
         parts.append(
             figure(
                 images,
@@ -671,8 +675,8 @@ def actuals_section(report: Report, images: Mapping[str, bytes]) -> Section | No
         figure(
             images,
             "actuals",
-            "Actual spend per month, stacked by provider, against the planned cost (line) and "
-            "the forecast range (band).",
+            "Actual spend per month, stacked by provider, against the planned cost (line); the "
+            "whiskers run from the low to the high scenario (the forecast range).",
         )
     )
     return Section("actuals", "Plan vs actual", Safe("".join(parts)))

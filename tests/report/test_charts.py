@@ -142,10 +142,16 @@ def test_actuals_figure_stacks_providers_against_the_plan(report: Report) -> Non
     assert [g + a for g, a in zip(gcp.y, aws.y, strict=True)] == pytest.approx(
         list(by_month["actual_usd"])
     )
-    assert list(_trace(fig, "planned (expected, cash)").y) == pytest.approx(
-        list(by_month["planned_usd"])
+    planned = _trace(fig, "planned (expected, cash), whiskers: forecast range (low to high)")
+    assert list(planned.x) == ["2027-01", "2027-02", "2027-03"]
+    assert list(planned.y) == pytest.approx(list(by_month["planned_usd"]))
+    ranges = actual.actuals.groupby("month")[["low_usd", "high_usd"]].sum()
+    assert [p + up for p, up in zip(planned.y, planned.error_y.array, strict=True)] == (
+        pytest.approx(list(ranges["high_usd"]))
     )
-    assert list(_trace(fig, "forecast range (low to high)").x) == ["2027-01", "2027-02", "2027-03"]
+    assert [p - down for p, down in zip(planned.y, planned.error_y.arrayminus, strict=True)] == (
+        pytest.approx(list(ranges["low_usd"]))
+    )
 
 
 def test_report_figures_leave_out_charts_without_data(report: Report) -> None:
