@@ -176,10 +176,8 @@ def test_plan_vs_actual_refuses_a_frame_that_is_not_actual_spend(report: Report)
 
 @pytest.fixture(scope="session")
 def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
-    model = pytest.importorskip("planner.report.model")
-    if not hasattr(model, "build_report"):
-        pytest.skip("planner.report.model.build_report does not exist yet")
     from planner.demo import load_demo
+    from planner.report.model import build_report
     from planner.store.db import open_store
 
     url = f"sqlite:///{tmp_path_factory.mktemp('actuals-demo') / 'planner.db'}"
@@ -187,7 +185,7 @@ def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
     store = open_store(url)
     try:
         with store.session() as session:
-            yield model.build_report(session, 1)
+            yield build_report(session, 1)
     finally:
         store.engine.dispose()
 
