@@ -265,6 +265,7 @@ def actuals_figure(report: Report) -> go.Figure | None:
     )  # fmt: skip
     fig.update_layout(barmode="stack")
     _layout(fig, "Plan vs actual spend", "$ per month", "Month")
+    fig.update_layout(height=340)  # fits under a few months' table on one page
     _money_axis(fig)
     fig.update_xaxes(type="category")
     return fig

@@ -281,7 +281,7 @@ def headlines(report: Report) -> list[Headline]:
             Headline(
                 f"P99 {name}",
                 milliseconds(s.get(f"p99_{key}_ms")),
-                f"99th percentile of the {name} in the simulation; target "
+                f"99th percentile of the {name} in the simulation; "
                 f"{_target(s.get(f'target_{key}_ms'))}.",
             )
         )
@@ -290,8 +290,7 @@ def headlines(report: Report) -> list[Headline]:
             Headline(
                 "P99 end-to-end latency",
                 milliseconds(s.get("p99_e2e_ms")),
-                f"99th percentile of a whole request's latency; target "
-                f"{_target(s.get('target_e2e_ms'))}.",
+                f"99th percentile of a whole request's latency; {_target(s.get('target_e2e_ms'))}.",
             )
         )
     rows += [
@@ -318,7 +317,7 @@ def _money_and_share(amount: object, share: object) -> str:
 
 
 def _target(value: object) -> str:
-    return "none set" if _is_missing(value) else milliseconds(value)
+    return "no target set" if _is_missing(value) else f"target {milliseconds(value)}"
 
 
 def _projection_span(report: Report) -> str:
