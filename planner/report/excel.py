@@ -46,7 +46,8 @@ HOURS = "#,##0.0"
 MILLIONS = "#,##0.00"
 FACTOR = '0.00"x"'
 MILLISECONDS = "#,##0"
-COUNT = "#,##0.#"
+COUNT = "#,##0"
+MEAN_COUNT = "#,##0.0"
 
 DETAIL = "Projection detail"
 SHEETS = (
@@ -675,7 +676,7 @@ def _summary_lines(
         Line("Peak instances", get("peak_instances"), "instances",
              "Most instances running at once over the forecast.", COUNT),
         Line("Mean instances", get("mean_instances"), "instances",
-             "Average instances running over the forecast.", COUNT),
+             "Average instances running over the forecast.", MEAN_COUNT),
     ]  # fmt: skip
     months = projection.months
     totals = [
@@ -782,8 +783,9 @@ class _Formula(str):
 
 
 def _plain(value: Any) -> Any:
-    if value is None:
-        return None
+    missing = not isinstance(value, str) and pd.api.types.is_scalar(value) and pd.isna(value)
+    if value is None or missing:
+        return None  # None, NaN, NaT, pd.NA: an empty cell
     if isinstance(value, pd.Timestamp):
         value = value.to_pydatetime()
     if isinstance(value, datetime):

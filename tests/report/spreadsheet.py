@@ -31,6 +31,7 @@ RECALCULATE_ON_LOAD = """<?xml version="1.0" encoding="UTF-8"?>
 </oor:items>
 """
 CONVERT_TIMEOUT_S = 240
+PACKAGES = {"soffice": "libreoffice-calc", "pdftoppm": "poppler-utils"}
 
 
 def required_tool(name: str) -> str:
@@ -38,7 +39,8 @@ def required_tool(name: str) -> str:
     ``PLANNER_REQUIRE_OFFICE=1``)."""
     found = shutil.which(name)
     if found is None:
-        reason = f"{name} is not installed (Debian: libreoffice-calc / poppler-utils)"
+        package = PACKAGES.get(name, name)
+        reason = f"{name} is not installed (Debian package {package})"
         if os.environ.get("PLANNER_REQUIRE_OFFICE") == "1":
             pytest.fail(f"{reason}, and PLANNER_REQUIRE_OFFICE=1")
         pytest.skip(reason)
