@@ -20,6 +20,9 @@ import streamlit as st
 from sqlalchemy.orm import Session
 
 from app import UPLOAD_LIMIT_MB as UPLOAD_LIMIT_MB  # pages show the server's limit
+from planner.common.colours import PROVIDER_COLOURS as PROVIDER_COLOURS
+from planner.common.colours import PURCHASE_COLOURS as PURCHASE_COLOURS
+from planner.common.colours import SLO_COLOUR
 from planner.config import database_url
 from planner.errors import PlannerError
 from planner.store import Store, open_store
@@ -49,21 +52,6 @@ PAGES: dict[str, PageInfo] = {
         "views/benchmarks.py", "Benchmarks & calibration", ":material/timer:", "Model"
     ),
 }
-
-# One colour per provider and per purchase option, on every chart.
-PROVIDER_COLOURS = {"aws": "#FF9900", "gcp": "#34A853", "azure": "#0078D4", "other": "#7F7F7F"}
-PURCHASE_COLOURS = {
-    "on-demand": "#636EFA",
-    "spot": "#EF553B",
-    "reserved-1y": "#00CC96",
-    "reserved-3y": "#007F5F",
-    "savings-plan-1y": "#AB63FA",
-    "savings-plan-3y": "#6A1B9A",
-    "committed-1y": "#19D3F3",
-    "committed-3y": "#0E7C9B",
-    "reserved": "#00CC96",  # the simulator's purchase groups
-}
-SLO_COLOUR = "#D62728"
 
 
 def store_url() -> str:

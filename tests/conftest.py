@@ -95,3 +95,15 @@ class WriteFile:
         else:
             path.write_bytes(content)
         return path
+
+
+@pytest.fixture(scope="session")
+def demo_store_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's store (sample dataset, price snapshot, a forecast, a small recommendation),
+    built once for the session by the same ``load_demo`` that ``make demo`` runs. Copy it
+    before changing it."""
+    from planner.demo import load_demo
+
+    path = tmp_path_factory.mktemp("demo-store") / "planner.db"
+    load_demo(f"sqlite:///{path}", quick=True)
+    return path

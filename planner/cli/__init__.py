@@ -14,6 +14,7 @@ from planner.cli.ingest import ingest
 from planner.cli.latency import calibrate_command, catalog_app, latency
 from planner.cli.prices import app as prices_app
 from planner.cli.recommend import recommend_command, recommendations_app
+from planner.cli.report import report_command
 from planner.cli.simulate import simulate_command
 
 app = typer.Typer(
@@ -55,6 +56,7 @@ app.command("simulate")(user_errors(simulate_command))
 app.command("forecast")(user_errors(forecast_command))
 app.command("recommend")(user_errors(recommend_command))
 app.command("dashboard")(user_errors(dashboard_command))
+app.command("report")(user_errors(report_command))
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(datasets_cli.app, name="datasets")
 app.add_typer(db_cli.app, name="db")

@@ -377,11 +377,19 @@ def _price_sources(
             (
                 "price sheet",
                 f"{version.describe()}; prices effective {', '.join(dates)}",
-                version.source_ref or version.label,
+                _shown_source(version.source_ref or version.label),
             )
         )
         versions.append(f"version {version.id} ({version.label}, effective {', '.join(dates)})")
     return rows, " and ".join(versions)
+
+
+def _shown_source(source: str) -> str:
+    """A bundled file as its path in the repository (``data/...``), not this machine's."""
+    from planner.paths import data_dir
+
+    root = str(data_dir())
+    return "data" + source[len(root) :] if source.startswith(root) else source
 
 
 def _latency_source(session: Session, stored: Stored) -> tuple[tuple[str, str], str]:
@@ -439,7 +447,12 @@ def _load_sentence(stored: Stored, scenarios: Scenarios) -> str:
     run = scenarios.forecast
     if run is not None and run.demand_quantile is not None:
         scale = scenarios.load_scale
-        scaled = f", scaled by {scale:.3g}" if abs(scale - 1) > 1e-6 else ""
+        scaled = (
+            f", times {scale:.3g} (the recommendation planned for {scale:.3g} of the "
+            "forecast's requests)"
+            if abs(scale - 1) > 1e-6
+            else ""
+        )
         return (
             f"Load follows forecast #{run.id} ({run.source}) at its "
             f"{_ordinal(run.demand_quantile * 100)} percentile{scaled}: its {hours} hours from "

@@ -13,21 +13,10 @@ from streamlit.testing.v1 import AppTest
 
 from app.common import PAGES
 from planner.config import DATABASE_URL_ENV, HOME_ENV
-from planner.demo import load_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_MAIN = ROOT / "app" / "main.py"
 PAGE_TIMEOUT_S = 120  # a page that fits a forecast or runs a search on 2 busy cores
-
-
-@pytest.fixture(scope="session")
-def demo_store_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's store (sample dataset, price snapshot, a forecast, a small recommendation),
-    built once for the session by the same ``load_demo`` that ``make demo`` runs."""
-    folder = tmp_path_factory.mktemp("demo-store")
-    path = folder / "planner.db"
-    load_demo(f"sqlite:///{path}", quick=True)
-    return path
 
 
 def _use_home(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:

@@ -203,7 +203,9 @@ def test_the_summary_is_the_recommendation(report: Report, stored: dict[str, Any
 def test_key_assumptions_name_their_sources(report: Report) -> None:
     text = " ".join(report.key_assumptions)
     assert "forecast #1" in text and "90th percentile" in text and "week by week" in text
-    assert "scaled by 0.01" in text  # the demo plans for a hundredth of the forecast
+    assert (
+        "times 0.01 (the recommendation planned for 0.01 of the forecast's requests)" in text
+    )  # the demo plans for a hundredth of the forecast
     assert "lower 80% band" in text and "upper 95% band" in text
     assert "price-sheet version 1" in text and "effective 2026-07-30" in text
     assert "trtllm-default" in text and "held-out median error 9.0%" in text

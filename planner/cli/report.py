@@ -1,0 +1,146 @@
+"""``planner report``: a stored recommendation as a finance report (Excel, PDF or FOCUS CSV),
+optionally with the actual spend from the clouds set against it."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from pathlib import Path
+
+import typer
+
+from planner.cli.context import print_json, stderr, stdout, store_from
+from planner.common.files import check_output_path
+from planner.common.text import shown
+from planner.errors import UsageError
+
+MONTH = re.compile(r"(\d{4})-(\d{2})")
+
+
+def parse_month(text: str | None, option: str = "--first-month") -> date | None:
+    """``YYYY-MM`` as the first day of that month."""
+    if text is None:
+        return None
+    found = MONTH.fullmatch(text.strip())
+    if found is None or not 1 <= int(found.group(2)) <= 12 or int(found.group(1)) < 2000:
+        raise UsageError(f"{option} {shown(text)}: expected a month as YYYY-MM, e.g. 2027-01")
+    return date(int(found.group(1)), int(found.group(2)), 1)
+
+
+def report_command(
+    ctx: typer.Context,
+    recommendation: int = typer.Option(
+        ...,
+        "--recommendation",
+        min=1,
+        max=2**63 - 1,
+        help="Stored recommendation id (`planner recommendations list`).",
+    ),
+    out: Path = typer.Option(..., "--out", help="File to write: .xlsx, .pdf or .csv."),
+    fmt: str | None = typer.Option(
+        None, "--format", help="xlsx, pdf or csv (FOCUS); default: from --out's suffix."
+    ),
+    months: int = typer.Option(12, "--months", min=1, max=60, help="Months to project."),
+    first_month: str | None = typer.Option(
+        None,
+        "--first-month",
+        help="First month of the plan, YYYY-MM (default: next month; the month the plan began "
+        "to compare with actual spend).",
+    ),
+    current_monthly: float | None = typer.Option(
+        None,
+        "--current-monthly-usd",
+        help="What the current fleet costs a month, for the savings against it.",
+    ),
+    actuals_aws: bool = typer.Option(
+        False,
+        "--actuals-aws",
+        help="Actual spend from AWS Cost Explorer (credentials from boto3's default chain).",
+    ),
+    actuals_azure: str | None = typer.Option(
+        None,
+        "--actuals-azure",
+        metavar="SCOPE",
+        help="Actual spend from Azure Cost Management for this scope, e.g. "
+        "/subscriptions/ID (credentials from DefaultAzureCredential).",
+    ),
+    actuals_gcp: Path | None = typer.Option(
+        None,
+        "--actuals-gcp",
+        metavar="CSV",
+        help="Actual spend from a GCP billing export (BigQuery export schema, as CSV).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report's summary as JSON."),
+) -> None:
+    """A finance report of a stored recommendation: cost projection, commitment schedule,
+    sensitivity, assumptions and plan vs actual."""
+    import math
+
+    from planner.report.export import (
+        FORMATS,
+        ActualSources,
+        format_for,
+        summary_json,
+        with_actuals,
+        write_report,
+    )
+    from planner.report.model import build_report
+
+    chosen = format_for(out, fmt)
+    check_output_path(out, "--out")
+    start = parse_month(first_month)
+    if current_monthly is not None and not (math.isfinite(current_monthly) and current_monthly > 0):
+        raise UsageError(
+            f"--current-monthly-usd {current_monthly:g}: expected a positive amount of dollars"
+        )
+    if actuals_gcp is not None and not actuals_gcp.is_file():
+        raise UsageError(f"--actuals-gcp {shown(str(actuals_gcp))}: no such file")
+    sources = ActualSources(aws=actuals_aws, azure_scope=actuals_azure, gcp_export=actuals_gcp)
+    if actuals_azure is not None and not actuals_azure.strip().startswith("/"):
+        raise UsageError(
+            f"--actuals-azure {shown(actuals_azure)}: expected a scope such as "
+            "/subscriptions/00000000-0000-0000-0000-000000000000"
+        )
+    with store_from(ctx) as store, store.session() as session:
+        report = build_report(
+            session,
+            recommendation,
+            months=months,
+            first_month=start,
+            current_fleet_monthly_usd=current_monthly,
+        )
+    # every source is read before anything is written: a failure leaves no file behind
+    report = with_actuals(report, sources)
+    written = write_report(report, chosen, out)
+    if as_json:
+        data = summary_json(report)
+        data["format"] = chosen
+        data["out"] = str(written)
+        print_json(data)
+        return
+    summary = report.summary
+    stdout.print(f"wrote {written} ({FORMATS[chosen]})", markup=False)
+    stdout.print(f"  {report.title}", markup=False)
+    stdout.print(
+        f"  ${summary['monthly_usd']:,.2f} a month; ${summary['savings_vs_on_demand_usd']:,.2f} "
+        f"({summary['savings_vs_on_demand_pct']:.1%}) less than all on demand",
+        markup=False,
+    )
+    expected = report.monthly_totals("expected", "cash")
+    stdout.print(
+        f"  {len(expected)} months from {summary['first_month']:%Y-%m}: "
+        f"${expected.sum():,.2f} expected (cash), "
+        f"${report.monthly_totals('low', 'cash').sum():,.2f} to "
+        f"${report.monthly_totals('high', 'cash').sum():,.2f}",
+        markup=False,
+    )
+    if report.actuals is not None and not report.actuals.empty:
+        actual = report.actuals
+        stdout.print(
+            f"  actual spend ${actual['actual_usd'].sum():,.2f} against "
+            f"${actual['planned_usd'].sum():,.2f} planned over {actual['month'].nunique()} "
+            "month(s)",
+            markup=False,
+        )
+    for note in report.notes:
+        stderr.print(f"note: {note}", markup=False, soft_wrap=True)

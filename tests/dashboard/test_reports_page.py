@@ -1,0 +1,93 @@
+"""The Reports page: a stored recommendation's finance report, previewed with the model's own
+figures, set against actual spend from a GCP billing export, and downloadable as the files
+`planner report` writes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from streamlit.testing.v1 import AppTest
+
+from planner.report.model import build_report
+from planner.store import open_store
+from tests.conftest import ROOT
+from tests.dashboard.conftest import no_exception
+
+GCP_EXPORT = ROOT / "tests" / "fixtures" / "actuals" / "gcp" / "billing_export.csv"
+
+
+def _texts(elements: Iterable[Any]) -> str:
+    return " ".join(str(e.value) for e in elements)
+
+
+def test_an_empty_store_says_how_to_get_a_recommendation(
+    empty_home: Path, page: Callable[[str], AppTest]
+) -> None:
+    at = page("reports")
+    no_exception(at)
+    assert "No stored recommendations in the store yet" in _texts(at.info)
+    assert not at.get("download_button")
+
+
+def test_the_demo_recommendation_is_previewed_with_the_models_figures(
+    demo_home: Path, page: Callable[[str], AppTest]
+) -> None:
+    with open_store(f"sqlite:///{demo_home / 'planner.db'}") as store, store.session() as session:
+        report = build_report(session, 1)
+    at = page("reports")
+    no_exception(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Monthly cost"] == f"${report.summary['monthly_usd']:,.2f}"
+    assert metrics["Savings vs all on-demand"] == (
+        f"${report.summary['savings_vs_on_demand_usd']:,.2f}"
+    )
+    assert report.title in _texts(at.markdown)
+    assert at.get("plotly_chart"), "the report's charts"
+    labels = {b.proto.label for b in at.get("download_button")}
+    assert not at.error, [e.value for e in at.error]
+    assert {"Excel workbook", "PDF document", "FOCUS CSV", "FOCUS metadata (JSON)"} <= labels
+
+
+def test_a_current_fleet_cost_gives_the_savings_against_it(
+    demo_home: Path, page: Callable[[str], AppTest]
+) -> None:
+    at = page("reports")
+    at.number_input(key="reports-current").set_value(5000.0).run()
+    no_exception(at)
+    metrics = {m.label: m.value for m in at.metric}
+    with open_store(f"sqlite:///{demo_home / 'planner.db'}") as store, store.session() as session:
+        report = build_report(session, 1, current_fleet_monthly_usd=5000.0)
+    assert metrics["Savings vs the current fleet"] == (
+        f"${report.summary['savings_vs_current_usd']:,.2f}"
+    )
+
+
+def test_a_gcp_billing_export_is_set_against_the_plan(
+    demo_home: Path, page: Callable[[str], AppTest]
+) -> None:
+    at = page("reports")
+    at.text_input(key="reports-first-month").input("2027-01").run()
+    at.file_uploader(key="reports-gcp").upload(
+        GCP_EXPORT.name, GCP_EXPORT.read_bytes(), "text/csv"
+    ).run()
+    at.button(key="reports-actuals").click().run()
+    no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    frames = [d.value for d in at.dataframe]
+    actual = next(f for f in frames if "variance_usd" in f.columns)
+    assert (actual["month"] >= date(2027, 1, 1)).all()
+    assert (
+        actual["variance_usd"] - (actual["actual_usd"] - actual["planned_usd"])
+    ).abs().max() < 1e-6
+
+
+def test_a_bad_first_month_is_a_clear_message(
+    demo_home: Path, page: Callable[[str], AppTest]
+) -> None:
+    at = page("reports")
+    at.text_input(key="reports-first-month").input("January").run()
+    no_exception(at)
+    assert "First month 'January': expected a month as YYYY-MM" in _texts(at.error)
