@@ -1,0 +1,1 @@
+"""Benchmark harness: measure real inference, import results, feed calibration."""
