@@ -1,0 +1,199 @@
+"""The SSE reader on the byte streams real OpenAI-compatible servers send: each dialect read
+through a real httpx response, with its bytes split at every possible place."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from planner.bench.sse import StreamError, StreamReader, Usage, event_data, parse_chunk
+
+
+class _Bytes(httpx.AsyncByteStream):
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            yield part
+
+
+def _read(raw: bytes, parts: list[bytes] | None = None) -> StreamReader:
+    """``raw`` through an httpx response delivered as ``parts`` (default: one piece)."""
+    response = httpx.Response(
+        200,
+        headers={"content-type": "text/event-stream; charset=utf-8"},
+        stream=_Bytes(parts if parts is not None else [raw]),
+    )
+    reader = StreamReader()
+
+    async def feed() -> None:
+        clock = 0.0
+        async for data in event_data(response):
+            clock += 1.0  # each event one "second" later: token_times number the events
+            reader.feed(data, clock)
+
+    asyncio.run(feed())
+    return reader
+
+
+def _splits(raw: bytes) -> list[list[bytes]]:
+    """The stream in one piece, byte by byte, and split in two at every position."""
+    return [[raw], [raw[i : i + 1] for i in range(len(raw))]] + [
+        [raw[:cut], raw[cut:]] for cut in range(1, len(raw))
+    ]
+
+
+def _completion(text: str, finish: str | None = None, usage: object = None) -> bytes:
+    chunk = {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+        "usage": usage,
+    }
+    return f"data: {json.dumps(chunk)}\n\n".encode()
+
+
+USAGE = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+
+# vLLM / SGLang, /v1/completions, stream_options.include_usage: null usage on every chunk,
+# a last chunk with no choices carrying usage, then [DONE]
+VLLM_COMPLETIONS = (
+    _completion(" a")
+    + _completion(" b")
+    + _completion(" c", "length")
+    + b'data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[],'
+    b'"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+# vLLM, /v1/chat/completions: a first chunk with the role and empty content
+VLLM_CHAT = (
+    b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+    b'{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+    b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+    b'{"content":"Hi"},"logprobs":null,"finish_reason":null}]}\n\n'
+    b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+    b'{"content":" there"},"logprobs":null,"finish_reason":"length"}]}\n\n'
+    b'data: {"id":"c","object":"chat.completion.chunk","choices":[],'
+    b'"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+# TGI-style chat: usage on the last content chunk, no [DONE]; CRLF line ends
+TGI_CHAT_NO_DONE = (
+    b'data:{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant",'
+    b'"content":"x"},"finish_reason":null}],"usage":null}\r\n\r\n'
+    b'data:{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant",'
+    b'"content":"y"},"finish_reason":"length"}],"usage":{"prompt_tokens":4,'
+    b'"completion_tokens":2,"total_tokens":6}}\r\n\r\n'
+)
+
+# keep-alive comments between events, an event with no data, and one JSON spread over two
+# data lines (joined with a newline, which JSON reads as white space)
+KEEPALIVE_MULTILINE = (
+    b": keep-alive\n\n"
+    + _completion(" one")
+    + b": ping\n"
+    + b"event: ping\n\n"
+    + b'data: {"choices":[{"index":0,"text":" two",\n'
+    + b'data: "finish_reason":"stop"}]}\n\n'
+    + b": bye\n\n"
+)
+
+# no usage anywhere: output tokens are counted from chunks
+NO_USAGE = _completion(" p") + _completion(" q") + _completion("", "stop") + b"data: [DONE]\n\n"
+
+# vLLM continuous_usage_stats: cumulative usage on every chunk (the last one is whole)
+CONTINUOUS_USAGE = (
+    _completion(" a", usage={"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6})
+    + _completion(" b", "length", {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7})
+    + b"data: [DONE]\n\n"
+)
+
+# a reasoning model's chat stream: reasoning_content before content
+REASONING = (
+    b'data: {"choices":[{"index":0,"delta":{"reasoning_content":"think"},"finish_reason":null}]}\n\n'
+    b'data: {"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "text", "times", "usage", "finish", "done"),
+    [
+        pytest.param(VLLM_COMPLETIONS, " a b c", [1, 2, 3], Usage(5, 3), "length", True, id="vllm-completions"),
+        pytest.param(VLLM_CHAT, "Hi there", [2, 3], Usage(9, 2), "length", True, id="vllm-chat"),
+        pytest.param(TGI_CHAT_NO_DONE, "xy", [1, 2], Usage(4, 2), "length", False, id="tgi-no-done-crlf"),
+        pytest.param(KEEPALIVE_MULTILINE, " one two", [1, 2], None, "stop", False, id="keepalive-multiline"),
+        pytest.param(NO_USAGE, " p q", [1, 2], None, "stop", True, id="no-usage"),
+        pytest.param(CONTINUOUS_USAGE, " a b", [1, 2], Usage(5, 2), "length", True, id="continuous-usage"),
+        pytest.param(REASONING, "thinkok", [1, 2], None, "stop", True, id="reasoning"),
+    ],
+)  # fmt: skip
+def test_dialects_read_alike_however_the_bytes_are_split(
+    raw: bytes,
+    text: str,
+    times: list[float],
+    usage: Usage | None,
+    finish: str,
+    done: bool,
+) -> None:
+    for parts in _splits(raw):
+        reader = _read(raw, parts)
+        assert reader.text == text
+        assert reader.token_times == times  # events numbered from 1; role/usage chunks no token
+        assert reader.usage == usage
+        assert reader.finish_reason == finish
+        assert reader.done is done
+        assert reader.finished
+
+
+def test_a_stream_cut_short_is_not_finished() -> None:
+    reader = _read(_completion(" a") + _completion(" b"))
+    assert reader.text == " a b"
+    assert not reader.finished
+
+
+def test_an_unterminated_last_event_is_dropped_as_the_sse_standard_says() -> None:
+    # a server that dies mid-event leaves half a line: never read as a chunk
+    reader = _read(_completion(" a") + b'data: {"choices":[{"index":0,"text":" b"')
+    assert reader.text == " a"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'data: {"error":{"message":"CUDA out of memory","code":500}}\n\n', "CUDA out of memory"),
+        (b"event: error\ndata: engine died\n\n", "engine died"),
+        (b"data: <html>502 Bad Gateway</html>\n\n", "not JSON"),
+        (b"data: [1, 2]\n\n", "not a JSON object"),
+        (b'data: {"id": "x"}\n\n', "neither choices nor usage"),
+        (b'data: {"choices": "a"}\n\n', "not a list of objects"),
+    ],
+)
+def test_errors_and_garbage_in_a_stream_raise_with_the_reason(raw: bytes, message: str) -> None:
+    with pytest.raises(StreamError, match=message):
+        _read(_completion(" a") + raw)
+
+
+def test_parse_chunk_reads_each_field() -> None:
+    assert parse_chunk("[DONE]") is None
+    assert parse_chunk(" [DONE] ") is None
+    chunk = parse_chunk('{"choices":[{"index":0,"text":"z","finish_reason":"stop"}]}')
+    assert chunk is not None
+    assert (chunk.text, chunk.finish_reason, chunk.usage) == ("z", "stop", None)
+    # bad counts are no usage: a server's true or -1 is not a token count
+    odd = parse_chunk('{"choices":[],"usage":{"prompt_tokens":true,"completion_tokens":4}}')
+    assert odd is not None
+    assert odd.usage == Usage(None, 4)
+    # the first choice by index, whatever the order
+    two = parse_chunk('{"choices":[{"index":1,"text":"second"},{"index":0,"text":"first"}]}')
+    assert two is not None
+    assert two.text == "first"
