@@ -1,0 +1,140 @@
+"""``planner bench import``: the result files users already have, as planner's runs and as
+measurement rows for ``planner calibrate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from planner.bench.importers import import_result
+from planner.bench.results import BenchRun, measurement_rows, write_measurements
+from planner.cli.context import print_json, stderr, user_errors
+from planner.cli.options import JSON_OPTION
+from planner.cli.tables import Column, print_table
+from planner.common.files import check_output_path
+from planner.common.text import printable
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _run_names(runs: list[BenchRun]) -> list[str]:
+    """``run 2`` for runs of one file; the file's name (cut), and ``#2`` where it holds
+    several, for runs of several files."""
+    files = [r.info.source_file for r in runs]
+    if len(set(files)) == 1:
+        return [f"run {r.info.benchmark + 1}" for r in runs]
+    names = []
+    for run, file in zip(runs, files, strict=True):
+        name = printable(Path(file).name, 24)
+        names.append(f"{name} #{run.info.benchmark + 1}" if files.count(file) > 1 else name)
+    return names
+
+
+def _print_runs(runs: list[BenchRun]) -> None:
+    columns = [
+        Column("run", _run_names(runs)),
+        Column(
+            "tool",
+            [f"{r.info.tool} {r.info.tool_version or ''}".strip() for r in runs],
+            drop=4,
+        ),
+        Column("load", [r.info.load.label() for r in runs]),
+        Column(
+            "completed",
+            [f"{r.completed}" + (f" ({r.failed} failed)" if r.failed else "") for r in runs],
+            justify="right",
+        ),
+        Column("TTFT ms", [_number(r.ttft.mean, 1) for r in runs], justify="right"),
+        Column("p99 TTFT", [_number(r.ttft.p99, 1) for r in runs], drop=2, justify="right"),
+        Column("TPOT ms", [_number(r.tpot.mean, 2) for r in runs], justify="right"),
+        Column("tok/s", [_number(r.output_throughput, 1) for r in runs], justify="right"),
+        Column("req/s", [_number(r.request_throughput, 2) for r in runs], drop=1, justify="right"),
+        Column(
+            "deployment",
+            [
+                printable(f"{r.info.model} on {r.info.gpu} x{r.info.tp}, {r.info.precision}", 60)
+                for r in runs
+            ],
+            drop=3,
+        ),
+    ]
+    print_table(columns, title="Mean latencies and throughputs (output tokens/s, requests/s)")
+
+
+@user_errors
+def import_command(
+    ctx: typer.Context,
+    paths: list[Path] = typer.Argument(
+        ...,
+        help="Result files: guidellm benchmarks.json or `vllm bench serve --save-result` JSON "
+        "(also gzipped), told apart by their content.",
+    ),
+    gpu: str | None = typer.Option(
+        None,
+        "--gpu",
+        help="GPU the runs were measured on (overrides the file's --metadata gpu); a catalog "
+        "name (`planner catalog gpus`) for --out-csv.",
+    ),
+    engine: str | None = typer.Option(
+        None,
+        "--engine",
+        help="Engine that served the runs: vllm, sglang, trtllm (overrides the file's).",
+    ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="Model that was served (default: the file's); a catalog name or alias for --out-csv.",
+    ),
+    precision: str | None = typer.Option(
+        None,
+        "--precision",
+        help="Weight precision served: bf16, fp8, ... (overrides the file's --metadata precision).",
+    ),
+    tp: int | None = typer.Option(
+        None,
+        "--tp",
+        help="Tensor-parallel GPUs per instance (default: the file's tp or num_gpus metadata, "
+        "else 1).",
+    ),
+    out_csv: Path | None = typer.Option(
+        None,
+        "--out-csv",
+        metavar="FILE",
+        help="Also write the runs as measurement rows for `planner calibrate` (needs catalog "
+        "names for GPU, model and precision).",
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Import benchmark results from guidellm or `vllm bench serve`: prints each run's
+    latencies and throughputs (--json: the full results, vLLM's summary keys plus a planner
+    block), and with --out-csv writes them as measurements that `planner calibrate` fits."""
+    if out_csv is not None:
+        check_output_path(out_csv, "--out-csv")
+    runs: list[BenchRun] = []
+    for path in paths:
+        runs += import_result(path, gpu=gpu, engine=engine, model=model, precision=precision, tp=tp)
+    if out_csv is not None:
+        rows = measurement_rows(runs)
+        write_measurements(rows, out_csv)
+    if as_json:
+        print_json([run.to_dict() for run in runs])
+    else:
+        _print_runs(runs)
+    for run in runs:
+        if run.completed == 0:
+            stderr.print(
+                f"note: {printable(run.info.source_file)} run {run.info.benchmark + 1} "
+                "completed no request; it gives no measurement",
+                markup=False,
+            )
+    if out_csv is not None:
+        engine_name = runs[0].info.engine if runs else "ENGINE"
+        stderr.print(
+            f"wrote {len(rows)} measurement rows to {printable(str(out_csv))}; fit them with "
+            f"`planner calibrate {printable(str(out_csv))} --name NAME --engine {engine_name}`",
+            markup=False,
+            soft_wrap=True,
+        )

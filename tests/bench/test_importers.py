@@ -1,0 +1,493 @@
+"""Importing guidellm and ``vllm bench serve`` result files, and their rows for calibration.
+
+The real files (and the synthetic variants derived from them) are bundled in
+``tests/fixtures/bench-results``; see its README for where they came from.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planner.bench.importers import import_result
+from planner.bench.results import (
+    LATENCIES,
+    MEASUREMENT_COLUMNS,
+    STATISTICS,
+    BenchRun,
+    measurement_rows,
+    write_measurements,
+)
+from planner.errors import InputFileError, UsageError
+from planner.latency.calibration import REQUIRED_COLUMNS, read_measurements
+from planner.latency.catalog import load_catalog
+from tests.conftest import ROOT
+
+RESULTS = ROOT / "tests" / "fixtures" / "bench-results"
+GUIDELLM = RESULTS / "guidellm-0.8.1_concurrent4_benchmarks.json"
+VLLM = RESULTS / "vllm-bench-serve-0.32.0_c4.json"
+LEGACY = RESULTS / "guidellm_benchmarks-only.json"
+ARGS = RESULTS / "guidellm_args_benchmarks.json"
+METADATA_V1 = RESULTS / "guidellm_metadata-v1_args_benchmarks.json"
+VLLM_BARE = RESULTS / "vllm-bench-serve_no-metadata.json"
+VLLM_CATALOG = RESULTS / "vllm-bench-serve_catalog-metadata.json"
+VLLM_APPENDED = RESULTS / "vllm-bench-serve_append-result.json"
+# what the CPU fixtures need to name a deployment (they record no engine, guidellm no hardware)
+VLLM_LINE = json.dumps(json.loads(VLLM.read_text(encoding="utf-8"))).encode()
+CPU: dict[str, Any] = {"gpu": "CPU-2core", "engine": "vllm", "precision": "fp32"}
+# a deployment the catalog knows, for rows that must read back
+CATALOG: dict[str, Any] = {"gpu": "L4", "engine": "vllm", "precision": "bf16"}
+
+
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _write(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def _successful(data: Any, metric: str) -> dict[str, Any]:
+    summary: dict[str, Any] = data["benchmarks"][0]["metrics"][metric]["successful"]
+    return summary
+
+
+# --- guidellm -----------------------------------------------------------------------------
+
+
+def test_guidellm_schema_2_real_file() -> None:
+    data = _json(GUIDELLM)
+    (run,) = import_result(GUIDELLM, **CPU)
+    info = run.info
+    assert (info.tool, info.tool_version) == ("guidellm", "0.8.1")
+    assert "schema 2" in info.source_format
+    assert info.model == "bench-llama-tiny"  # from the run's backend config
+    assert (info.load.kind, info.load.value, info.load.label()) == (
+        "concurrency",
+        4.0,
+        "concurrency=4",
+    )
+    assert (info.gpu, info.gpu_count, info.tp, info.engine, info.precision) == (
+        "CPU-2core",
+        1,
+        1,
+        "vllm",
+        "fp32",
+    )
+    # TPOT is guidellm's inter-token latency, never its TTFT-inclusive time per output token
+    itl = _successful(data, "inter_token_latency_ms")
+    including_ttft = _successful(data, "time_per_output_token_ms")
+    assert run.tpot.mean == pytest.approx(itl["mean"]) == pytest.approx(21.34025625644192)
+    assert run.tpot.p99 == pytest.approx(itl["percentiles"]["p99"])
+    assert run.tpot.mean < including_ttft["mean"]
+    ttft = _successful(data, "time_to_first_token_ms")
+    assert run.ttft.mean == pytest.approx(148.4058052301407)
+    assert run.ttft.std == pytest.approx(ttft["std_dev"])
+    assert (run.ttft.p50, run.ttft.p90, run.ttft.p99) == pytest.approx(
+        [ttft["percentiles"][p] for p in ("p50", "p90", "p99")]
+    )
+    # request latency is in seconds in guidellm, ms in the result
+    assert run.e2el.mean == pytest.approx(1000 * _successful(data, "request_latency")["mean"])
+    # lengths from the request stats; throughputs over the measured duration
+    assert (run.input_len, run.output_len) == (133.0, 32.0)
+    assert (run.total_input_tokens, run.total_output_tokens) == (2128, 512)
+    assert (run.completed, run.failed) == (16, 0)
+    duration = data["benchmarks"][0]["duration"]
+    assert run.duration_s == pytest.approx(duration)
+    assert run.request_throughput == pytest.approx(16 / duration)
+    assert run.output_throughput == pytest.approx(512 / duration)
+    assert run.total_token_throughput == pytest.approx((2128 + 512) / duration)
+    assert info.date is not None and info.date.startswith("2026-12-01")
+
+
+def test_guidellm_benchmarks_only_legacy_layout() -> None:
+    runs = import_result(LEGACY, **CATALOG)
+    assert [r.info.load.label() for r in runs] == ["concurrency=1", "max", "QPS=3.5"]
+    assert [r.info.benchmark for r in runs] == [0, 1, 2]
+    assert runs[2].info.load.arrival == "constant"
+    assert runs[1].info.load.max_concurrency == 512
+    for run in runs:
+        assert run.info.model == "bench-llama-tiny"  # from worker.backend_model
+        assert run.info.tool_version is None
+        assert "guidellm 0.2" in run.info.source_format
+        assert run.ttft.p50 == run.ttft.median  # 0.2 wrote no p50: the median stands in
+        assert run.ttft.p50 is not None
+    # the runs differ as their (scaled) metrics do
+    assert runs[0].ttft.mean is not None and runs[1].ttft.mean is not None
+    assert runs[0].ttft.mean < runs[1].ttft.mean
+    assert runs[0].duration_s < runs[1].duration_s
+
+
+def test_guidellm_args_benchmarks_layout() -> None:
+    (run,) = import_result(ARGS, **CATALOG)
+    assert "args, benchmarks" in run.info.source_format
+    assert (run.info.load.kind, run.info.load.value, run.info.load.arrival) == (
+        "qps",
+        2.0,
+        "poisson",
+    )
+    assert run.info.model == "bench-llama-tiny"  # only args.model names it
+
+
+def test_guidellm_metadata_version_1_layout() -> None:
+    (run,) = import_result(METADATA_V1, **CATALOG)
+    assert "schema 1" in run.info.source_format
+    assert run.info.tool_version == "0.4.0"
+    assert run.info.load.label() == "concurrency=4"
+    assert run.tpot.mean == pytest.approx(21.34025625644192)
+
+
+def test_guidellm_early_total_count_and_labels(tmp_path: Path) -> None:
+    # the earliest 0.2 releases counted requests in total_count; extras carry user metadata
+    data = _json(LEGACY)
+    for bench in data["benchmarks"]:
+        bench["total_count"] = bench.pop("request_totals")
+        bench["extras"] = {"gpu": "A100-80GB", "num_gpus": 2, "precision": "fp8"}
+    runs = import_result(_write(tmp_path / "b.json", data), engine="vllm")
+    assert [r.completed for r in runs] == [16, 16, 16]
+    assert {(r.info.gpu, r.info.tp, r.info.precision) for r in runs} == {("A100-80GB", 2, "fp8")}
+
+
+def test_guidellm_run_that_completed_nothing(tmp_path: Path) -> None:
+    data = _json(GUIDELLM)
+    data["benchmarks"][0]["metrics"]["request_totals"].update(successful=0, errored=16)
+    (run,) = import_result(_write(tmp_path / "b.json", data), **CATALOG)
+    assert (run.completed, run.failed) == (0, 16)
+    assert run.ttft.mean is None and run.input_len is None
+    assert measurement_rows([run]) == []
+
+
+# --- vllm bench serve ---------------------------------------------------------------------
+
+
+def test_vllm_real_file_with_metadata_keys() -> None:
+    data = _json(VLLM)
+    (run,) = import_result(VLLM, engine="vllm")
+    info = run.info
+    assert (info.tool, info.tool_version) == ("vllm bench serve", None)
+    assert (info.gpu, info.gpu_count, info.tp, info.precision) == ("CPU-2core", 1, 1, "fp32")
+    assert info.model == "bench-llama-tiny"  # model_id
+    assert info.load.label() == "concurrency=4"  # request rate inf, --max-concurrency 4
+    assert (run.input_len, run.output_len) == (2560 / 20, 640 / 20)
+    summary = run.summary()
+    for latency in LATENCIES:
+        for statistic in STATISTICS:
+            key = f"{statistic}_{latency}_ms"
+            assert summary[key] == pytest.approx(data[key]), key
+    for key in ("completed", "failed", "request_throughput", "output_throughput"):
+        assert summary[key] == pytest.approx(data[key])
+    assert summary["duration_s"] == pytest.approx(data["duration"])
+
+
+def test_options_override_what_the_file_records() -> None:
+    (run,) = import_result(VLLM, gpu="H100-SXM", engine="sglang", precision="bf16", tp=2)
+    assert (run.info.gpu, run.info.engine, run.info.precision, run.info.tp) == (
+        "H100-SXM",
+        "sglang",
+        "bf16",
+        2,
+    )
+    assert run.info.gpu_count == 1  # the file's num_gpus is still what the run used
+
+
+def test_vllm_catalog_metadata_and_rate() -> None:
+    (run,) = import_result(VLLM_CATALOG)
+    info = run.info
+    assert (info.gpu, info.gpu_count, info.tp, info.precision, info.engine) == (
+        "NVIDIA H100 80GB HBM3",
+        2,
+        2,
+        "fp8",
+        "vllm",
+    )
+    assert (info.load.kind, info.load.value, info.load.arrival) == ("qps", 2.5, "poisson")
+
+
+def test_vllm_appended_results_one_a_line() -> None:
+    runs = import_result(VLLM_APPENDED, engine="vllm")
+    assert [r.info.benchmark for r in runs] == [0, 1]
+    assert [r.info.load.label() for r in runs] == ["concurrency=4", "concurrency=2"]
+    assert runs[1].ttft.mean == pytest.approx(0.7 * 135.39812750041165)
+
+
+def test_gzipped_file_reads_as_the_plain_one(tmp_path: Path) -> None:
+    packed = tmp_path / "benchmarks.json.gz"
+    packed.write_bytes(gzip.compress(GUIDELLM.read_bytes()))
+    (plain,) = import_result(GUIDELLM, **CPU)
+    (unpacked,) = import_result(packed, **CPU)
+    assert unpacked.summary() == plain.summary()
+
+
+@pytest.mark.parametrize(
+    ("path", "options", "asked", "not_asked"),
+    [
+        (VLLM, {}, ["--engine"], ["--gpu", "--precision", "--model"]),
+        (VLLM_BARE, {}, ["--gpu", "--engine", "--precision"], ["--model"]),
+        (GUIDELLM, {"engine": "vllm"}, ["--gpu", "--precision"], ["--engine", "--model"]),
+    ],
+)
+def test_missing_deployment_names_the_options_to_pass(
+    path: Path, options: dict[str, Any], asked: list[str], not_asked: list[str]
+) -> None:
+    with pytest.raises(UsageError) as raised:
+        import_result(path, **options)
+    message = str(raised.value)
+    assert path.name in message and "calibration needs" in message
+    for option in asked:
+        assert option in message
+    for option in not_asked:
+        assert option not in message
+
+
+def test_model_missing_everywhere(tmp_path: Path) -> None:
+    data = _json(VLLM)
+    del data["model_id"]
+    with pytest.raises(UsageError, match="pass --model"):
+        import_result(_write(tmp_path / "r.json", data), engine="vllm")
+    (run,) = import_result(tmp_path / "r.json", engine="vllm", model="bench-llama-tiny")
+    assert run.info.model == "bench-llama-tiny"
+
+
+def test_file_names_are_escaped_in_messages(tmp_path: Path) -> None:
+    weird = tmp_path / "run\x1b[31m.json"
+    weird.write_bytes(VLLM.read_bytes())
+    with pytest.raises(UsageError) as raised:
+        import_result(weird)
+    assert "\x1b" not in str(raised.value) and "run\\x1b[31m.json" in str(raised.value)
+    (run,) = import_result(weird, engine="vllm")
+    with pytest.raises(UsageError) as raised:
+        measurement_rows([run])
+    assert "\x1b" not in str(raised.value)
+
+
+def test_bad_tp_option() -> None:
+    with pytest.raises(UsageError, match="--tp 0"):
+        import_result(VLLM, engine="vllm", tp=0)
+
+
+# --- results ------------------------------------------------------------------------------
+
+
+def test_result_json_round_trip() -> None:
+    for run in import_result(LEGACY, **CATALOG) + import_result(VLLM, engine="vllm"):
+        data = json.loads(json.dumps(run.to_dict()))
+        assert BenchRun.from_dict(data) == run
+        planner = data["planner"]
+        assert planner["hardware"] == {"gpu": run.info.gpu, "count": run.info.gpu_count}
+        assert planner["tool"]["name"] in ("guidellm", "vllm bench serve")
+        assert planner["load"]["kind"] in ("concurrency", "qps", "max")
+        assert planner["source"]["file"] == run.info.source_file
+        assert "mean_ttft_ms" in data and "p99_e2el_ms" in data
+
+
+def test_rows_read_back_by_calibration(tmp_path: Path) -> None:
+    catalog = load_catalog()
+    runs = import_result(VLLM_CATALOG)
+    runs += import_result(LEGACY, **CATALOG)
+    rows = measurement_rows(runs, catalog)
+    assert set(MEASUREMENT_COLUMNS) >= set(REQUIRED_COLUMNS)
+    path = tmp_path / "measured.csv"
+    write_measurements(rows, path)
+    points, excluded = read_measurements(path, catalog)
+    assert excluded == []
+    assert len(points) == len(rows) == 5 + 5 + 2 + 5  # a max load gives throughputs only
+    vllm = [p for p in points if p.source.startswith("vllm bench serve")]
+    assert {(p.gpu, p.model, p.precision, p.tp, p.engine) for p in vllm} == {
+        ("H100-SXM", "llama-3.1-8b", "fp8", 2, "vllm")
+    }
+    assert {(p.load_kind, p.load, p.input_tokens, p.output_tokens) for p in vllm} == {
+        ("qps", 2.5, 128, 32)
+    }
+    by_metric = {p.metric: p.value for p in vllm}
+    assert by_metric == pytest.approx(
+        {
+            "ttft": 135.39812750041165,
+            "tpot": 20.21747812903472,
+            "e2e": 762.139949500488,
+            "output_throughput": 167.39860967659396,
+            "request_throughput": 5.231206552393561,
+        }
+    )
+    guidellm = [p for p in points if p.source.startswith("guidellm")]
+    assert {(p.gpu, p.model, p.precision, p.tp) for p in guidellm} == {
+        ("L4", "bench-llama-tiny", "bf16", 1)
+    }
+    maximum = [p for p in guidellm if p.load_kind == "max"]
+    assert sorted(p.metric for p in maximum) == ["output_throughput", "request_throughput"]
+    synchronous = {p.metric: p.value for p in guidellm if p.load_kind == "concurrency"}
+    assert synchronous["tpot"] == pytest.approx(0.6 * 21.34025625644192)
+
+
+def test_rows_need_catalog_names() -> None:
+    # the real files come from a tiny random model on a CPU the catalog does not list: the
+    # import works; its rows need --gpu (and --precision) naming catalog entries
+    (run,) = import_result(VLLM, engine="vllm")
+    with pytest.raises(UsageError) as raised:
+        measurement_rows([run])
+    message = str(raised.value)
+    assert "calibration needs catalog names" in message
+    assert "'CPU-2core'" in message and "pass --gpu" in message
+    (named,) = import_result(VLLM, engine="vllm", gpu="L4", precision="bf16")
+    assert len(measurement_rows([named])) == 5
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"engine": "tgi"}, "unknown engine 'tgi'"),
+        ({"model": "no-such-model"}, "pass --model"),
+        ({"precision": "fp99"}, "pass --precision"),
+        ({"tp": 3}, "--tp 3: calibration needs a power of two"),
+    ],
+)
+def test_rows_check_the_deployment(options: dict[str, Any], expected: str) -> None:
+    chosen: dict[str, Any] = {**CATALOG, **options}
+    runs = import_result(VLLM, **chosen)
+    with pytest.raises(UsageError, match=expected):
+        measurement_rows(runs)
+
+
+def test_rows_beyond_the_model_context(tmp_path: Path) -> None:
+    data = _json(VLLM_CATALOG)
+    data["total_input_tokens"] = 20 * 200_000
+    runs = import_result(_write(tmp_path / "long.json", data))
+    with pytest.raises(UsageError, match="context of llama-3.1-8b"):
+        measurement_rows(runs)
+
+
+def test_no_rows_to_write(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no measurements to write"):
+        write_measurements([], tmp_path / "m.csv")
+    assert not (tmp_path / "m.csv").exists()
+
+
+# --- files that are not what they claim -----------------------------------------------------
+
+
+def _edited(tmp_path: Path, source: Path, edit: Any) -> Path:
+    data = _json(source)
+    edit(data)
+    return _write(tmp_path / source.name, data)
+
+
+def _bench(data: Any) -> dict[str, Any]:
+    bench: dict[str, Any] = data["benchmarks"][0]
+    return bench
+
+
+@pytest.mark.parametrize(
+    ("source", "edit", "expected"),
+    [
+        (
+            GUIDELLM,
+            lambda d: d["metadata"].update(version=3),
+            "metadata.version: expected guidellm report schema version 1 or 2",
+        ),
+        (
+            GUIDELLM,
+            lambda d: _bench(d)["metrics"].pop("time_to_first_token_ms"),
+            "benchmarks[0].metrics.time_to_first_token_ms: missing",
+        ),
+        (
+            GUIDELLM,
+            lambda d: _successful(d, "time_to_first_token_ms").update(mean="fast"),
+            "benchmarks[0].metrics.time_to_first_token_ms.successful.mean: expected a latency "
+            "in ms, at least 0, got the text 'fast'",
+        ),
+        (
+            GUIDELLM,
+            lambda d: _successful(d, "inter_token_latency_ms").update(mean=-1.0),
+            "benchmarks[0].metrics.inter_token_latency_ms.successful.mean: expected a latency",
+        ),
+        (
+            GUIDELLM,
+            lambda d: _bench(d)["config"]["strategy"].update(type_="replay"),
+            "benchmarks[0].config.strategy.type_: expected synchronous, concurrent, "
+            "throughput, constant or poisson",
+        ),
+        (
+            GUIDELLM,
+            lambda d: _bench(d)["config"]["strategy"].update(streams=0),
+            "benchmarks[0].config.strategy.streams: expected a whole number of streams",
+        ),
+        (GUIDELLM, lambda d: d.update(benchmarks=[]), "benchmarks: empty"),
+        (GUIDELLM, lambda d: d.update(benchmarks={}), "benchmarks: expected a list"),
+        (
+            GUIDELLM,
+            lambda d: _bench(d).update(type_="embeddings_benchmark"),
+            "benchmarks[0].type_: expected 'generative_benchmark'",
+        ),
+        (
+            GUIDELLM,
+            lambda d: _bench(d).update(duration=0),
+            "benchmarks[0].duration: expected the run's duration in seconds, above 0",
+        ),
+        (
+            GUIDELLM,
+            lambda d: (
+                _bench(d)["metrics"].pop("request_totals") and _bench(d).pop("scheduler_metrics")
+            ),
+            "benchmarks[0]: missing request counts",
+        ),
+        (VLLM, lambda d: d.pop("total_input_tokens"), "total_input_tokens: missing"),
+        (VLLM, lambda d: d.update(completed=2.5), "completed: expected a whole number"),
+        (VLLM, lambda d: d.update(duration=-3), "duration: expected the run's duration"),
+        (VLLM, lambda d: d.update(request_rate="fast"), "request_rate: expected a request rate"),
+        (VLLM, lambda d: d.update(num_gpus="two"), "num_gpus: expected a whole number of GPUs"),
+        (VLLM, lambda d: d.update(gpu=7), "gpu: expected the gpu as text, got 7"),
+        (VLLM, lambda d: d.update(mean_ttft_ms=float("nan")), "mean_ttft_ms: expected a latency"),
+    ],
+)
+def test_bad_content_is_located(tmp_path: Path, source: Path, edit: Any, expected: str) -> None:
+    path = _edited(tmp_path, source, edit)
+    with pytest.raises(InputFileError) as raised:
+        import_result(path, **CATALOG)
+    message = str(raised.value)
+    assert message.startswith(str(path)), message
+    assert expected in message, message
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"", "empty file"),
+        (b"   \n", "empty file"),
+        (b"source,model\n1,2\n", "line 1: not valid JSON"),
+        (b'{"benchmarks": [\n  1,\n  oops]}', "line 3: not valid JSON"),
+        (b'{"a": "\xff"}', "not UTF-8 text"),
+        (b"[1, 2]", "not a result file planner reads"),
+        (b'{"model": "x"}', "not a result file planner reads"),
+        (VLLM_LINE + b'\n{"x": 1}\n', "line 2: not a result file"),
+        (b'{"completed": 1, "duration": 1}\n{"x": 1}\n', "line 1: total_input_tokens: missing"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"\x1f\x8b\x08\x00garbage", "not a readable gzip file"),
+        (b'{"completed": ' + b"9" * 5000 + b"}", "not a benchmark result (Exceeds the limit"),
+    ],
+)
+def test_unreadable_files(tmp_path: Path, content: bytes, expected: str) -> None:
+    path = tmp_path / "result.json"
+    path.write_bytes(content)
+    with pytest.raises(InputFileError) as raised:
+        import_result(path, **CATALOG)
+    assert str(raised.value).startswith(str(path))
+    assert expected in str(raised.value)
+
+
+def test_missing_file_and_folder(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match="file not found"):
+        import_result(tmp_path / "nope.json", **CATALOG)
+    with pytest.raises(InputFileError, match="is a folder"):
+        import_result(tmp_path, **CATALOG)
+
+
+def test_truncated_gzip(tmp_path: Path) -> None:
+    packed = gzip.compress(VLLM.read_bytes())
+    path = tmp_path / "r.json.gz"
+    path.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(InputFileError, match="not a readable gzip file"):
+        import_result(path, **CATALOG)
