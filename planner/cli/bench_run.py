@@ -181,24 +181,34 @@ async def _measure(
             description=f"{counts['ok']} completed, {counts['failed']} failed",
         )
 
-    # Ctrl-C stops the run and keeps what was measured; a second Ctrl-C interrupts at once
-    loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-
-    def interrupted() -> None:
-        stop.set()
-        loop.remove_signal_handler(signal.SIGINT)
-
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGINT, interrupted)
-    try:
+    with _stopped_by_signals(stop):
         result = await run_load(
             target, shape, plan, timeout=timeout, on_record=on_record, stop=stop
         )
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.remove_signal_handler(signal.SIGINT)
     return target, result
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(stop: asyncio.Event) -> Iterator[None]:
+    """Ctrl-C (or SIGTERM) sets ``stop``: the run ends and keeps what was measured; the same
+    signal again acts at once, as usual."""
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+
+    def received(number: signal.Signals) -> None:
+        stop.set()
+        loop.remove_signal_handler(number)
+
+    for number in signals:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(number, received, number)
+    try:
+        yield
+    finally:
+        for number in signals:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(number)
 
 
 def _ms(value: Any) -> str:
@@ -352,6 +362,7 @@ def run_command(
         )
     if out is not None:
         sidecar = write_run(out, document, metadata, result.records)
+        metadata["requests_file"] = sidecar.name  # as the file says
         stderr.print(f"wrote {out} and {sidecar}", markup=False)
     if json_output:
         print_json({**document, "planner": metadata})
@@ -426,9 +437,15 @@ def serve_command(
             markup=False,
             soft_wrap=True,
         )
+        stop = asyncio.Event()
+        serving = asyncio.create_task(server.serve_forever())
         try:
-            await server.serve_forever()
+            with _stopped_by_signals(stop):  # Ctrl-C or SIGTERM
+                await stop.wait()
         finally:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
             await server.close()
 
     with contextlib.suppress(KeyboardInterrupt):

@@ -1,0 +1,194 @@
+"""Load patterns: their plans checked, and each run against planner's own server over real
+loopback sockets (a high --speed keeps every request a few milliseconds)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from planner.bench.client import RequestShape, Target
+from planner.bench.loadgen import LoadPlan, RunResult, run_load
+from planner.bench.metrics import RequestRecord
+from planner.bench.server import BenchServer, ModelEngine, ServerThread
+from planner.errors import UsageError
+
+SPEED = 100.0  # ~0.75 ms a token for llama-3.1-8b on an L4
+SHAPE = RequestShape(input_tokens=32, output_tokens=16)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BenchServer]:
+    engine = ModelEngine(speed=SPEED)
+    with ServerThread(BenchServer(engine, model_name=engine.model_name, port=0)) as running:
+        yield running
+
+
+def _target(server: BenchServer) -> Target:
+    return Target(server.url, "completions", server.model_name)
+
+
+def _run(server: BenchServer, plan: LoadPlan, shape: RequestShape = SHAPE) -> RunResult:
+    return asyncio.run(run_load(_target(server), shape, plan, timeout=10.0))
+
+
+def _most_in_flight(records: list[RequestRecord]) -> int:
+    events = sorted(
+        [(r.start_s, 1) for r in records] + [(r.start_s + r.e2el_s, -1) for r in records],
+        key=lambda event: (event[0], event[1]),  # an end before a start at the same instant
+    )
+    running = most = 0
+    for _, change in events:
+        running += change
+        most = max(most, running)
+    return most
+
+
+# --- plans -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"pattern": "burst"}, "--pattern 'burst'"),
+        ({"pattern": "rate"}, "needs --rate"),
+        ({"pattern": "poisson", "rate": 0.0}, "--rate 0"),
+        ({"pattern": "rate", "rate": float("inf")}, "--rate inf"),
+        ({"max_requests": 0}, "--requests 0"),
+        ({"max_seconds": float("nan")}, "--max-seconds nan"),
+        ({"max_seconds": 0.0}, "--max-seconds 0"),
+        ({"concurrency": 0}, "--concurrency 0"),
+        ({"warmup": -1}, "--warmup -1"),
+        ({"ramp_s": -1.0}, "--ramp -1"),
+    ],
+)
+def test_bad_plans_are_refused_with_the_option(kwargs: dict[str, object], message: str) -> None:
+    settings: dict[str, object] = {"pattern": "sync", "max_requests": 10, "max_seconds": 10.0}
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")):
+        LoadPlan(**{**settings, **kwargs})  # type: ignore[arg-type]
+
+
+def test_constant_rate_arrivals_are_evenly_spaced() -> None:
+    plan = LoadPlan("rate", max_requests=5, max_seconds=10, rate=4.0)
+    assert plan.arrivals() == [0.0, 0.25, 0.5, 0.75, 1.0]
+
+
+def test_poisson_arrivals_are_seeded_and_average_the_rate() -> None:
+    plan = LoadPlan("poisson", max_requests=4000, max_seconds=10, rate=50.0, seed=7)
+    arrivals = plan.arrivals()
+    assert arrivals == plan.arrivals()  # the same seed, the same run
+    other = LoadPlan("poisson", max_requests=4000, max_seconds=10, rate=50.0, seed=8)
+    assert other.arrivals() != arrivals
+    gaps = np.diff(arrivals)
+    assert arrivals[0] == 0.0
+    assert (gaps >= 0).all()
+    assert np.mean(gaps) == pytest.approx(1 / 50, rel=0.05)
+    # exponential gaps: the standard deviation equals the mean (a constant rate has none)
+    assert np.std(gaps) == pytest.approx(1 / 50, rel=0.1)
+
+
+def test_plan_metadata_names_what_the_pattern_uses() -> None:
+    described = LoadPlan("poisson", 10, 5.0, rate=2.0, seed=3, warmup=2).describe()
+    assert described == {
+        "pattern": "poisson",
+        "max_requests": 10,
+        "max_seconds": 5.0,
+        "warmup": 2,
+        "rate": 2.0,
+        "seed": 3,
+    }
+    assert "rate" not in LoadPlan("concurrency", 10, 5.0, concurrency=3).describe()
+
+
+# --- runs over loopback --------------------------------------------------------------------
+
+
+def test_sync_sends_one_request_at_a_time(server: BenchServer) -> None:
+    result = _run(server, LoadPlan("sync", max_requests=6, max_seconds=30))
+    assert result.stopped == "requests"
+    assert [r.index for r in result.records] == list(range(6))
+    assert all(r.ok for r in result.records)
+    for before, after in zip(result.records, result.records[1:], strict=False):
+        assert after.start_s >= before.start_s + before.e2el_s
+    assert _most_in_flight(result.records) == 1
+
+
+def test_concurrency_keeps_n_clients_busy_started_staggered(server: BenchServer) -> None:
+    plan = LoadPlan("concurrency", max_requests=12, max_seconds=30, concurrency=4, ramp_s=0.2)
+    # 256 tokens take about 0.19 s: longer than the ramp, so the first four requests sent are
+    # the four clients' first
+    result = _run(server, plan, RequestShape(32, 256))
+    assert result.stopped == "requests"
+    assert len(result.records) == 12
+    assert all(r.ok for r in result.records)
+    # clients start 0.05 s apart
+    firsts = sorted(r.start_s for r in result.records)[:4]
+    assert firsts[0] < 0.05
+    for client, start in enumerate(firsts[1:], start=1):
+        assert start >= client * 0.05 - 0.005
+    assert _most_in_flight(result.records) == 4
+
+
+def test_constant_rate_sends_on_schedule(server: BenchServer) -> None:
+    plan = LoadPlan("rate", max_requests=10, max_seconds=30, rate=25.0)
+    result = _run(server, plan)
+    assert result.stopped == "requests"
+    starts = [r.start_s for r in result.records]
+    for start, due in zip(starts, plan.arrivals(), strict=True):
+        assert due - 0.005 <= start <= due + 0.1  # never early; late only by scheduling
+    assert result.duration >= plan.arrivals()[-1]
+
+
+def test_poisson_sends_at_its_seeded_arrivals(server: BenchServer) -> None:
+    plan = LoadPlan("poisson", max_requests=12, max_seconds=30, rate=40.0, seed=11)
+    result = _run(server, plan)
+    assert result.stopped == "requests"
+    assert all(r.ok for r in result.records)
+    for record, due in zip(result.records, plan.arrivals(), strict=True):
+        assert due - 0.005 <= record.start_s <= due + 0.1
+
+
+def test_warmup_requests_run_first_and_are_left_out(server: BenchServer) -> None:
+    before = server.generation_requests
+    result = _run(server, LoadPlan("concurrency", 8, 30, concurrency=2, warmup=3, ramp_s=0.0))
+    assert server.generation_requests - before == 11
+    assert len(result.warmup_records) == 3
+    assert [r.index for r in result.records] == list(range(8))
+    # the measured phase starts after the warm-up: its first request at about 0 s
+    assert min(r.start_s for r in result.records) < 0.05
+
+
+def test_the_time_limit_ends_a_run_and_cuts_off_requests_in_flight(server: BenchServer) -> None:
+    plan = LoadPlan("concurrency", 100_000, max_seconds=0.5, concurrency=2, ramp_s=0.0)
+    result = _run(server, plan, RequestShape(32, 64))
+    assert result.stopped == "seconds"
+    assert 0.5 <= result.duration < 1.5
+    cut = [r for r in result.records if r.status == "incomplete"]
+    assert 1 <= len(cut) <= 2  # the two clients' requests in flight at the limit
+    assert all(r.error == "the run's time limit was reached" for r in cut)
+    assert sum(r.ok for r in result.records) >= 3
+    assert sorted(r.index for r in result.records) == list(range(len(result.records)))
+
+
+def test_stopping_keeps_what_was_measured(server: BenchServer) -> None:
+    async def run() -> RunResult:
+        stop = asyncio.Event()
+        seen: list[RequestRecord] = []
+
+        def on_record(record: RequestRecord) -> None:
+            seen.append(record)
+            if len(seen) == 4:
+                stop.set()  # as Ctrl-C does
+
+        plan = LoadPlan("rate", 1000, 30, rate=50.0)
+        return await run_load(
+            _target(server), SHAPE, plan, timeout=10.0, on_record=on_record, stop=stop
+        )
+
+    result = asyncio.run(run())
+    assert result.stopped == "interrupted"
+    assert sum(r.ok for r in result.records) >= 4
+    assert len(result.records) < 50
+    assert result.duration < 5
