@@ -513,9 +513,12 @@ class BenchServer:
         tokens = self.engine.generate(generation.prompt_tokens, generation.max_tokens)
         try:
             async for text, delay in tokens:
-                # due times add up, so sleeping's own overshoot does not accumulate
-                due += delay
-                wait = due - loop.time()
+                # due times add up, so small overshoots of sleep do not accumulate; a token
+                # more than one delay late (a busy machine) moves the schedule rather than
+                # bursting the tokens after it to catch up
+                now = loop.time()
+                due = max(due + delay, now - delay)
+                wait = due - now
                 if wait > 0:
                     await asyncio.sleep(wait)
                 yield text

@@ -6,6 +6,7 @@ summary recomputed from its per-request records."""
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -256,6 +258,77 @@ def test_faults_under_concurrency_are_counted_exactly(faulty: BenchServer) -> No
     # of requests 1..20: 4, 8, 12, 16, 20 error; 5, 10, 15 drop; 7, 14 stall
     assert kinds == {"http_500": 5, "stream_dropped": 3, "timeout": 2}
     assert sum(r.ok for r in result.records) == 10
+
+
+# Servers that answer oddly: fixed answers from the standard library's HTTP server, one per
+# path prefix (the client's --url may carry a path)
+CANNED: dict[str, tuple[int, str, bytes]] = {
+    "/json": (200, "application/json", b'{"choices":[{"index":0,"text":"a b"}]}'),
+    "/cut": (200, "text/event-stream", b'data: {"choices":[{"index":0,"text":" a"}]}\n\n'),
+    "/empty": (
+        200,
+        "text/event-stream",
+        b'data: {"choices":[{"index":0,"text":"","finish_reason":"stop"}]}\n\ndata: [DONE]\n\n',
+    ),
+    "/busy": (503, "application/json", b'{"detail":"server overloaded, retry later"}'),
+    "/garbage": (200, "text/event-stream", b"data: <html>oops</html>\n\n"),
+    "/no-done": (
+        200,
+        "text/event-stream",
+        b'data: {"choices":[{"index":0,"text":" a"}]}\n\n'
+        b'data: {"choices":[{"index":0,"text":" b","finish_reason":"length"}],'
+        b'"usage":{"prompt_tokens":4,"completion_tokens":2}}\n\n',
+    ),
+}
+
+
+class _Canned(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        status, content_type, body = CANNED["/" + self.path.split("/")[1]]
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def canned() -> Iterator[str]:
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Canned) as httpd:
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        httpd.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("prefix", "kind", "message"),
+    [
+        ("/json", "not_a_stream", "the server answered application/json; does it support stream=true?"),
+        ("/cut", "stream_incomplete", "the stream ended before the response finished"),
+        ("/empty", "no_tokens", "the response carried no tokens"),
+        ("/busy", "http_503", "HTTP 503: server overloaded, retry later"),
+        ("/garbage", "bad_stream", "an event is not JSON: '<html>oops</html>'"),
+    ],
+)  # fmt: skip
+def test_odd_answers_are_failed_requests_with_reasons(
+    canned: str, prefix: str, kind: str, message: str
+) -> None:
+    record = _measure(Target(canned + prefix, "completions", "m"), RequestShape(4, 2))
+    assert record.status == "failed"
+    assert record.error_kind == kind
+    assert record.error is not None
+    assert message in record.error
+
+
+def test_a_stream_without_done_but_finished_is_complete(canned: str) -> None:
+    record = _measure(Target(canned + "/no-done", "completions", "m"), RequestShape(4, 2))
+    assert record.ok, record.error
+    assert (record.input_tokens, record.output_tokens) == (4, 2)
 
 
 def test_a_server_that_is_not_there_fails_every_request() -> None:
