@@ -215,7 +215,9 @@ class _Generation:
     include_usage: bool
 
 
-async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
+async def _read_request(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> _Request | None:
     """The next request on a connection; None when the client closed it between requests."""
     try:
         line = await reader.readline()
@@ -251,6 +253,9 @@ async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
         raise _HttpError(400, "Content-Length is not a number") from None
     if not 0 <= length <= MAX_BODY:
         raise _HttpError(413, f"the body exceeds {MAX_BODY // (1024 * 1024)} MiB")
+    if length and headers.get("expect", "").lower() == "100-continue":
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits for it before a big body
+        await writer.drain()
     body = await reader.readexactly(length) if length else b""
     return _Request(method.upper(), target.split("?", 1)[0], headers, body)
 
@@ -409,7 +414,7 @@ class BenchServer:
         try:
             while True:
                 try:
-                    request = await _read_request(reader)
+                    request = await _read_request(reader, writer)
                 except _HttpError as error:
                     await self._send_error(writer, error, keep_alive=False)
                     break

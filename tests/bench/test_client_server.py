@@ -195,6 +195,18 @@ def test_malformed_http_is_answered_400_and_closed(server: BenchServer) -> None:
         assert raw.recv(4096) == b""  # closed
 
 
+def test_a_client_expecting_100_continue_gets_it(server: BenchServer) -> None:
+    body = json.dumps({"prompt": "a b", "max_tokens": 2}).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw:
+        raw.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
+        assert raw.recv(4096) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        raw.sendall(body)
+        assert raw.recv(4096).startswith(b"HTTP/1.1 200 OK")
+
+
 def test_only_loopback_unless_allowed() -> None:
     engine = ModelEngine(speed=SPEED)
     with pytest.raises(UsageError, match="not a loopback address"):
