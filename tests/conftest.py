@@ -34,7 +34,7 @@ BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Mark tests by folder, so `pytest -m unit` etc. select a layer.
     for item in items:
-        for layer in ("unit", "integration", "e2e", "dashboard"):
+        for layer in ("unit", "integration", "e2e", "dashboard", "bench", "report"):
             if f"{os.sep}{layer}{os.sep}" in str(item.fspath):
                 item.add_marker(getattr(pytest.mark, layer))
 

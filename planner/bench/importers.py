@@ -401,7 +401,7 @@ def _guidellm_run(
         "e2el": stats("request_latency", "s"),  # seconds in guidellm
         "completed": completed,
         "failed": failed,
-        "duration_s": duration,
+        "duration": duration,
         "request_throughput": completed / duration,
         "output_throughput": total_output / duration if total_output is not None else None,
         "total_token_throughput": (
@@ -582,7 +582,7 @@ def _vllm(root: _At, index: int) -> _Found:
         "e2el": _vllm_stats(root, "e2el"),
         "completed": completed,
         "failed": failed,
-        "duration_s": duration,
+        "duration": duration,
         "request_throughput": throughput("request_throughput", completed / duration),
         "output_throughput": throughput("output_throughput", total_output / duration),
         "total_token_throughput": throughput(

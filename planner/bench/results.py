@@ -165,7 +165,7 @@ class BenchRun:
     e2el: Stats
     completed: int
     failed: int
-    duration_s: float
+    duration: float  # seconds, under vLLM's key name
     request_throughput: float | None
     output_throughput: float | None
     total_token_throughput: float | None
@@ -205,7 +205,7 @@ class BenchRun:
             e2el=stats("e2el"),
             completed=data["completed"],
             failed=data["failed"],
-            duration_s=data["duration_s"],
+            duration=data["duration"],
             request_throughput=data["request_throughput"],
             output_throughput=data["output_throughput"],
             total_token_throughput=data["total_token_throughput"],

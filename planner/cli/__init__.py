@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from planner import __version__
+from planner.cli import bench as bench_cli
 from planner.cli import datasets as datasets_cli
 from planner.cli import db as db_cli
 from planner.cli.context import CliState, user_errors
@@ -57,6 +58,7 @@ app.command("forecast")(user_errors(forecast_command))
 app.command("recommend")(user_errors(recommend_command))
 app.command("dashboard")(user_errors(dashboard_command))
 app.command("report")(user_errors(report_command))
+app.add_typer(bench_cli.app, name="bench")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(datasets_cli.app, name="datasets")
 app.add_typer(db_cli.app, name="db")

@@ -98,7 +98,7 @@ def test_guidellm_schema_2_real_file() -> None:
     assert (run.total_input_tokens, run.total_output_tokens) == (2128, 512)
     assert (run.completed, run.failed) == (16, 0)
     duration = data["benchmarks"][0]["duration"]
-    assert run.duration_s == pytest.approx(duration)
+    assert run.duration == pytest.approx(duration)
     assert run.request_throughput == pytest.approx(16 / duration)
     assert run.output_throughput == pytest.approx(512 / duration)
     assert run.total_token_throughput == pytest.approx((2128 + 512) / duration)
@@ -120,7 +120,7 @@ def test_guidellm_benchmarks_only_legacy_layout() -> None:
     # the runs differ as their (scaled) metrics do
     assert runs[0].ttft.mean is not None and runs[1].ttft.mean is not None
     assert runs[0].ttft.mean < runs[1].ttft.mean
-    assert runs[0].duration_s < runs[1].duration_s
+    assert runs[0].duration < runs[1].duration
 
 
 def test_guidellm_args_benchmarks_layout() -> None:
@@ -181,7 +181,7 @@ def test_vllm_real_file_with_metadata_keys() -> None:
             assert summary[key] == pytest.approx(data[key]), key
     for key in ("completed", "failed", "request_throughput", "output_throughput"):
         assert summary[key] == pytest.approx(data[key])
-    assert summary["duration_s"] == pytest.approx(data["duration"])
+    assert summary["duration"] == pytest.approx(data["duration"])
 
 
 def test_options_override_what_the_file_records() -> None:
