@@ -23,32 +23,13 @@ from typing import Any, Literal, NamedTuple
 from planner.common.files import atomic_output
 from planner.common.text import printable, shown
 from planner.errors import UsageError
-from planner.latency.calibration import MIN_LATENCY_MS
+from planner.latency.calibration import MEASUREMENT_COLUMNS, MIN_LATENCY_MS
 from planner.latency.catalog import Catalog, load_catalog
 from planner.latency.engines import deploy, get_engine
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el")  # vLLM's names; e2el is end-to-end latency
 STATISTICS = ("mean", "median", "std", "p50", "p90", "p99")
 LoadKind = Literal["concurrency", "qps", "max"]
-# The measurement layout of data/reference/published_latency.csv, column for column.
-MEASUREMENT_COLUMNS = (
-    "source",
-    "url_or_path",
-    "model",
-    "gpu",
-    "num_gpus",
-    "precision",
-    "framework",
-    "input_len",
-    "output_len",
-    "batch_or_concurrency",
-    "metric",
-    "value",
-    "unit",
-    "notes",
-    "engine",
-    "kv_cache",
-)
 # Mean latencies calibration fits, as (summary attribute, metric name in the CSV).
 _LATENCY_ROWS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2el", "E2E"))
 _THROUGHPUT_ROWS = (

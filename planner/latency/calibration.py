@@ -56,6 +56,26 @@ UNITS: dict[str, dict[str, float]] = {
 }
 UNIT_OF = {"latency": "ms", "output_throughput": "tok/s", "request_throughput": "req/s"}
 MAX_LOAD = 1_000_000  # sequences in a batch or clients of a load test: no benchmark runs more
+# The measurement layout of data/reference/published_latency.csv, column for column (what
+# `planner bench import --out-csv` writes; REQUIRED_COLUMNS are the ones a file must have).
+MEASUREMENT_COLUMNS = (
+    "source",
+    "url_or_path",
+    "model",
+    "gpu",
+    "num_gpus",
+    "precision",
+    "framework",
+    "input_len",
+    "output_len",
+    "batch_or_concurrency",
+    "metric",
+    "value",
+    "unit",
+    "notes",
+    "engine",
+    "kv_cache",
+)
 REQUIRED_COLUMNS = (
     "model",
     "gpu",

@@ -16,14 +16,13 @@ import pytest
 from planner.bench.importers import import_result
 from planner.bench.results import (
     LATENCIES,
-    MEASUREMENT_COLUMNS,
     STATISTICS,
     BenchRun,
     measurement_rows,
     write_measurements,
 )
 from planner.errors import InputFileError, UsageError
-from planner.latency.calibration import REQUIRED_COLUMNS, read_measurements
+from planner.latency.calibration import MEASUREMENT_COLUMNS, REQUIRED_COLUMNS, read_measurements
 from planner.latency.catalog import load_catalog
 from tests.conftest import ROOT
 

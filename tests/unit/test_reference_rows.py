@@ -15,28 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from planner.latency.calibration import MEASUREMENT_COLUMNS
+
 DATA = Path(__file__).resolve().parents[2] / "data"
 REFERENCE = DATA / "reference" / "published_latency.csv"
 CATALOG = DATA / "catalog"
 
-HEADER = [
-    "source",
-    "url_or_path",
-    "model",
-    "gpu",
-    "num_gpus",
-    "precision",
-    "framework",
-    "input_len",
-    "output_len",
-    "batch_or_concurrency",
-    "metric",
-    "value",
-    "unit",
-    "notes",
-    "engine",
-    "kv_cache",
-]
+HEADER = list(MEASUREMENT_COLUMNS)
 ENGINES = {"trtllm", "vllm", "sglang"}
 LATENCY_METRICS = {"ttft", "itl", "tpot", "e2e"}
 UNITS = {
