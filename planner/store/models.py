@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -147,3 +148,78 @@ class CalibrationProfile(Base):
     report: Mapped[dict[str, Any]] = mapped_column(JSON)  # errors before/after, per point
     sources: Mapped[list[str]] = mapped_column(JSON)  # measurement files it was fitted on
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
+
+
+class BenchRunRecord(Base):
+    """One stored benchmark run (``planner bench run`` or an imported result): what was
+    measured, on what, under which load, and its summary under vLLM's key names."""
+
+    __tablename__ = "bench_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
+    source: Mapped[str] = mapped_column(String(32))  # measured, imported-guidellm, ...
+    target: Mapped[str | None] = mapped_column(Text)  # the URL measured, or the file imported
+    gpu: Mapped[str | None] = mapped_column(String(200))  # the hardware as given, not resolved
+    num_gpus: Mapped[int | None] = mapped_column(Integer)
+    tp: Mapped[int | None] = mapped_column(Integer)
+    model: Mapped[str | None] = mapped_column(String(200))
+    precision: Mapped[str | None] = mapped_column(String(64))
+    engine: Mapped[str | None] = mapped_column(String(64))
+    load_kind: Mapped[str] = mapped_column(String(32))  # sync, concurrency, rate, poisson, ...
+    load_value: Mapped[float | None] = mapped_column(Float)  # clients or requests/s
+    input_tokens: Mapped[float | None] = mapped_column(Float)  # mean over completed requests
+    output_tokens: Mapped[float | None] = mapped_column(Float)
+    completed: Mapped[int] = mapped_column(Integer)
+    failed: Mapped[int] = mapped_column(Integer)
+    # The stages of one sweep share a group name, so they are shown together.
+    sweep: Mapped[str | None] = mapped_column(String(200), index=True)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)  # BenchRun.summary(): vLLM's keys
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)  # BenchRun.to_dict(), to rebuild it
+    details: Mapped[dict[str, Any]] = mapped_column(JSON)  # what the caller adds (bench run's)
+
+    requests: Mapped[list[BenchRequest]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class BenchRequest(Base):
+    """One request of a stored benchmark run. Inter-token latencies are packed as
+    little-endian float32 milliseconds: a few bytes each, for runs of thousands of requests."""
+
+    __tablename__ = "bench_requests"
+    __table_args__ = (Index("ix_bench_requests_run_index", "run_id", "request_index"),)
+
+    id: Mapped[int] = mapped_column(BigIntegerPK, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("bench_runs.id", ondelete="CASCADE"))
+    request_index: Mapped[int] = mapped_column(Integer)  # order within the run
+    start_s: Mapped[float | None] = mapped_column(Float)  # from the start of the measured phase
+    status: Mapped[str] = mapped_column(String(16))  # ok, failed, incomplete
+    input_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    ttft_ms: Mapped[float | None] = mapped_column(Float)
+    tpot_ms: Mapped[float | None] = mapped_column(Float)
+    e2e_ms: Mapped[float | None] = mapped_column(Float)
+    itl_ms: Mapped[bytes | None] = mapped_column(LargeBinary)
+    error_kind: Mapped[str | None] = mapped_column(String(64))  # http_500, timeout, ...
+    error: Mapped[str | None] = mapped_column(Text)  # what happened, for a person
+
+    run: Mapped[BenchRunRecord] = relationship(back_populates="requests")
+
+
+# The bench request columns a save fills, in insert order (``id`` comes from the database).
+BENCH_REQUEST_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "request_index",
+    "start_s",
+    "status",
+    "input_tokens",
+    "output_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "itl_ms",
+    "error_kind",
+    "error",
+)

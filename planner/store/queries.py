@@ -93,12 +93,20 @@ def contents_version(session: Session) -> str:
     """A short token that changes whenever the store's contents change (a row added or removed
     in any table readers summarise): callers cache what they read from the store under it."""
     from planner.store.forecast_models import ForecastRun
-    from planner.store.models import CalibrationProfile
+    from planner.store.models import BenchRunRecord, CalibrationProfile
     from planner.store.price_models import PriceSheetVersion
     from planner.store.recommend_models import RecommendationRun
 
     parts = []
-    for table in (Dataset, ForecastRun, RecommendationRun, PriceSheetVersion, CalibrationProfile):
+    tables = (
+        Dataset,
+        ForecastRun,
+        RecommendationRun,
+        PriceSheetVersion,
+        CalibrationProfile,
+        BenchRunRecord,
+    )
+    for table in tables:
         count, last = session.execute(select(func.count(), func.max(table.id))).one()
         parts.append(f"{count}.{last or 0}")
     return "-".join(parts)
