@@ -16,6 +16,7 @@ torch is imported inside the functions that need it, so this module imports with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import statistics
@@ -630,14 +631,22 @@ def measure_grid(
         raise UsageError(f"--repeats {repeats} / --warmup {warmup}: expected >= 1 and >= 0")
     result = GridResult()
     deadline = time.monotonic() + max_seconds
-    for batch in batches:
-        for prompt in prompts:
-            reason = skip_reason(engine, batch, prompt, output_tokens)
-            if reason:
-                result.skipped.append(Skipped(batch, prompt, reason))
-                continue
-            runs: list[Point] = []
-            try:
+    runs: list[Point] = []  # measured runs of the combination under way
+
+    def keep() -> None:
+        if runs:
+            result.points.append(_median_point(runs))
+            runs.clear()
+            if on_point is not None:
+                on_point(result.points[-1])
+
+    try:
+        for batch in batches:
+            for prompt in prompts:
+                reason = skip_reason(engine, batch, prompt, output_tokens)
+                if reason:
+                    result.skipped.append(Skipped(batch, prompt, reason))
+                    continue
                 for run in range(warmup + repeats):
                     if time.monotonic() > deadline:
                         result.stopped = "seconds"
@@ -647,18 +656,13 @@ def measure_grid(
                         runs.append(measured)
                     if on_run is not None:
                         on_run()
-            except KeyboardInterrupt:
-                result.stopped = "interrupted"
-            if runs:
-                point = _median_point(runs)
-                result.points.append(point)
-                if on_point is not None:
-                    try:
-                        on_point(point)
-                    except KeyboardInterrupt:
-                        result.stopped = "interrupted"
-            if result.stopped:
-                return result
+                keep()
+                if result.stopped:
+                    return result
+    except KeyboardInterrupt:  # Ctrl-C: keep the repeats of the point under way
+        result.stopped = "interrupted"
+        with contextlib.suppress(KeyboardInterrupt):
+            keep()
     return result
 
 
