@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -355,3 +357,16 @@ def test_the_serving_engine_behind_the_http_server() -> None:
         answers = asyncio.run(ask())
     assert [a["usage"]["completion_tokens"] for a in answers] == [3, 9]  # type: ignore[index]
     assert [len(a["choices"][0]["text"].split()) for a in answers] == [3, 9]  # type: ignore[index]
+
+
+def test_imports_without_torch_and_says_how_to_install_it() -> None:
+    script = (
+        "import sys; sys.modules['torch'] = None\n"  # as if torch were not installed
+        "import planner.bench.engine as engine, planner.cli.bench_engine\n"
+        "from planner.errors import UsageError\n"
+        "try:\n    engine.TorchEngine(None)\nexcept UsageError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "needs PyTorch: pip install 'planner[bench]'" in done.stdout
