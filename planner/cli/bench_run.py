@@ -1,16 +1,19 @@
-"""``planner bench run`` (measure an OpenAI-compatible server under a load pattern) and
-``planner bench serve`` (the model-driven stand-in server on this machine)."""
+"""``planner bench run`` (measure an OpenAI-compatible server under a load pattern, a sweep of
+rates or a replayed trace) and ``planner bench serve`` (the model-driven stand-in server on this
+machine)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import platform
 import signal
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import httpx
 import typer
@@ -29,8 +32,35 @@ from planner.bench.client import (
     is_loopback_url,
     list_models,
 )
-from planner.bench.loadgen import PATTERNS, LoadPlan, Pattern, RunResult, run_load
-from planner.bench.metrics import RequestRecord, SloTargets, summarize, write_run
+from planner.bench.loadgen import (
+    PATTERNS,
+    SWEEP_KINDS,
+    LoadPlan,
+    Pattern,
+    RunResult,
+    StageKind,
+    SweepKind,
+    SweepPlan,
+    SweepResult,
+    run_load,
+    run_sweep,
+)
+from planner.bench.metrics import (
+    RequestRecord,
+    SloTargets,
+    requests_path,
+    summarize,
+    write_run,
+)
+from planner.bench.replay import Trace, check_speedup, read_trace
+from planner.bench.results import (
+    BenchRun,
+    Load,
+    RunInfo,
+    Stats,
+    measurement_rows,
+    write_measurements,
+)
 from planner.bench.server import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -40,12 +70,20 @@ from planner.bench.server import (
     check_speed,
 )
 from planner.cli.context import print_json, stderr, stdout
+from planner.cli.latency import store_session
 from planner.cli.options import JSON_OPTION
-from planner.common.files import check_output_path
-from planner.common.text import shown
+from planner.cli.tables import Column, print_table
+from planner.common.files import atomic_output, check_output_path
+from planner.common.text import printable, shown
 from planner.errors import PlannerError, UsageError
+from planner.ingest.options import parse_start
 
 METRIC_LABELS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E latency"))
+CLI_PATTERNS = (*PATTERNS, "sweep")
+DEFAULT_SWEEP_CONCURRENCY = 16
+DEFAULT_SWEEP_POINTS = 8
+TOOL = "planner bench run"
+T = TypeVar("T")
 
 
 def _check_choice(option: str, value: str, choices: tuple[str, ...]) -> str:
@@ -65,21 +103,37 @@ def load_plan(
     warmup: int,
     ramp: float,
     seed: int,
+    trace: Trace | None = None,
 ) -> LoadPlan:
     """The options of a load pattern, checked together (a rate without a rate pattern is a
-    mistake, not something to ignore)."""
+    mistake, not something to ignore). ``replay`` sends ``trace``'s requests."""
     name = cast(Pattern, _check_choice("--pattern", pattern, PATTERNS))
     if name == "concurrency" and concurrency is None:
         raise UsageError("--pattern concurrency needs --concurrency N (clients)")
     if name != "concurrency" and concurrency is not None:
+        why = {
+            "sync": "sends one request at a time",
+            "replay": "sends at the log's times",
+        }.get(name, "sets a rate instead")
         raise UsageError(
-            f"--concurrency goes with --pattern concurrency (--pattern {name} "
-            + ("sends one request at a time)" if name == "sync" else "sets a rate instead)")
+            f"--concurrency goes with --pattern concurrency or sweep (--pattern {name} {why})"
         )
     if name in ("rate", "poisson") and rate is None:
         raise UsageError(f"--pattern {name} needs --rate (requests per second)")
     if name not in ("rate", "poisson") and rate is not None:
         raise UsageError(f"--rate goes with --pattern rate or poisson, not {name}")
+    if name == "replay":
+        if trace is None:
+            raise UsageError("--pattern replay needs --dataset NAME (an ingested dataset)")
+        kept = trace.requests[:requests]
+        return LoadPlan(
+            pattern=name,
+            max_requests=len(kept),
+            max_seconds=max_seconds,
+            warmup=warmup,
+            schedule=tuple(r.offset_s for r in kept),
+            lengths=tuple((r.input_tokens, r.output_tokens) for r in kept),
+        )
     return LoadPlan(
         pattern=name,
         max_requests=requests,
@@ -92,16 +146,229 @@ def load_plan(
     )
 
 
+def sweep_plan(
+    *,
+    concurrency: int | None,
+    rate: float | None,
+    requests: int,
+    max_seconds: float,
+    warmup: int,
+    ramp: float,
+    seed: int,
+    points: int | None,
+    kind: str | None,
+) -> SweepPlan:
+    """The options of ``--pattern sweep``: each stage bounded by ``--requests`` and
+    ``--max-seconds``; ``--concurrency`` clients in the throughput stage."""
+    if rate is not None:
+        raise UsageError(
+            "--rate goes with --pattern rate or poisson; --pattern sweep measures its rates "
+            "(between the synchronous and the throughput stage)"
+        )
+    return SweepPlan(
+        points=DEFAULT_SWEEP_POINTS if points is None else points,
+        max_concurrency=DEFAULT_SWEEP_CONCURRENCY if concurrency is None else concurrency,
+        max_requests=requests,
+        max_seconds=max_seconds,
+        kind=cast(SweepKind, _check_choice("--sweep-kind", kind or "rate", SWEEP_KINDS)),
+        warmup=warmup,
+        seed=seed,
+        ramp_s=ramp,
+    )
+
+
+def _only_with(pattern: str, wanted: str, given: dict[str, object | None]) -> None:
+    """Options that only ``--pattern wanted`` reads must not be given to another pattern."""
+    if pattern == wanted:
+        return
+    for option, value in given.items():
+        if value is not None:
+            raise UsageError(f"{option} goes with --pattern {wanted}, not {pattern}")
+
+
+# --- what a run records ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What was measured, as ``--gpu``, ``--catalog-model``, ``--precision``, ``--engine`` and
+    ``--tp`` name it: recorded in the metadata, and the names of ``--out-csv``'s rows."""
+
+    gpu: str | None = None
+    model: str | None = None  # None: the served model's name
+    precision: str | None = None
+    engine: str | None = None
+    tp: int | None = None
+
+    @property
+    def given(self) -> bool:
+        return any(v is not None for v in (self.gpu, self.model, self.precision, self.engine))
+
+    def to_dict(self, served: str) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "model": self.model or served,
+            "precision": self.precision,
+            "engine": self.engine,
+            "tp": self.tp or 1,
+        }
+
+    def check_for_rows(self) -> None:
+        """``--out-csv`` needs every name calibration keys its rows by."""
+        for option, value, what in (
+            ("--gpu", self.gpu, "the GPU measured (`planner catalog gpus`)"),
+            ("--precision", self.precision, "the weight precision served: bf16, fp8, ..."),
+            ("--engine", self.engine, "the engine serving: vllm, sglang, trtllm"),
+        ):
+            if value is None or not value.strip():
+                raise UsageError(f"--out-csv needs {option}: {what}")
+
+
+def run_info(
+    target: Target,
+    deployment: Deployment,
+    load: Load,
+    *,
+    source: str,
+    index: int,
+    label: str,
+    started: str | None,
+) -> RunInfo:
+    """The ``planner`` block of a :class:`BenchRun` measured by ``bench run``."""
+    return RunInfo(
+        tool=TOOL,
+        tool_version=__version__,
+        source_file=source,
+        source_format=TOOL,
+        benchmark=index,
+        load=load,
+        gpu=deployment.gpu,
+        gpu_count=deployment.tp or 1,
+        engine=deployment.engine,
+        model=deployment.model or target.model,
+        precision=deployment.precision,
+        tp=deployment.tp or 1,
+        label=label,
+        date=started,
+    )
+
+
+def calibration_load(plan: LoadPlan) -> Load:
+    """The load a plan offers, in calibration's terms (a replay's is its mean arrival rate)."""
+    if plan.pattern in ("sync", "concurrency"):
+        return Load("concurrency", float(plan.clients))
+    if plan.pattern == "replay":
+        arrivals = plan.arrivals()
+        span = arrivals[-1] if arrivals else 0.0
+        return Load("qps", (len(arrivals) - 1) / span if span > 0 else None, "trace")
+    return Load("qps", plan.rate, "constant" if plan.pattern == "rate" else "poisson")
+
+
+def bench_run_of(summary: dict[str, Any], info: RunInfo) -> BenchRun:
+    """A measured run's summary (:func:`~planner.bench.metrics.summarize`) as a
+    :class:`BenchRun`, the form calibration rows and imported runs take."""
+
+    def stats(latency: str) -> Stats:
+        return Stats(
+            **{
+                s: summary[f"{s}_{latency}_ms"]
+                for s in ("mean", "median", "std", "p50", "p90", "p99")
+            }
+        )
+
+    completed = int(summary["completed"])
+    return BenchRun(
+        ttft=stats("ttft"),
+        tpot=stats("tpot"),
+        itl=stats("itl"),
+        e2el=stats("e2el"),
+        completed=completed,
+        failed=int(summary["failed"]),
+        duration=float(summary["duration"]),
+        request_throughput=summary["request_throughput"],
+        output_throughput=summary["output_throughput"],
+        total_token_throughput=summary["total_token_throughput"],
+        total_input_tokens=summary["total_input_tokens"],
+        total_output_tokens=summary["total_output_tokens"],
+        input_len=summary["total_input_tokens"] / completed if completed else None,
+        output_len=summary["total_output_tokens"] / completed if completed else None,
+        info=info,
+    )
+
+
+def check_calibration_names(info: RunInfo, shape: RequestShape, named_model: bool) -> None:
+    """Check, before the first request, that ``--out-csv``'s rows will have catalog names and
+    a deployment the catalog can run: the checks :func:`measurement_rows` makes, on a run of
+    the lengths to be measured."""
+    probe = BenchRun(
+        ttft=Stats(),
+        tpot=Stats(),
+        itl=Stats(),
+        e2el=Stats(),
+        completed=1,
+        failed=0,
+        duration=1.0,
+        request_throughput=None,
+        output_throughput=None,
+        total_token_throughput=None,
+        total_input_tokens=None,
+        total_output_tokens=None,
+        input_len=float(shape.input_tokens),
+        output_len=float(shape.output_tokens),
+        info=info,
+    )
+    try:
+        measurement_rows([probe])
+    except UsageError as exc:
+        hint = (
+            "; in bench run, --catalog-model names the catalog model when the server's name "
+            "for it is not one"
+            if "--model" in str(exc) and not named_model
+            else ""
+        )
+        raise UsageError(f"--out-csv: {exc}{hint}") from None
+
+
+def write_calibration_rows(runs: list[tuple[BenchRun, RunResult]], out_csv: Path) -> None:
+    """``--out-csv``: the runs' measurement rows, leaving out runs stopped by Ctrl-C (their
+    throughputs count a cut-off end)."""
+    kept = [run for run, result in runs if result.stopped != "interrupted"]
+    if len(kept) < len(runs):
+        stderr.print(
+            f"note: --out-csv leaves out {len(runs) - len(kept)} interrupted run(s)", markup=False
+        )
+    rows = measurement_rows(kept)
+    if not rows:
+        stderr.print(
+            f"note: no measurement rows to write to {printable(str(out_csv))} "
+            "(no run completed a request)",
+            markup=False,
+        )
+        return
+    write_measurements(rows, out_csv)
+    engine = kept[0].info.engine
+    stderr.print(
+        f"wrote {len(rows)} measurement rows to {printable(str(out_csv))}; fit them with "
+        f"`planner calibrate {printable(str(out_csv))} --name NAME --engine {engine}`",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
 def vllm_settings(target: Target, plan: LoadPlan, started: str) -> dict[str, Any]:
-    """The run settings ``vllm bench serve --save-result`` writes at the top of its JSON."""
-    open_loop = plan.pattern in ("rate", "poisson")
+    """The run settings ``vllm bench serve --save-result`` writes at the top of its JSON (a
+    replay's request rate is its trace's mean)."""
+    open_loop = plan.pattern in ("rate", "poisson", "replay")
+    rate: float | str | None = plan.rate
+    if plan.pattern == "replay":
+        rate = calibration_load(plan).value or "inf"
     return {
         "date": started,
         "backend": "openai-chat" if target.endpoint == "chat" else "openai",
         "endpoint_type": "openai-chat" if target.endpoint == "chat" else "openai",
         "model_id": target.model,
         "num_prompts": plan.max_requests,
-        "request_rate": plan.rate if open_loop else "inf",
+        "request_rate": rate if open_loop else "inf",
         "burstiness": 1.0 if plan.pattern == "poisson" else None,
         "max_concurrency": None if open_loop else plan.clients,
     }
@@ -117,8 +384,9 @@ def run_metadata(
 ) -> dict[str, Any]:
     """What planner records about a run beside the numbers."""
     warmup = result.warmup_records
+    replay = plan.pattern == "replay"  # its lengths are its requests' own
     return {
-        "tool": "planner bench run",
+        "tool": TOOL,
         "planner_version": __version__,
         "httpx_version": httpx.__version__,
         "python_version": platform.python_version(),
@@ -127,8 +395,8 @@ def run_metadata(
         "endpoint": ENDPOINT_PATHS[target.endpoint],
         "model": target.model,
         "load": plan.describe(),
-        "input_tokens": shape.input_tokens,
-        "output_tokens": shape.output_tokens,
+        "input_tokens": None if replay else shape.input_tokens,
+        "output_tokens": None if replay else shape.output_tokens,
         "ignore_eos": shape.exact_output,
         "timeout_s": timeout,
         "slo_ms": slo.to_dict(),
@@ -136,6 +404,86 @@ def run_metadata(
         "warmup_completed": sum(1 for r in warmup if r.ok),
         "warmup_failed": sum(1 for r in warmup if not r.ok),
     }
+
+
+def _stage_label(kind: StageKind, plan: LoadPlan) -> str:
+    if kind == "synchronous":
+        return "synchronous"
+    if kind == "throughput":
+        return f"throughput, {plan.clients} clients"
+    return f"{plan.pattern} {plan.rate:.3g} req/s"
+
+
+def sweep_document(
+    target: Target,
+    shape: RequestShape,
+    sweep: SweepPlan,
+    slo: SloTargets,
+    timeout: float,
+    measured: SweepResult,
+    runs: list[BenchRun],
+) -> dict[str, Any]:
+    """A sweep as its file holds it: the sweep's metadata under ``planner``, and under ``runs``
+    every stage as a run (vLLM's summary keys, :class:`BenchRun`'s ``planner`` block with the
+    stage's plan added: :meth:`BenchRun.from_dict` reads each back)."""
+    entries = []
+    for index, (stage, run) in enumerate(zip(measured.stages, runs, strict=True)):
+        result = stage.result
+        summary = summarize(result.records, result.duration, slo)
+        started = result.started_at.strftime("%Y%m%d-%H%M%S")
+        entry = {**vllm_settings(target, stage.plan, started), **summary, **run.to_dict()}
+        entry["planner"]["stage"] = {
+            "index": index,
+            "kind": stage.kind,
+            "load": stage.plan.describe(),
+            "stopped": result.stopped,
+            "started_at": result.started_at.isoformat(),
+            "warmup_completed": sum(1 for r in result.warmup_records if r.ok),
+            "warmup_failed": sum(1 for r in result.warmup_records if not r.ok),
+        }
+        entries.append(entry)
+    first = measured.stages[0].result.started_at.isoformat() if measured.stages else None
+    metadata = {
+        "tool": TOOL,
+        "planner_version": __version__,
+        "httpx_version": httpx.__version__,
+        "python_version": platform.python_version(),
+        "started_at": first,
+        "url": target.base_url,
+        "endpoint": ENDPOINT_PATHS[target.endpoint],
+        "model": target.model,
+        "load": sweep.describe(),
+        "input_tokens": shape.input_tokens,
+        "output_tokens": shape.output_tokens,
+        "ignore_eos": shape.exact_output,
+        "timeout_s": timeout,
+        "slo_ms": slo.to_dict(),
+        "stopped": measured.stopped,
+        "note": measured.note,
+        "floor_request_rate": measured.floor,
+        "ceiling_request_rate": measured.ceiling,
+        "rates": measured.rates,
+        "stages": len(measured.stages),
+    }
+    return {"planner": metadata, "runs": entries}
+
+
+def write_sweep(path: Path, document: dict[str, Any], stages: SweepResult) -> Path:
+    """The sweep's JSON, and beside it its requests, one JSON object a line, each tagged with
+    its stage (``"stage": 0`` is the synchronous run); each file written whole."""
+    sidecar = requests_path(path)
+    with atomic_output(sidecar, "--out") as temp, temp.open("w", encoding="utf-8") as out:
+        for index, stage in enumerate(stages.stages):
+            for record in stage.result.records:
+                line = {**record.to_dict(), "stage": index}
+                out.write(json.dumps(line, allow_nan=False) + "\n")
+    document["planner"]["requests_file"] = sidecar.name
+    with atomic_output(path, "--out") as temp:
+        temp.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return sidecar
+
+
+# --- measuring --------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -153,16 +501,42 @@ def _progress(total: int, show: bool) -> Iterator[Progress]:
         yield progress
 
 
+class _Counter:
+    """Progress of the stage running: completed and failed requests."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task = progress.add_task("requests", total=None)
+        self.prefix = ""
+        self.ok = self.failed = 0
+
+    def stage(self, prefix: str, total: int) -> None:
+        self.prefix, self.ok, self.failed = prefix, 0, 0
+        self.progress.reset(self.task, total=total, description=prefix or "requests")
+
+    def record(self, record: RequestRecord) -> None:
+        if record.ok:
+            self.ok += 1
+        else:
+            self.failed += 1
+        self.progress.update(
+            self.task,
+            advance=1,
+            description=f"{self.prefix}{self.ok} completed, {self.failed} failed",
+        )
+
+
 async def _measure(
     base_url: str,
     endpoint: EndpointKind,
     model: str | None,
     api_key: str | None,
-    shape: RequestShape,
-    plan: LoadPlan,
     timeout: float,
-    progress: Progress,
-) -> tuple[Target, RunResult]:
+    work: Callable[[Target, asyncio.Event], Awaitable[T]],
+    before: Callable[[Target], None] | None = None,
+) -> tuple[Target, T]:
+    """Find the model to request (the first the server lists, unless named), run ``before``
+    (checks that need it), then ``work``, which Ctrl-C stops through the event it is given."""
     if model is None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         async with httpx.AsyncClient(
@@ -170,22 +544,11 @@ async def _measure(
         ) as client:
             model = (await list_models(client, base_url))[0]
     target = Target(base_url, endpoint, model, api_key)
-    task = progress.add_task("requests", total=plan.max_requests)
-    counts = {"ok": 0, "failed": 0}
-
-    def on_record(record: RequestRecord) -> None:
-        counts["ok" if record.ok else "failed"] += 1
-        progress.update(
-            task,
-            advance=1,
-            description=f"{counts['ok']} completed, {counts['failed']} failed",
-        )
-
+    if before is not None:
+        before(target)
     stop = asyncio.Event()
     with _stopped_by_signals(stop):
-        result = await run_load(
-            target, shape, plan, timeout=timeout, on_record=on_record, stop=stop
-        )
+        result = await work(target, stop)
     return target, result
 
 
@@ -211,6 +574,9 @@ def _stopped_by_signals(stop: asyncio.Event) -> Iterator[None]:
                 loop.remove_signal_handler(number)
 
 
+# --- printing ---------------------------------------------------------------------------------
+
+
 def _ms(value: Any) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
@@ -218,7 +584,14 @@ def _ms(value: Any) -> str:
 def print_summary(summary: dict[str, Any], metadata: dict[str, Any]) -> None:
     """The run as a person reads it."""
     load = metadata["load"]
-    shape = f"{metadata['input_tokens']} in / {metadata['output_tokens']} out tokens"
+    replay = metadata.get("replay")
+    if replay is not None:
+        shape = (
+            f"dataset {printable(replay['dataset'], 60)}, {replay['requests']} requests at "
+            f"x{replay['speedup']:g} speed"
+        )
+    else:
+        shape = f"{metadata['input_tokens']} in / {metadata['output_tokens']} out tokens"
     stdout.print(
         f"{metadata['model']} at {metadata['url']}{metadata['endpoint']}: "
         f"{load['pattern']} load, {shape}",
@@ -256,7 +629,56 @@ def print_summary(summary: dict[str, Any], metadata: dict[str, Any]) -> None:
         stderr.print(f"failed: {count} x {kind}", markup=False)
 
 
+def _number(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def print_sweep(document: dict[str, Any]) -> None:
+    """A sweep as a person reads it: one row per stage."""
+    metadata, runs = document["planner"], document["runs"]
+    stdout.print(
+        f"{metadata['model']} at {metadata['url']}{metadata['endpoint']}: sweep of "
+        f"{len(runs)} stages, {metadata['input_tokens']} in / {metadata['output_tokens']} out "
+        "tokens",
+        markup=False,
+    )
+    loads = [str(r["planner"]["label"]) for r in runs]
+    columns = [
+        Column("stage", [str(i + 1) for i in range(len(runs))]),
+        Column("load", loads),
+        Column(
+            "completed",
+            [
+                f"{r['completed']}"
+                + (
+                    f" ({r['failed'] + r['incomplete']} not)"
+                    if r["failed"] + r["incomplete"]
+                    else ""
+                )
+                for r in runs
+            ],
+            justify="right",
+        ),
+        Column("TTFT ms", [_number(r["mean_ttft_ms"], 1) for r in runs], justify="right"),
+        Column("p99 TTFT", [_number(r["p99_ttft_ms"], 1) for r in runs], drop=2, justify="right"),
+        Column("TPOT ms", [_number(r["mean_tpot_ms"], 2) for r in runs], justify="right"),
+        Column("E2E ms", [_number(r["mean_e2el_ms"], 1) for r in runs], drop=1, justify="right"),
+        Column("req/s", [_number(r["request_throughput"], 2) for r in runs], justify="right"),
+        Column(
+            "tok/s", [_number(r["output_throughput"], 1) for r in runs], drop=3, justify="right"
+        ),
+    ]
+    if metadata["slo_ms"]:
+        columns.append(
+            Column("goodput", [_number(r["request_goodput"], 2) for r in runs], justify="right")
+        )
+    print_table(
+        columns, title="Sweep: mean latencies (ms), throughputs (requests/s, output tokens/s)"
+    )
+
+
 def run_command(
+    ctx: typer.Context,
     url: str = typer.Option(
         DEFAULT_URL,
         "--url",
@@ -268,37 +690,93 @@ def run_command(
         help="completions (/v1/completions) or chat (/v1/chat/completions).",
     ),
     model: str | None = typer.Option(
-        None, "--model", help="Model name to request (default: the first the server lists)."
+        None,
+        "--model",
+        help="Model name to request (default: the first the server lists); also the model of "
+        "--out-csv's rows, unless --catalog-model names it.",
     ),
     pattern: str = typer.Option(
         "sync",
         "--pattern",
         help="sync (one at a time), concurrency (N clients), rate (constant), poisson (random "
-        "arrivals at a mean rate).",
+        "arrivals at a mean rate), sweep (a synchronous, a throughput and rate stages between "
+        "them), replay (an ingested dataset's requests at their logged times and lengths).",
     ),
     concurrency: int | None = typer.Option(
-        None, "--concurrency", help="Clients of --pattern concurrency."
+        None,
+        "--concurrency",
+        help="Clients of --pattern concurrency, and of --pattern sweep's throughput stage "
+        f"(default {DEFAULT_SWEEP_CONCURRENCY}).",
     ),
     rate: float | None = typer.Option(
         None, "--rate", help="Requests per second of --pattern rate or poisson."
     ),
-    requests: int = typer.Option(100, "--requests", help="Measured requests, at most."),
+    requests: int = typer.Option(
+        100,
+        "--requests",
+        help="Measured requests, at most (per stage of a sweep; a replay sends the first N of "
+        "its window).",
+    ),
     max_seconds: float = typer.Option(
-        600.0, "--max-seconds", help="Seconds the measured phase may last, at most."
+        600.0,
+        "--max-seconds",
+        help="Seconds the measured phase may last, at most (per stage of a sweep).",
     ),
     warmup: int = typer.Option(
-        1, "--warmup", help="Requests sent first and left out of the results."
+        1,
+        "--warmup",
+        help="Requests sent first and left out of the results (before each stage of a sweep).",
     ),
     ramp: float = typer.Option(
-        1.0, "--ramp", help="Seconds over which --pattern concurrency starts its clients."
+        1.0,
+        "--ramp",
+        help="Seconds over which --pattern concurrency (and a sweep's throughput stage) starts "
+        "its clients.",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of --pattern poisson's arrivals."),
-    input_tokens: int = typer.Option(128, "--input-tokens", help="Prompt length in tokens."),
-    output_tokens: int = typer.Option(128, "--output-tokens", help="Output length in tokens."),
+    seed: int = typer.Option(0, "--seed", help="Seed of Poisson arrivals."),
+    sweep_points: int | None = typer.Option(
+        None,
+        "--sweep-points",
+        help=f"Stages of --pattern sweep in all, the synchronous and throughput ones included "
+        f"(default {DEFAULT_SWEEP_POINTS}).",
+    ),
+    sweep_kind: str | None = typer.Option(
+        None,
+        "--sweep-kind",
+        help="How --pattern sweep's rate stages send: rate (constant, the default) or poisson.",
+    ),
+    dataset: str | None = typer.Option(
+        None,
+        "--dataset",
+        help="--pattern replay: the ingested dataset to replay (from the store of planner's "
+        "--db, else $PLANNER_DATABASE_URL).",
+    ),
+    dataset_model: str | None = typer.Option(
+        None,
+        "--dataset-model",
+        help="--pattern replay: only the dataset's requests logged for this model.",
+    ),
+    start: str | None = typer.Option(
+        None, "--start", help="--pattern replay: from this time of the log (ISO 8601)."
+    ),
+    end: str | None = typer.Option(
+        None, "--end", help="--pattern replay: until this time of the log (ISO 8601)."
+    ),
+    speedup: float | None = typer.Option(
+        None,
+        "--speedup",
+        help="--pattern replay: divide the log's gaps between arrivals by this (default 1).",
+    ),
+    input_tokens: int = typer.Option(
+        128, "--input-tokens", help="Prompt length in tokens (a replay keeps the log's)."
+    ),
+    output_tokens: int = typer.Option(
+        128, "--output-tokens", help="Output length in tokens (a replay keeps the log's)."
+    ),
     ignore_eos: bool = typer.Option(
         True,
         "--ignore-eos/--allow-eos",
-        help="Ask the server for exactly --output-tokens (ignore_eos, min_tokens); "
+        help="Ask the server for exactly the output length (ignore_eos, min_tokens); "
         "--allow-eos for servers that refuse those fields.",
     ),
     timeout: float = typer.Option(
@@ -315,40 +793,153 @@ def run_command(
     out: Path | None = typer.Option(
         None,
         "--out",
-        help="Write the run to FILE.json (summary as vLLM names it, with planner's metadata) "
-        "and its requests to FILE.jsonl.",
+        help="Write the run to FILE.json (summary as vLLM names it, with planner's metadata; "
+        'a sweep: {"planner": ..., "runs": [one per stage]}) and its requests to FILE.jsonl '
+        "(a sweep's tagged with their stage).",
+    ),
+    out_csv: Path | None = typer.Option(
+        None,
+        "--out-csv",
+        metavar="FILE",
+        help="Also write the run (every stage of a sweep) as measurement rows for `planner "
+        "calibrate`; needs --gpu, --precision and --engine. Not for --pattern replay (mixed "
+        "lengths are not a calibration point).",
+    ),
+    gpu: str | None = typer.Option(
+        None, "--gpu", help="GPU measured, a catalog name (`planner catalog gpus`); recorded."
+    ),
+    catalog_model: str | None = typer.Option(
+        None,
+        "--catalog-model",
+        help="Catalog model that was served, where the server's name for it is not a catalog "
+        "name or alias; recorded.",
+    ),
+    precision: str | None = typer.Option(
+        None, "--precision", help="Weight precision served: bf16, fp8, ...; recorded."
+    ),
+    engine: str | None = typer.Option(
+        None, "--engine", help="Engine serving: vllm, sglang, trtllm; recorded."
+    ),
+    tp: int | None = typer.Option(
+        None,
+        "--tp",
+        "--num-gpus",
+        help="Tensor-parallel GPUs per server instance (default 1); recorded.",
     ),
     json_output: bool = JSON_OPTION,
 ) -> None:
     """Measure an OpenAI-compatible server (vLLM, SGLang, TGI, TensorRT-LLM, NIM, llama.cpp,
-    `planner bench serve`) under a load pattern: TTFT, TPOT, inter-token and end-to-end latency,
-    throughput and goodput. Ctrl-C stops the run and keeps what was measured."""
+    `planner bench serve`) under a load pattern, a sweep of rates or a replayed trace: TTFT,
+    TPOT, inter-token and end-to-end latency, throughput and goodput, optionally written as
+    calibration rows. Ctrl-C stops the run and keeps what was measured."""
     base_url = check_url(url)
     kind = cast(EndpointKind, _check_choice("--endpoint", endpoint, tuple(ENDPOINT_PATHS)))
-    plan = load_plan(
-        pattern,
-        concurrency=concurrency,
-        rate=rate,
-        requests=requests,
-        max_seconds=max_seconds,
-        warmup=warmup,
-        ramp=ramp,
-        seed=seed,
+    name = _check_choice("--pattern", pattern, CLI_PATTERNS)
+    _only_with(name, "sweep", {"--sweep-points": sweep_points, "--sweep-kind": sweep_kind})
+    _only_with(
+        name,
+        "replay",
+        {
+            "--dataset": dataset,
+            "--dataset-model": dataset_model,
+            "--start": start,
+            "--end": end,
+            "--speedup": speedup,
+        },
     )
     shape = RequestShape(input_tokens, output_tokens, ignore_eos)
     slo = SloTargets(slo_ttft, slo_tpot, slo_e2e)
     if not (math.isfinite(timeout) and timeout > 0):
         raise UsageError(f"--timeout {timeout:g}: expected a positive number of seconds")
+    deployment = Deployment(gpu, catalog_model, precision, engine, tp)
+    if tp is not None and tp < 1:
+        raise UsageError(f"--tp {tp}: expected 1 or more GPUs")
+    rows_to = out_csv if name != "replay" else None
+    if out_csv is not None:
+        check_output_path(out_csv, "--out-csv")
+        if name == "replay":
+            stderr.print(
+                "note: --out-csv is skipped for --pattern replay: a trace's mixed lengths "
+                "are not a calibration point (measure one shape, or a sweep, for those)",
+                markup=False,
+            )
+        else:
+            deployment.check_for_rows()
     if out is not None:
         check_output_path(out, "--out")
+    sweep: SweepPlan | None = None
+    trace: Trace | None = None
+    run_plan: LoadPlan | None = None
+    if name == "sweep":
+        sweep = sweep_plan(
+            concurrency=concurrency,
+            rate=rate,
+            requests=requests,
+            max_seconds=max_seconds,
+            warmup=warmup,
+            ramp=ramp,
+            seed=seed,
+            points=sweep_points,
+            kind=sweep_kind,
+        )
+    else:
+        if name == "replay":
+            trace = _read_trace(ctx, dataset, dataset_model, start, end, speedup, requests)
+        run_plan = load_plan(
+            name,
+            concurrency=concurrency,
+            rate=rate,
+            requests=requests,
+            max_seconds=max_seconds,
+            warmup=warmup,
+            ramp=ramp,
+            seed=seed,
+            trace=trace,
+        )
     if not is_loopback_url(base_url):
         stderr.print(f"note: measuring a remote server, {base_url}", markup=False)
+    source = str(out) if out is not None else ""
+
+    def check_names(target: Target) -> None:
+        if rows_to is None:
+            return
+        first = run_plan or cast(SweepPlan, sweep).synchronous()
+        info = run_info(
+            target,
+            deployment,
+            calibration_load(first),
+            source=source or target.url,
+            index=0,
+            label="",
+            started=None,
+        )
+        check_calibration_names(info, shape, named_model=catalog_model is not None)
+
+    if sweep is not None:
+        _sweep(
+            base_url, kind, model, api_key, shape, sweep, slo, timeout, deployment,
+            check_names, out, rows_to, json_output,
+        )  # fmt: skip
+        return
+    plan = cast(LoadPlan, run_plan)
     with _progress(plan.max_requests, show=True) as progress:
+        counter = _Counter(progress)
+        counter.stage("", plan.max_requests)
+
+        async def work(target: Target, stop: asyncio.Event) -> RunResult:
+            return await run_load(
+                target, shape, plan, timeout=timeout, on_record=counter.record, stop=stop
+            )
+
         target, result = asyncio.run(
-            _measure(base_url, kind, model, api_key, shape, plan, timeout, progress)
+            _measure(base_url, kind, model, api_key, timeout, work, check_names)
         )
     summary = summarize(result.records, result.duration, slo)
     metadata = run_metadata(target, shape, plan, slo, timeout, result)
+    if trace is not None:
+        metadata["replay"] = trace.describe()
+    if deployment.given or tp is not None:
+        metadata["deployment"] = deployment.to_dict(target.model)
     started = result.started_at.strftime("%Y%m%d-%H%M%S")
     document = {**vllm_settings(target, plan, started), **summary}
     if result.stopped == "interrupted":
@@ -364,6 +955,17 @@ def run_command(
         sidecar = write_run(out, document, metadata, result.records)
         metadata["requests_file"] = sidecar.name  # as the file says
         stderr.print(f"wrote {out} and {sidecar}", markup=False)
+    if rows_to is not None:
+        info = run_info(
+            target,
+            deployment,
+            calibration_load(plan),
+            source=source or target.url,
+            index=0,
+            label=plan.pattern,
+            started=result.started_at.isoformat(),
+        )
+        write_calibration_rows([(bench_run_of(summary, info), result)], rows_to)
     if json_output:
         print_json({**document, "planner": metadata})
     else:
@@ -373,6 +975,123 @@ def run_command(
         raise PlannerError(
             f"no request completed ({reasons or 'none was sent'}); first error: "
             + next((r.error or "" for r in result.records if r.error), "-")
+        )
+
+
+def _read_trace(
+    ctx: typer.Context,
+    dataset: str | None,
+    model: str | None,
+    start: str | None,
+    end: str | None,
+    speedup: float | None,
+    requests: int,
+) -> Trace:
+    if dataset is None:
+        raise UsageError("--pattern replay needs --dataset NAME (an ingested dataset)")
+    window_start = parse_start(start, "--start")
+    window_end = parse_start(end, "--end")
+    factor = check_speedup(1.0 if speedup is None else speedup)
+    with store_session(ctx) as session:
+        return read_trace(
+            session,
+            dataset,
+            model=model,
+            start=window_start,
+            end=window_end,
+            speedup=factor,
+            max_requests=requests,
+        )
+
+
+def _sweep(
+    base_url: str,
+    kind: EndpointKind,
+    model: str | None,
+    api_key: str | None,
+    shape: RequestShape,
+    sweep: SweepPlan,
+    slo: SloTargets,
+    timeout: float,
+    deployment: Deployment,
+    check_names: Callable[[Target], None],
+    out: Path | None,
+    out_csv: Path | None,
+    json_output: bool,
+) -> None:
+    """``--pattern sweep``: run the stages, then write and print them."""
+    with _progress(sweep.max_requests, show=True) as progress:
+        counter = _Counter(progress)
+
+        def on_stage(index: int, stage: StageKind, plan: LoadPlan) -> None:
+            prefix = f"stage {index + 1}/{sweep.points} ({_stage_label(stage, plan)}): "
+            counter.stage(prefix, plan.max_requests)
+
+        async def work(target: Target, stop: asyncio.Event) -> SweepResult:
+            return await run_sweep(
+                target,
+                shape,
+                sweep,
+                timeout=timeout,
+                on_stage=on_stage,
+                on_record=counter.record,
+                stop=stop,
+            )
+
+        target, measured = asyncio.run(
+            _measure(base_url, kind, model, api_key, timeout, work, check_names)
+        )
+    source = str(out) if out is not None else target.url
+    runs = []
+    for index, stage in enumerate(measured.stages):
+        result = stage.result
+        info = run_info(
+            target,
+            deployment,
+            calibration_load(stage.plan),
+            source=source,
+            index=index,
+            label=_stage_label(stage.kind, stage.plan),
+            started=result.started_at.isoformat(),
+        )
+        runs.append(bench_run_of(summarize(result.records, result.duration, slo), info))
+    document = sweep_document(target, shape, sweep, slo, timeout, measured, runs)
+    if deployment.given or deployment.tp is not None:
+        document["planner"]["deployment"] = deployment.to_dict(target.model)
+    for index, stage in enumerate(measured.stages):
+        if stage.result.stopped == "seconds":
+            stderr.print(
+                f"stage {index + 1} ({_stage_label(stage.kind, stage.plan)}) stopped at "
+                f"--max-seconds {sweep.max_seconds:g} after {len(stage.result.records)} requests",
+                markup=False,
+            )
+    if measured.stopped == "interrupted":
+        current = measured.stages[-1].result
+        stderr.print(
+            f"interrupted: kept {len(measured.stages) - 1} finished stage(s) and the "
+            f"{len(current.records)} requests of stage {len(measured.stages)} measured so far",
+            markup=False,
+        )
+    elif measured.note is not None:
+        stderr.print(f"sweep ended early: {measured.note}", markup=False)
+    if out is not None:
+        sidecar = write_sweep(out, document, measured)
+        stderr.print(f"wrote {out} and {sidecar}", markup=False)
+    if out_csv is not None:
+        write_calibration_rows(
+            [(run, stage.result) for run, stage in zip(runs, measured.stages, strict=True)],
+            out_csv,
+        )
+    if json_output:
+        print_json(document)
+    else:
+        print_sweep(document)
+    if not any(run.completed for run in runs):
+        first_error = next(
+            (r.error for s in measured.stages for r in s.result.records if r.error), "-"
+        )
+        raise PlannerError(
+            f"no request completed in any stage of the sweep; first error: {first_error}"
         )
 
 
