@@ -1,25 +1,61 @@
-"""Benchmarks & calibration: a placeholder until the benchmark harness and the calibration loop
-(issue 15) land. Until then it shows what exists: the calibration profiles the latency model
-uses (bundled with planner, and fitted into the store by ``planner calibrate``) with their
-stated errors."""
+"""Benchmarks & calibration: the benchmark runs in the store (``planner bench run`` measures
+them, ``planner bench import`` brings in guidellm and ``vllm bench serve`` results), one run's
+latency distributions, how far the latency model's predictions are from what a run measured,
+and the calibration profiles the model uses (bundled with planner, and fitted into the store by
+``planner calibrate``) with their stated errors."""
 
 from __future__ import annotations
 
+import math
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
+from plotly.subplots import make_subplots
 
 from app import common
+from planner.bench.results import measurement_rows, write_measurements
+from planner.errors import UsageError
+from planner.latency.calibration import Measurement, predict, read_measurements, unit_of
+from planner.latency.catalog import load_catalog
+from planner.latency.engines import get_engine
 from planner.latency.profile import Profile, bundled_profiles_path, load_bundled_profiles
-from planner.latency.registry import profile_accuracy, stored_profiles
+from planner.latency.registry import (
+    all_profiles,
+    engine_profile,
+    profile_accuracy,
+    resolve_profile,
+    stored_profiles,
+)
+from planner.latency.serving import SaturatedError
+from planner.store.bench_runs import StoredRun, get_run, list_runs, run_requests
 
 CALIBRATE_HINT = (
     "planner calibrate data/reference/published_latency.csv --name my-h100 --engine trtllm "
     "--gpu H100-SXM"
 )
+RUN_HINT = (
+    "`planner bench run --url http://127.0.0.1:8000 --pattern concurrency --concurrency 8` "
+    "measures a running server (vLLM, SGLang, TGI, ...; `planner bench serve` is a stand-in to "
+    "try it on), and `planner bench import FILE` reads guidellm or `vllm bench serve` results"
+)
+# Per-request latencies drawn as distributions: (column, label).
+CDF_COLUMNS = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E latency"))
+# Sweep lines: (summary key stem, label).
+SWEEP_LATENCIES = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2el", "E2E latency"))
+METRIC_LABELS = {
+    "ttft": "TTFT",
+    "tpot": "TPOT",
+    "e2e": "E2E latency",
+    "output_throughput": "output throughput",
+    "request_throughput": "request throughput",
+}
+DEFAULT_PROFILE = "the engine's default"
 
 
 def _row(profile: Profile, accuracy: dict[str, Any] | None) -> dict[str, Any]:
@@ -75,16 +111,391 @@ ERROR_COLUMNS = {
 }
 
 
-def _page() -> None:
-    st.title("Benchmarks & calibration")
-    st.info(
-        "The benchmark harness and the calibration loop (run a deployment under load, fit the "
-        "latency model to what it measured, compare predictions with measurements) come with "
-        "issue 15 and will fill this page. Until then, it shows what exists: the calibration "
-        "profiles the latency model uses, with the errors their fits state.",
-        icon=":material/construction:",
+# --- stored runs ------------------------------------------------------------------------------
+
+
+@st.cache_data(show_spinner=False)
+def _runs(url: str, version: str) -> list[StoredRun]:
+    with common.session() as session:
+        return list_runs(session)
+
+
+@st.cache_data(show_spinner=False, max_entries=20)
+def _requests(url: str, version: str, run_id: int) -> pd.DataFrame:
+    with common.session() as session:
+        return run_requests(session, run_id)
+
+
+def _hardware(run: StoredRun) -> str:
+    gpu = run.gpu or "?"
+    return f"{gpu} x{run.num_gpus}" if run.num_gpus and run.num_gpus > 1 else gpu
+
+
+def runs_table(runs: list[StoredRun]) -> pd.DataFrame:
+    """One row per run: where, on what and under which load it was measured, and its numbers
+    (vLLM's summary keys)."""
+    rows = []
+    for run in runs:
+        s = run.summary
+        rows.append(
+            {
+                "name": run.name,
+                "when (UTC)": run.created_at.strftime("%Y-%m-%d %H:%M"),
+                "source": run.source,
+                "hardware": _hardware(run),
+                "model": run.model,
+                "precision": run.precision,
+                "engine": run.engine,
+                "load": run.load_label,
+                "completed": run.completed,
+                "failed": run.failed,
+                "mean TTFT (ms)": s.get("mean_ttft_ms"),
+                "p99 TTFT (ms)": s.get("p99_ttft_ms"),
+                "mean TPOT (ms)": s.get("mean_tpot_ms"),
+                "p99 TPOT (ms)": s.get("p99_tpot_ms"),
+                "mean E2E (ms)": s.get("mean_e2el_ms"),
+                "p99 E2E (ms)": s.get("p99_e2el_ms"),
+                "requests/s": s.get("request_throughput"),
+                "output tokens/s": s.get("output_throughput"),
+                "sweep": run.sweep,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def runs_section(runs: list[StoredRun]) -> None:
+    st.subheader("Runs")
+    if not runs:
+        st.info(
+            f"No benchmark runs in this store yet. {RUN_HINT}; both keep what they measure "
+            "here, for this page to show and to compare with the latency model.",
+            icon=":material/info:",
+        )
+        return
+    table = runs_table(runs)
+    number = st.column_config.NumberColumn(format="%.1f")
+    st.dataframe(
+        table,
+        hide_index=True,
+        key="bench-runs",
+        column_config={c: number for c in table.columns if "(ms)" in c or "/s" in c},
+    )
+    common.download_table(table, "benchmark-runs", key="bench-runs-dl")
+
+
+def _metric_text(value: Any, unit: str, digits: int = 1) -> str:
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        return "-"
+    return f"{value:,.{digits}f} {unit}"
+
+
+def summary_metrics(run: StoredRun) -> None:
+    s = run.summary
+    first = st.columns(4)
+    first[0].metric("Completed", f"{run.completed:,}", help=f"{run.failed:,} failed")
+    first[1].metric("Failed", f"{run.failed:,}")
+    first[2].metric("Requests/s", _metric_text(s.get("request_throughput"), "req/s", 2))
+    first[3].metric("Output tokens/s", _metric_text(s.get("output_throughput"), "tok/s"))
+    second = st.columns(4)
+    second[0].metric(
+        "Mean TTFT",
+        _metric_text(s.get("mean_ttft_ms"), "ms"),
+        help=f"P99 {_metric_text(s.get('p99_ttft_ms'), 'ms')}",
+    )
+    second[1].metric("P99 TTFT", _metric_text(s.get("p99_ttft_ms"), "ms"))
+    second[2].metric(
+        "Mean TPOT",
+        _metric_text(s.get("mean_tpot_ms"), "ms", 2),
+        help=f"P99 {_metric_text(s.get('p99_tpot_ms'), 'ms', 2)}",
+    )
+    second[3].metric(
+        "Mean E2E latency",
+        _metric_text(s.get("mean_e2el_ms"), "ms", 0),
+        help=f"P99 {_metric_text(s.get('p99_e2el_ms'), 'ms', 0)}",
     )
 
+
+def cdf_figure(requests: pd.DataFrame) -> go.Figure:
+    """The cumulative distribution of each latency over the completed requests, one panel each
+    (their scales differ by orders of magnitude)."""
+    done = requests[requests["status"] == "ok"]
+    fig = make_subplots(rows=1, cols=len(CDF_COLUMNS), shared_yaxes=True)
+    for position, (column, label) in enumerate(CDF_COLUMNS, start=1):
+        values = np.sort(done[column].dropna().to_numpy(dtype=float))
+        share = np.arange(1, values.size + 1) / max(values.size, 1)
+        fig.add_trace(
+            go.Scatter(
+                x=values.tolist(), y=share.tolist(), mode="lines", name=label, line_shape="hv"
+            ),
+            row=1,
+            col=position,
+        )
+        fig.update_xaxes(title_text=f"{label} (ms)", row=1, col=position)
+    fig.update_yaxes(title_text="share of completed requests", tickformat=".0%", row=1, col=1)
+    fig.update_layout(title="Latency distributions (CDF)", height=380)
+    return fig
+
+
+def sweep_figure(stages: list[StoredRun]) -> go.Figure:
+    """Mean and P99 latencies of a sweep's stages against the request rate each achieved."""
+    ordered = sorted(stages, key=lambda r: r.summary.get("request_throughput") or 0.0)
+    rates = [r.summary.get("request_throughput") for r in ordered]
+    fig = make_subplots(rows=1, cols=len(SWEEP_LATENCIES))
+    for position, (key, label) in enumerate(SWEEP_LATENCIES, start=1):
+        for statistic, dash in (("mean", "solid"), ("p99", "dot")):
+            fig.add_trace(
+                go.Scatter(
+                    x=rates,
+                    y=[r.summary.get(f"{statistic}_{key}_ms") for r in ordered],
+                    mode="lines+markers",
+                    name=f"{statistic} {label}",
+                    line={"dash": dash},
+                    text=[r.name for r in ordered],
+                ),
+                row=1,
+                col=position,
+            )
+        fig.update_xaxes(title_text="requests/s achieved", row=1, col=position)
+        fig.update_yaxes(title_text=f"{label} (ms)", row=1, col=position)
+    fig.update_layout(title="Latency against request rate, stage by stage", height=380)
+    return fig
+
+
+def run_section(runs: list[StoredRun], url: str, version: str) -> StoredRun | None:
+    st.subheader("One run")
+    names = [r.name for r in runs]
+    linked = common.linked_choice(names, "run")
+    if linked is not None and st.session_state.get("bench-run-linked") != linked:
+        st.session_state["bench-run-linked"] = linked  # a link opens on its run, once
+        st.session_state["bench-run"] = linked
+    if st.session_state.get("bench-run") not in names:
+        st.session_state["bench-run"] = names[-1]  # the newest
+    name = st.selectbox("Run", names, key="bench-run")
+    run = next(r for r in runs if r.name == name)
+    st.caption(
+        f"{run.source} · {run.model or '?'} on {_hardware(run)}, {run.precision or '?'}, "
+        f"{run.engine or '?'} · load {run.load_label}"
+        + (f" · {run.target}" if run.target else "")
+        + (f" · sweep {run.sweep}" if run.sweep else "")
+    )
+    summary_metrics(run)
+    requests = _requests(url, version, run.id)
+    if requests.empty:
+        st.info(
+            "This run has no per-request rows (an imported result keeps only its summary), so "
+            "no latency distribution to draw.",
+            icon=":material/info:",
+        )
+    elif not (requests["status"] == "ok").any():
+        st.warning(
+            "No request of this run completed: no latency to draw.", icon=":material/warning:"
+        )
+    else:
+        common.chart(cdf_figure(requests), key="bench-cdf")
+        with st.expander(f"The run's {len(requests):,} requests"):
+            st.dataframe(requests, hide_index=True, key="bench-requests")
+            common.download_table(requests, f"{run.name}-requests", key="bench-requests-dl")
+    if run.sweep:
+        stages = [r for r in runs if r.sweep == run.sweep]
+        if len(stages) > 1:
+            common.chart(sweep_figure(stages), key="bench-sweep")
+    return run
+
+
+# --- predicted vs measured --------------------------------------------------------------------
+
+
+def measurements_of(run: StoredRun) -> list[Measurement]:
+    """The run's mean latencies and throughputs as calibration reads them (catalog names
+    resolved); names the catalog lacks raise a UsageError saying which."""
+    catalog = load_catalog()
+    rows = measurement_rows([run.bench_run()], catalog)
+    if not rows:
+        return []
+    with tempfile.TemporaryDirectory(prefix="planner-bench-") as folder:
+        path = Path(folder) / "measurements.csv"
+        write_measurements(rows, path)
+        points, _bursts = read_measurements(path, catalog)
+    return points
+
+
+def _load_text(point: Measurement) -> str:
+    if point.load_kind == "max":
+        return "max"
+    if point.load_kind == "qps":
+        return f"rate {point.load:g}/s"
+    return f"{point.load_kind} {point.load:g}"
+
+
+def _profile(point: Measurement, choice: str) -> Profile:
+    with common.session() as session:
+        if choice == DEFAULT_PROFILE:
+            return engine_profile(session, point.gpu, get_engine(point.engine), None)
+        return resolve_profile(session, point.gpu, point.engine, choice)
+
+
+@st.cache_data(show_spinner=False, max_entries=20)
+def comparison(
+    url: str, version: str, run_names: tuple[str, ...], choice: str
+) -> tuple[pd.DataFrame, str]:
+    """A row per measured metric and load of the runs (measured, predicted under the chosen
+    profile, error), and the profile's name."""
+    with common.session() as session:
+        runs = [get_run(session, name) for name in run_names]
+    points = [(run.name, point) for run in runs for point in measurements_of(run)]
+    if not points:
+        return pd.DataFrame(), ""
+    profile = _profile(points[0][1], choice)
+    catalog = load_catalog()
+    rows = []
+    for name, point in points:
+        try:
+            predicted: float | None = predict(point, profile, catalog)
+        except SaturatedError:
+            predicted = None  # the model says this load is beyond the deployment
+        rows.append(
+            {
+                "run": name,
+                "metric": METRIC_LABELS.get(point.metric, point.metric),
+                "load": _load_text(point),
+                "input tokens": point.input_tokens,
+                "output tokens": point.output_tokens,
+                "measured": point.value,
+                "predicted": predicted,
+                "unit": unit_of(point.metric),
+                "error %": None if predicted is None else 100.0 * (predicted / point.value - 1),
+            }
+        )
+    return pd.DataFrame(rows), profile.name
+
+
+def profile_choices() -> list[str]:
+    """The engine's default first, then every stored and bundled profile by name."""
+    with common.session() as session:
+        names = [p.name for p in all_profiles(session)]
+    return [DEFAULT_PROFILE, *dict.fromkeys(names)]
+
+
+def comparison_figure(table: pd.DataFrame) -> go.Figure:
+    """Measured against predicted, one colour per metric, on log axes (ms, tokens/s and
+    requests/s side by side); on the dashed line the model is exact."""
+    shown = table.dropna(subset=["predicted"])
+    fig = go.Figure()
+    for metric, group in shown.groupby("metric", sort=False):
+        fig.add_trace(
+            go.Scatter(
+                x=group["measured"],
+                y=group["predicted"],
+                mode="markers",
+                name=str(metric),
+                marker={"size": 10},
+                text=(group["run"] + ", " + group["load"] + ", " + group["unit"]).tolist(),
+                hovertemplate="%{text}<br>measured %{x:.4g}<br>predicted %{y:.4g}",
+            )
+        )
+    values = pd.concat([shown["measured"], shown["predicted"]])
+    low, high = float(values.min()) / 1.5, float(values.max()) * 1.5
+    fig.add_trace(
+        go.Scatter(
+            x=[low, high],
+            y=[low, high],
+            mode="lines",
+            name="predicted = measured",
+            line={"dash": "dash", "color": "grey"},
+        )
+    )
+    fig.update_xaxes(type="log", title_text="measured (ms, tokens/s or requests/s)")
+    fig.update_yaxes(type="log", title_text="predicted (same unit)")
+    fig.update_layout(title="Predicted against measured", height=420)
+    return fig
+
+
+def comparison_section(run: StoredRun, runs: list[StoredRun], url: str, version: str) -> None:
+    st.subheader("Predicted vs measured")
+    stages = [r for r in runs if run.sweep and r.sweep == run.sweep]
+    scope = [run]
+    if len(stages) > 1:
+        whole = st.radio(
+            "Compare",
+            [f"this run ({run.name})", f"its sweep ({run.sweep}, {len(stages)} stages)"],
+            horizontal=True,
+            key="bench-scope",
+        )
+        scope = stages if whole.startswith("its sweep") else [run]
+    names = tuple(r.name for r in scope)
+    try:
+        measured = [point for r in scope for point in measurements_of(r)]
+    except UsageError as exc:
+        st.warning(
+            f"planner cannot predict {'these runs' if len(scope) > 1 else 'this run'} with its "
+            f"latency model: {exc}",
+            icon=":material/help:",
+        )
+        return
+    if not measured:
+        st.info(
+            "Nothing to compare: no request of this run completed, or its token lengths are "
+            "unknown.",
+            icon=":material/info:",
+        )
+        return
+    choice = st.selectbox(
+        "Calibration profile",
+        profile_choices(),
+        key="bench-profile",
+        help="The engine's default is the profile the latency model uses for this GPU and "
+        "engine (a stored one wins over a bundled one); any other bundled or stored profile "
+        "can time it instead.",
+    )
+    table, profile_name = comparison(url, version, names, str(choice))
+    errors = table["error %"].dropna().abs()
+    left, middle, right = st.columns(3)
+    left.metric(
+        "Mean absolute error (MAPE)",
+        f"{errors.mean():.1f}%" if len(errors) else "-",
+        help="Mean of |predicted / measured - 1| over the metrics compared.",
+    )
+    middle.metric("Worst error", f"{errors.max():.1f}%" if len(errors) else "-")
+    right.metric("Profile", profile_name)
+    saturated = int(table["predicted"].isna().sum())
+    if saturated:
+        st.warning(
+            f"{saturated} measurement(s) at a load the model says this deployment cannot "
+            "sustain (queues without bound): no prediction to compare.",
+            icon=":material/warning:",
+        )
+    st.dataframe(
+        table,
+        hide_index=True,
+        key="bench-comparison",
+        column_config={
+            "measured": st.column_config.NumberColumn(format="%.4g"),
+            "predicted": st.column_config.NumberColumn(format="%.4g"),
+            "error %": st.column_config.NumberColumn(format="%+.1f%%"),
+        },
+    )
+    common.download_table(table, f"{run.name}-predicted-vs-measured", key="bench-comparison-dl")
+    if table["predicted"].notna().any():
+        common.chart(comparison_figure(table), key="bench-comparison-chart")
+    st.caption(
+        "Fit a profile to your runs with `planner bench import FILE --out-csv rows.csv` then "
+        f"`planner calibrate rows.csv --name NAME --engine ENGINE`, e.g. `{CALIBRATE_HINT}`."
+    )
+
+
+def benchmark_sections() -> None:
+    url, version = common.store_url(), common.version()
+    runs = _runs(url, version)
+    runs_section(runs)
+    if not runs:
+        return
+    run = run_section(runs, url, version)
+    if run is not None:
+        with common.shown_errors():
+            comparison_section(run, runs, url, version)
+
+
+def profile_sections() -> None:
     st.subheader("Bundled profiles")
     st.caption(
         "Fitted on published measurements; a held-out error is measured on points the fit "
@@ -127,5 +538,13 @@ def _page() -> None:
     )
 
 
+st.title("Benchmarks & calibration")
+st.caption(
+    "Runs measured against real servers (or imported from guidellm and vLLM), their latency "
+    "distributions, how far the latency model's predictions are from them, and the "
+    "calibration profiles that time the model."
+)
 with common.shown_errors():
-    _page()
+    benchmark_sections()
+with common.shown_errors():
+    profile_sections()

@@ -409,6 +409,8 @@ def run_requests(session: Session, run_id: int, *, itls: bool = False) -> pd.Dat
     )
     frame = pd.DataFrame([tuple(row) for row in session.execute(query)], columns=columns)
     frame = frame.astype(REQUEST_DTYPES)
+    for column in ("status", "error_kind", "error"):  # text: None where missing, never NaN
+        frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
     if itls:
         frame["itl_ms"] = [
             [] if blob is None else np.frombuffer(blob, dtype=ITL_DTYPE).astype(float).tolist()

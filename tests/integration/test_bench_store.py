@@ -120,6 +120,7 @@ def test_a_run_and_its_requests_read_back_as_saved(store: Store) -> None:
     assert np.allclose(ok["ttft_ms"], [r.ttft_s * 1000 for r in expected_ok if r.ttft_s])
     assert np.allclose(ok["e2e_ms"], [r.e2el_s * 1000 for r in expected_ok])
     assert np.allclose(ok.iloc[0]["itl_ms"], np.array(expected_ok[0].itl_s) * 1000, rtol=1e-6)
+    assert ok.iloc[0]["error_kind"] is None and ok.iloc[0]["error"] is None
     failed = frame[frame["status"] == "failed"].iloc[0]
     assert failed["error_kind"] == "http_500" and "injected" in failed["error"]
     assert failed["itl_ms"] == [] and np.isnan(failed["ttft_ms"])
