@@ -125,14 +125,15 @@ class StoredRun:
 
 def load_kind(load: Load) -> tuple[str, float | None]:
     """The load a run offered as (kind, value): ``sync`` (one client), ``concurrency``
-    (clients), ``rate``, ``poisson`` or ``gamma`` (requests per second), ``max`` (all at
-    once)."""
+    (clients), ``rate``, ``poisson``, ``gamma`` or ``replay`` (a trace's arrivals; requests per
+    second), ``max`` (all at once)."""
     if load.kind == "max":
         return "max", None
     if load.kind == "concurrency":
         return ("sync", 1.0) if load.value == 1 else ("concurrency", load.value)
     arrival = (load.arrival or "constant").lower()
-    return {"poisson": "poisson", "gamma": "gamma"}.get(arrival, "rate"), load.value
+    kinds = {"poisson": "poisson", "gamma": "gamma", "trace": "replay"}
+    return kinds.get(arrival, "rate"), load.value
 
 
 def _finite(value: Any) -> Any:

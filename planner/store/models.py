@@ -167,7 +167,7 @@ class BenchRunRecord(Base):
     model: Mapped[str | None] = mapped_column(String(200))
     precision: Mapped[str | None] = mapped_column(String(64))
     engine: Mapped[str | None] = mapped_column(String(64))
-    load_kind: Mapped[str] = mapped_column(String(32))  # sync, concurrency, rate, poisson, ...
+    load_kind: Mapped[str] = mapped_column(String(32))  # sync, concurrency, poisson, replay...
     load_value: Mapped[float | None] = mapped_column(Float)  # clients or requests/s
     input_tokens: Mapped[float | None] = mapped_column(Float)  # mean over completed requests
     output_tokens: Mapped[float | None] = mapped_column(Float)

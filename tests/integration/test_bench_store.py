@@ -238,12 +238,13 @@ def test_a_sweep_keeps_its_stages_together(store: Store) -> None:
     assert [s.sweep for s in everything] == ["sweep-1"] * 3 + [None]
 
 
-def test_measured_runs_and_load_kinds() -> None:
+def test_load_kinds_read_as_a_person_names_them() -> None:
     assert load_kind(Load("concurrency", 1.0)) == ("sync", 1.0)
     assert load_kind(Load("concurrency", 8.0)) == ("concurrency", 8.0)
     assert load_kind(Load("qps", 2.0, "poisson")) == ("poisson", 2.0)
     assert load_kind(Load("qps", 2.0, "gamma")) == ("gamma", 2.0)
     assert load_kind(Load("qps", 2.0)) == ("rate", 2.0)
+    assert load_kind(Load("qps", 2.0, "trace")) == ("replay", 2.0)
     assert load_kind(Load("max")) == ("max", None)
 
 
