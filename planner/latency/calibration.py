@@ -35,8 +35,11 @@ from planner.latency.serving import (
     SaturatedError,
     max_throughput,
     saturation_qps,
+    static_batch,
     steady_state,
 )
+
+PointLoad = LoadKind | Literal["max", "static"]
 
 METRICS = {
     "ttft": "ttft",
@@ -100,7 +103,9 @@ class Measurement:
     kv_cache: str
     input_tokens: int
     output_tokens: int
-    load_kind: LoadKind | Literal["max"]  # max: offline, as fast as the engine goes
+    # max: offline, as fast as the engine goes; static: a static batch (all prompts prefilled
+    # together, then decoded together), as planner's in-process engine times it
+    load_kind: PointLoad
     load: float
     metric: str  # ttft, tpot, e2e (ms), output_throughput (tokens/s), request_throughput (req/s)
     value: float  # in the metric's unit (see unit_of)
@@ -125,24 +130,27 @@ def unit_of(metric: str) -> str:
     return UNIT_OF[metric if metric in THROUGHPUTS else "latency"]
 
 
-def _parse_load(text: str) -> tuple[LoadKind | Literal["max"], float] | None:
-    """``1`` -> batch 1; ``QPS=2``; ``concurrency=50``; ``max`` (offline maximum throughput);
-    ``QPS=INF`` -> None (a burst)."""
+def _parse_load(text: str) -> tuple[PointLoad, float] | None:
+    """``1`` -> batch 1; ``QPS=2``; ``concurrency=50``; ``static=8`` (a static batch); ``max``
+    (offline maximum throughput); ``QPS=INF`` -> None (a burst)."""
     name, sep, value = (part.strip() for part in text.strip().lower().partition("="))
-    kind: LoadKind
+    kind: LoadKind | Literal["static"]
     if not sep and name in ("max", "offline"):
         return "max", 0.0
     if not sep:
         kind, value = "batch", name
     else:
-        kinds: dict[str, LoadKind] = {
+        kinds: dict[str, LoadKind | Literal["static"]] = {
             "qps": "qps",
             "rps": "qps",
             "concurrency": "concurrency",
             "batch": "batch",
+            "static": "static",
         }
         if name not in kinds:
-            raise ValueError(f"expected 1, QPS=N, concurrency=N, batch=N or max, got {shown(text)}")
+            raise ValueError(
+                f"expected 1, QPS=N, concurrency=N, batch=N, static=N or max, got {shown(text)}"
+            )
         kind = kinds[name]
         if kind == "qps" and value in ("inf", "infinity"):
             return None
@@ -154,7 +162,7 @@ def _parse_load(text: str) -> tuple[LoadKind | Literal["max"], float] | None:
         if not (math.isfinite(load) and load > 0):
             raise ValueError(f"expected a positive number of qps, got {shown(text)}")
     elif not (math.isfinite(load) and load.is_integer() and 1 <= load <= MAX_LOAD):
-        what = "sequences" if kind == "batch" else "clients"
+        what = "clients" if kind == "concurrency" else "sequences"
         raise ValueError(
             f"expected a whole number of {what} ({kind}) from 1 to {MAX_LOAD:,}, got {shown(text)}"
         )
@@ -375,7 +383,7 @@ def _measurement(row: dict[str, str], catalog: Catalog) -> Measurement | None:
     kv_text = (row.get("kv_cache") or "").strip()
     kv_cache = kv_text.lower()
     if kv_cache and kv_cache not in KV_CACHE_BYTES:
-        raise _BadValueError("kv_cache", f"expected fp16, bf16 or fp8, got {shown(kv_text)}")
+        raise _BadValueError("kv_cache", f"expected fp32, fp16, bf16 or fp8, got {shown(kv_text)}")
     try:  # what the hardware and model cannot run at all
         deployment = deploy(
             engine, gpu, model, catalog.precisions.get(precision), tp, kv_cache=kv_cache or None
@@ -425,16 +433,19 @@ def predict(point: Measurement, profile: Profile, catalog: Catalog | None = None
         if point.metric == "output_throughput":
             return most["output_tokens_per_s"]
         return most["requests_per_s"]
-    latency = steady_state(
-        model, point.input_tokens, point.output_tokens, point.load_kind, point.load
-    )
+    if point.load_kind == "static":
+        latency = static_batch(model, point.input_tokens, point.output_tokens, int(point.load))
+    else:
+        latency = steady_state(
+            model, point.input_tokens, point.output_tokens, point.load_kind, point.load
+        )
     if point.metric in THROUGHPUTS:
         if point.load_kind == "qps":
             rate = point.load
         else:  # a batch or closed loop: its clients cycle once per end-to-end latency
             rate = (
                 latency.batch / (latency.e2e_ms / 1e3)
-                if point.load_kind == "batch"
+                if point.load_kind in ("batch", "static")
                 else (point.load / (latency.e2e_ms / 1e3))
             )
         return rate * point.output_tokens if point.metric == "output_throughput" else rate
@@ -684,15 +695,24 @@ def serving_determined(params: Sequence[str], operators: bool) -> int:
     return len([p for p in params if p not in pinned])
 
 
+STATIC_GEMM_SIZES = 3  # distinct static-batch prefill sizes that let a fit find gemm_half_tokens
+
+
 def fitted_params(
     points: Sequence[Measurement], catalog: Catalog | None = None, *, operators: bool = False
 ) -> list[str]:
     """The parameters the points can inform: the kernel efficiencies only with operator
-    timings, all-reduce latency only with tensor parallelism, a quantized precision's GEMM
+    timings (GEMM efficiency's growth also from static batches of several prefill sizes),
+    all-reduce latency only with tensor parallelism, a quantized precision's GEMM
     scale only where one GPU was also measured in 16-bit (alone, it and ``compute_eff`` are
     one product, and across GPUs it would absorb their differences)."""
     catalog = catalog or load_catalog()
     params = list(SERVING_PARAMS) + (list(KERNEL_PARAMS) if operators else [])
+    # static batches prefill batch x prompt tokens in one GEMM: three or more sizes trace how
+    # GEMM efficiency grows with the rows (on a CPU it saturates within tens of tokens)
+    static_rows = {p.input_tokens * p.load for p in points if p.load_kind == "static"}
+    if not operators and len(static_rows) >= STATIC_GEMM_SIZES:
+        params.append("gemm_half_tokens")
     if any(p.tp > 1 for p in points):
         params.append("allreduce_us")
     by_gpu: dict[str, set[Any]] = {}
@@ -845,7 +865,7 @@ def _unusable_reason(point: Measurement, start: Profile, catalog: Catalog) -> st
     """Why the model cannot predict a point (under the starting profile), or None."""
     try:
         predict(point, start, catalog)
-        if point.load_kind == "batch":
+        if point.load_kind in ("batch", "static"):
             _check_batch_fits(point, catalog)
     except SaturatedError as exc:
         return f"{point.key}: the load model finds this load saturated ({exc})"

@@ -342,6 +342,13 @@ def load_gpus(path: Path) -> list[GPU]:
                 f"{path}: {shown(row['name'])}: device_memory_mib = {device_mib:g} "
                 "must be positive (or blank when unknown)"
             )
+        max_per_node = _whole(row, "max_gpus_per_node", path)
+        link = _required(row, "link_gbps", path, positive=False)
+        if link < 0 or (link == 0 and max_per_node > 1):
+            raise CatalogError(
+                f"{path}: {shown(row['name'])}: link_gbps = {link:g} must be positive "
+                "(0 only for a device that is never split: max_gpus_per_node 1)"
+            )
         gpu = GPU(
             name=row["name"],
             aliases=_aliases(row["aliases"]),
@@ -352,8 +359,8 @@ def load_gpus(path: Path) -> list[GPU]:
             mem_bw_gbps=_required(row, "mem_bw_gbps", path),
             peak_tflops=peaks,
             interconnect=row.get("interconnect", ""),
-            link_gbps=_required(row, "link_gbps", path),
-            max_gpus_per_node=_whole(row, "max_gpus_per_node", path),
+            link_gbps=link,
+            max_gpus_per_node=max_per_node,
             source=row.get("source", ""),
             notes=row.get("notes", ""),
         )

@@ -35,7 +35,7 @@ from planner.paths import data_dir
 MemoryRule = Literal["total", "free", "static"]
 KVDefault = Literal["model", "weights"]
 Admission = Literal["preempt", "no_evict"]
-KV_CACHE_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
+KV_CACHE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
 ENGINE_COLUMNS = (
     "name",
     "aliases",
@@ -99,6 +99,8 @@ class Engine:
 
     def default_kv_cache(self, precision: Precision, gpu: GPU) -> str:
         """The KV-cache precision this engine picks when the user names none."""
+        if precision.activation == "fp32":
+            return "fp32"  # an FP32 model keeps its cache in FP32 (engines' dtype "auto")
         fp8_weights = precision.compute_peak in ("fp8_tflops", "fp4_tflops")
         if self.kv_cache_default == "weights" and fp8_weights and "fp8_tflops" in gpu.peak_tflops:
             return "fp8"
@@ -181,7 +183,7 @@ def kv_cache_bytes(kv_cache: str) -> float:
         return KV_CACHE_BYTES[kv_cache.lower()]
     except KeyError:
         raise UsageError(
-            f"unknown KV-cache precision {shown(kv_cache)}; expected fp16, bf16 or fp8"
+            f"unknown KV-cache precision {shown(kv_cache)}; expected fp32, fp16, bf16 or fp8"
         ) from None
 
 

@@ -30,7 +30,8 @@ from planner.latency.profile import Profile
 
 Array = npt.NDArray[np.float64]
 ArrayLike = npt.ArrayLike
-HALF_BYTES = 2.0  # activations, embeddings and the LM head stay in 16-bit
+HALF_BYTES = 2.0  # activations, embeddings and the LM head of a 16-bit or quantized model
+FULL_BYTES = 4.0  # the same in an FP32 model (CPU engines, FP32 checkpoints)
 FRAMEWORK_RESERVE_BYTES = 1.5 * GIB  # CUDA context, graphs, communication buffers
 DEFAULT_MEMORY_UTILIZATION = 0.9
 DEFAULT_MAX_BATCHED_TOKENS = 8192
@@ -49,7 +50,7 @@ class Deployment:
     model: ModelSpec
     precision: Precision
     tp: int = 1
-    kv_bytes: float = HALF_BYTES  # per KV element: 2 (FP16) or 1 (FP8)
+    kv_bytes: float = HALF_BYTES  # per KV element: 4 (FP32), 2 (FP16) or 1 (FP8)
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
     max_seqs: int = DEFAULT_MAX_SEQS
@@ -89,8 +90,10 @@ class Deployment:
             )
         if self.max_batched_tokens < 1 or self.max_seqs < 1:
             raise UnsupportedError("the batched-token budget and max sequences must be positive")
-        if self.kv_bytes not in (1.0, 2.0):
-            raise UnsupportedError("KV cache bytes per element must be 2 (fp16) or 1 (fp8)")
+        if self.kv_bytes not in (1.0, 2.0, 4.0):
+            raise UnsupportedError(
+                "KV cache bytes per element must be 4 (fp32), 2 (fp16) or 1 (fp8)"
+            )
         if self.kv_bytes == 1.0 and "fp8_tflops" not in self.gpu.peak_tflops:
             raise UnsupportedError(
                 f"an FP8 KV cache needs FP8 support, which {self.gpu.name} lacks"
@@ -101,7 +104,13 @@ class Deployment:
     @property
     def kv_cache(self) -> str:
         """The KV-cache precision's name."""
-        return "fp8" if self.kv_bytes == 1.0 else "fp16"
+        return {1.0: "fp8", 4.0: "fp32"}.get(self.kv_bytes, "fp16")
+
+    @property
+    def activation_bytes(self) -> float:
+        """Bytes per activation, embedding and LM-head weight: 4 in an FP32 model, else 2
+        (quantized formats keep these in 16-bit)."""
+        return activation_bytes(self.precision)
 
     @property
     def kv_heads_per_gpu(self) -> int:
@@ -118,7 +127,7 @@ class Deployment:
     def weight_bytes_per_gpu(self) -> float:
         m = self.model
         linear = m.linear_params * self.precision.weight_bytes
-        return (linear + m.embedding_params * HALF_BYTES) / self.tp
+        return (linear + m.embedding_params * self.activation_bytes) / self.tp
 
     @property
     def activation_reserve_bytes(self) -> float:
@@ -128,7 +137,7 @@ class Deployment:
         m = self.model
         # the MLP's gate/up output for every routed expert (per-expert width for MoE)
         mlp = 2 * m.intermediate_size * m.experts_per_token / self.tp
-        per_token = (4 * m.hidden_size + mlp) * HALF_BYTES
+        per_token = (4 * m.hidden_size + mlp) * self.activation_bytes
         # every rank gathers the whole vocabulary's logits to sample
         logits = min(self.max_seqs, self.max_batched_tokens) * m.vocab_size * self.logits_bytes
         return self.runtime_reserve_bytes + self.max_batched_tokens * per_token + logits
@@ -198,6 +207,19 @@ GEMM_SCALES = {  # which profile parameter scales a precision's GEMM efficiency
 }
 
 
+def activation_bytes(precision: Precision) -> float:
+    """Bytes per activation (and embedding and LM-head weight) under ``precision``."""
+    return FULL_BYTES if precision.activation == "fp32" else HALF_BYTES
+
+
+def activation_peak(gpu: GPU, precision: Precision) -> float:
+    """The TFLOPS the LM head and attention run at: FP32 in an FP32 model, else the chip's
+    16-bit peak (BF16, or FP16 on chips without BF16 units)."""
+    if precision.activation == "fp32":
+        return gpu.peak("fp32_tflops") / 1e12
+    return gpu.peak_tflops.get("bf16_tflops") or gpu.peak_tflops["fp16_tflops"]
+
+
 def gemm_scale(profile: Profile, precision: Precision) -> float:
     """The profile's efficiency scale for this precision's GEMMs (1 for 16-bit)."""
     if precision.weight_bits == 4 and precision.compute_peak in ("fp16_tflops", "bf16_tflops"):
@@ -221,9 +243,9 @@ class LatencyModel:
             / p.dequant_compute_factor
         )
         self.gemm_half_tokens = profile.gemm_half_tokens
-        half_peak = gpu.peak_tflops.get("bf16_tflops") or gpu.peak_tflops["fp16_tflops"]
-        self.lm_flops = half_peak * 1e12 * profile.compute_eff  # the LM head stays 16-bit
-        self.attn_flops = half_peak * 1e12 * profile.attn_prefill_eff
+        act_peak = activation_peak(gpu, p)
+        self.lm_flops = act_peak * 1e12 * profile.compute_eff  # the LM head is not quantized
+        self.attn_flops = act_peak * 1e12 * profile.attn_prefill_eff
         self.bandwidth = gpu.bandwidth * profile.memory_eff
         self.kv_bandwidth = gpu.bandwidth * profile.attn_decode_eff
         self.attn_fixed = m.layers * profile.attn_layer_us * 1e-6
@@ -239,10 +261,11 @@ class LatencyModel:
         self.attn_flops_per_pair = 4 * m.layers * heads * m.head_dim  # QK^T and AV
         self.kv_bytes_per_token = d.kv_bytes_per_token
         self.lm_flops_per_token = 2 * m.hidden_size * m.vocab_size / tp
-        self.lm_bytes = m.hidden_size * m.vocab_size * HALF_BYTES / tp
+        self.lm_bytes = m.hidden_size * m.vocab_size * d.activation_bytes / tp
         self.allreduces = 2 * m.layers if tp > 1 else 0
-        self.allreduce_bytes_per_token = m.hidden_size * HALF_BYTES * 2 * (tp - 1) / tp
-        self.link_bandwidth = gpu.link_gbps * 1e9 * profile.comm_eff
+        self.allreduce_bytes_per_token = m.hidden_size * d.activation_bytes * 2 * (tp - 1) / tp
+        # a device that is never split (a CPU row: link 0) moves nothing between devices
+        self.link_bandwidth = (gpu.link_gbps * 1e9 * profile.comm_eff) if tp > 1 else np.inf
 
     def gemm_rows(self, tokens: ArrayLike) -> Array:
         """Rows a GEMM of ``tokens`` rows costs at the asymptotic rate: with an efficiency of

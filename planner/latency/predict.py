@@ -116,13 +116,13 @@ def check_memory_utilization(value: float | None) -> None:
 
 
 def check_kv_cache(value: str | None) -> str | None:
-    """``--kv-cache``: fp16 (bf16) or fp8; None keeps the engine's default."""
+    """``--kv-cache``: fp32, fp16 (bf16) or fp8; None keeps the engine's default."""
     if value is None:
         return None
     name = value.strip().lower()
-    if name not in ("fp16", "bf16", "fp8"):
+    if name not in ("fp32", "fp16", "bf16", "fp8"):
         raise UsageError(
-            f"--kv-cache {shown(value)}: expected fp16 or fp8 (default: the engine's, "
+            f"--kv-cache {shown(value)}: expected fp32, fp16 or fp8 (default: the engine's, "
             "see `planner catalog engines`)"
         )
     return "fp16" if name == "bf16" else name

@@ -64,7 +64,7 @@ def test_simulate_prints_memory_and_kv_cache(home: Path) -> None:
         (["--engine", "vlm"], "error: unknown engine 'vlm'; known engines: vllm"),
         (["--gpu-memory-utilization", "1.2"], "error: --gpu-memory-utilization 1.2: expected"),
         (["--gpu-memory-utilization", "inf"], "error: --gpu-memory-utilization inf: expected"),
-        (["--kv-cache", "int4"], "error: --kv-cache 'int4': expected fp16 or fp8"),
+        (["--kv-cache", "int4"], "error: --kv-cache 'int4': expected fp32, fp16 or fp8"),
     ],
 )
 def test_simulate_bad_engine_options(home: Path, args: list[str], message: str) -> None:
@@ -144,7 +144,7 @@ def test_recommend_reports_the_engine_kv_cache(home: Path) -> None:
     [
         (["--engine", "trt"], "error: unknown engine 'trt'"),
         (["--gpu-memory-utilization", "0"], "error: --gpu-memory-utilization 0: expected"),
-        (["--kv-cache", "fp4"], "error: --kv-cache 'fp4': expected fp16 or fp8"),
+        (["--kv-cache", "fp4"], "error: --kv-cache 'fp4': expected fp32, fp16 or fp8"),
     ],
 )
 def test_recommend_bad_engine_options(home: Path, args: list[str], message: str) -> None:

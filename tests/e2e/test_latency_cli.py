@@ -113,7 +113,7 @@ def test_latency_table_and_load(home: Path) -> None:
         ),
         (
             ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--kv-cache", "int2"],
-            "error: --kv-cache 'int2': expected fp16 or fp8",
+            "error: --kv-cache 'int2': expected fp32, fp16 or fp8",
         ),
         (
             ["--gpu", "H100-SXM", "--model", "llama-3.1-8b", "--engine", "vlm"],

@@ -93,7 +93,7 @@ def test_a_load_above_capacity_with_json_is_a_result(home: Path) -> None:
         (["--sim-requests", "-1"], "--sim-requests -1: expected 0 (no simulation)"),
         (["--sim-requests", "1" + "0" * 400], "--sim-requests 1000000"),
         (["--max-seqs", "1" + "0" * 30], "--max-seqs"),
-        (["--kv-cache", ""], "--kv-cache '': expected fp16 or fp8"),
+        (["--kv-cache", ""], "--kv-cache '': expected fp32, fp16 or fp8"),
         (["--static", "--concurrency", "2"], "--static describes one static batch"),
     ],
 )

@@ -310,7 +310,8 @@ def test_an_fp8_kv_cache_on_a100_is_refused(engine: str) -> None:
 
 
 def test_engine_names_and_aliases() -> None:
-    assert engine_names() == ["sglang", "trtllm", "vllm"]
+    assert engine_names() == ["sglang", "torch", "trtllm", "vllm"]
+    assert get_engine("pytorch").name == "torch"
     assert get_engine("TensorRT-LLM").name == "trtllm"
     assert get_engine(" NIM ").name == "trtllm"
     assert get_engine("vllm-rocm").name == "vllm"
@@ -322,7 +323,7 @@ def test_an_unknown_engine_or_kv_cache_is_a_usage_error() -> None:
     with pytest.raises(UsageError) as info:
         get_engine("\x1b[2J" + "x" * 5000)
     assert "\x1b" not in str(info.value) and len(str(info.value)) < 400
-    with pytest.raises(UsageError, match="unknown KV-cache precision 'int4'; expected fp16"):
+    with pytest.raises(UsageError, match="unknown KV-cache precision .int4.; expected fp32, fp16"):
         kv_cache_bytes("int4")
 
 

@@ -477,7 +477,7 @@ def test_quantized_weights_take_less_memory() -> None:
             {"gpu": "A100-80GB", "kv_bytes": 1.0},
             "an FP8 KV cache needs FP8 support, which A100-80GB lacks",
         ),
-        ({"kv_bytes": 1.5}, "KV cache bytes per element must be 2 (fp16) or 1 (fp8)"),
+        ({"kv_bytes": 1.5}, "KV cache bytes per element must be 4 (fp32), 2 (fp16) or 1 (fp8)"),
         ({"memory_utilization": 1.2}, "memory utilization 1.2 must be between 0.1 and 1.0"),
     ],
 )
