@@ -39,6 +39,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(getattr(pytest.mark, layer))
 
 
+@pytest.fixture(autouse=True)
+def _private_planner_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every test's planner data folder is its own: commands that store by default (``bench
+    run``, ``bench import``) never write into the checkout's ``.planner`` or another test's."""
+    monkeypatch.setenv("PLANNER_HOME", str(tmp_path / "planner-home"))
+    monkeypatch.delenv("PLANNER_DATABASE_URL", raising=False)
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'planner.db'}"

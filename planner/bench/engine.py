@@ -680,9 +680,10 @@ def engine_rows(
     catalog: Catalog | None = None,
 ) -> list[dict[str, str]]:
     """Rows of the measurement CSV layout (:data:`planner.latency.calibration.
-    MEASUREMENT_COLUMNS`): each point's TTFT, TPOT and E2E in ms at ``batch=B``, read from
-    ``clock``. ``gpu``, ``model`` and ``precision`` must be catalog names (what calibration
-    reads back); a name the catalog lacks is a :class:`UsageError` naming the option."""
+    MEASUREMENT_COLUMNS`): each point's TTFT, TPOT and E2E in ms at ``static=B`` (a static
+    batch: all prompts prefilled together, then decoded together), read from ``clock``.
+    ``gpu``, ``model`` and ``precision`` must be catalog names (what calibration reads back);
+    a name the catalog lacks is a :class:`UsageError` naming the option."""
     from planner.latency.calibration import MEASUREMENT_COLUMNS, MIN_LATENCY_MS
 
     catalog = catalog or load_catalog()
@@ -710,7 +711,7 @@ def engine_rows(
             "framework": framework,
             "input_len": str(point.prompt_tokens),
             "output_len": str(point.output_tokens),
-            "batch_or_concurrency": f"batch={point.batch}",
+            "batch_or_concurrency": f"static={point.batch}",
             "notes": (
                 f"static batch measured by planner bench engine: {clock} clock "
                 f"({'process CPU time' if clock == 'cpu' else 'elapsed time'}), "

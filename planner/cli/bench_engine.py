@@ -30,7 +30,7 @@ from planner.bench.engine import (
     torch_version,
 )
 from planner.bench.results import write_measurements
-from planner.cli.bench_run import _check_choice, _progress
+from planner.cli.bench_run import check_choice, progress_bar
 from planner.cli.context import print_json, stderr, stdout
 from planner.cli.options import JSON_OPTION
 from planner.common.files import check_output_path, write_text_atomic
@@ -190,7 +190,7 @@ def engine_command(
         raise UsageError(f"--warmup {warmup}: expected 0 or more runs")
     if not max_seconds > 0:
         raise UsageError(f"--max-seconds {max_seconds:g}: expected a positive number")
-    clock_name = cast(Clock, _check_choice("--clock", clock, CLOCKS))
+    clock_name = cast(Clock, check_choice("--clock", clock, CLOCKS))
     precision_name = check_precision(precision)
     device_name = check_device(device)
     check_threads(threads)
@@ -233,7 +233,7 @@ def engine_command(
         soft_wrap=True,
     )
     runs = len(batch_sizes) * len(fitting) * (warmup + repeats)
-    with _progress(runs, show=True) as progress:
+    with progress_bar(runs, show=True) as progress:
         task = progress.add_task("static batches", total=runs)
 
         def on_point(point: Point) -> None:

@@ -9,11 +9,15 @@ import typer
 
 from planner.bench.importers import import_result
 from planner.bench.results import BenchRun, measurement_rows, write_measurements
+from planner.cli.bench_store import store_runs, stored_names
 from planner.cli.context import print_json, stderr, user_errors
+from planner.cli.latency import store_session
 from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.files import check_output_path
 from planner.common.text import printable
+from planner.errors import UsageError
+from planner.store.bench_runs import check_free_name
 
 
 def _number(value: float | None, digits: int) -> str:
@@ -64,6 +68,11 @@ def _print_runs(runs: list[BenchRun]) -> None:
     print_table(columns, title="Mean latencies and throughputs (output tokens/s, requests/s)")
 
 
+def _group_name(path: Path) -> str:
+    """A sweep's group from its file: ``benchmarks.json.gz`` -> ``benchmarks``."""
+    return path.name.split(".")[0] or "imported"
+
+
 @user_errors
 def import_command(
     ctx: typer.Context,
@@ -106,6 +115,17 @@ def import_command(
         help="Also write the runs as measurement rows for `planner calibrate` (needs catalog "
         "names for GPU, model and precision).",
     ),
+    store: bool = typer.Option(
+        True,
+        "--store/--no-store",
+        help="Keep the runs in planner's store (`planner bench runs list`, the dashboard).",
+    ),
+    run_name: str | None = typer.Option(
+        None,
+        "--name",
+        help="The stored run's name (a file of several runs: NAME-1, NAME-2, ...; one file "
+        "only). Default: the file's name.",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import benchmark results from guidellm or `vllm bench serve`: prints each run's
@@ -113,12 +133,27 @@ def import_command(
     block), and with --out-csv writes them as measurements that `planner calibrate` fits."""
     if out_csv is not None:
         check_output_path(out_csv, "--out-csv")
+    if run_name is not None and len(paths) > 1:
+        raise UsageError("--name names the runs of one file; import the files one at a time")
     runs: list[BenchRun] = []
+    by_file: list[tuple[Path, list[BenchRun]]] = []
     for path in paths:
-        runs += import_result(path, gpu=gpu, engine=engine, model=model, precision=precision, tp=tp)
+        found = import_result(path, gpu=gpu, engine=engine, model=model, precision=precision, tp=tp)
+        by_file.append((path, found))
+        runs += found
+    if store and run_name is not None:
+        with store_session(ctx) as session:
+            for stage_name in stored_names(run_name, len(runs) if len(runs) > 1 else 0):
+                check_free_name(session, stage_name)
     if out_csv is not None:
         rows = measurement_rows(runs)
         write_measurements(rows, out_csv)
+    if store:
+        for path, found in by_file:
+            # a file of several runs (a guidellm sweep) is one group, named after the file
+            group = (run_name or _group_name(path)) if len(found) > 1 else None
+            stored: list[tuple[BenchRun, None, None]] = [(run, None, None) for run in found]
+            store_runs(ctx, stored, run_name, group=group, target=str(path))
     if as_json:
         print_json([run.to_dict() for run in runs])
     else:

@@ -32,6 +32,7 @@ from planner.bench.client import (
     is_loopback_url,
     list_models,
 )
+from planner.bench.engine import TorchServingEngine, load_spec
 from planner.bench.loadgen import (
     PATTERNS,
     SWEEP_KINDS,
@@ -69,6 +70,7 @@ from planner.bench.server import (
     ModelEngine,
     check_speed,
 )
+from planner.cli.bench_store import store_runs, stored_names
 from planner.cli.context import print_json, stderr, stdout
 from planner.cli.latency import store_session
 from planner.cli.options import JSON_OPTION
@@ -77,16 +79,18 @@ from planner.common.files import atomic_output, check_output_path
 from planner.common.text import printable, shown
 from planner.errors import PlannerError, UsageError
 from planner.ingest.options import parse_start
+from planner.store.bench_runs import check_free_name
 
 METRIC_LABELS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E latency"))
 CLI_PATTERNS = (*PATTERNS, "sweep")
 DEFAULT_SWEEP_CONCURRENCY = 16
 DEFAULT_SWEEP_POINTS = 8
 TOOL = "planner bench run"
+SERVE_BACKENDS = ("model", "torch")
 T = TypeVar("T")
 
 
-def _check_choice(option: str, value: str, choices: tuple[str, ...]) -> str:
+def check_choice(option: str, value: str, choices: tuple[str, ...]) -> str:
     name = value.strip().lower()
     if name not in choices:
         raise UsageError(f"{option} {shown(value)}: expected one of {', '.join(choices)}")
@@ -107,7 +111,7 @@ def load_plan(
 ) -> LoadPlan:
     """The options of a load pattern, checked together (a rate without a rate pattern is a
     mistake, not something to ignore). ``replay`` sends ``trace``'s requests."""
-    name = cast(Pattern, _check_choice("--pattern", pattern, PATTERNS))
+    name = cast(Pattern, check_choice("--pattern", pattern, PATTERNS))
     if name == "concurrency" and concurrency is None:
         raise UsageError("--pattern concurrency needs --concurrency N (clients)")
     if name != "concurrency" and concurrency is not None:
@@ -170,7 +174,7 @@ def sweep_plan(
         max_concurrency=DEFAULT_SWEEP_CONCURRENCY if concurrency is None else concurrency,
         max_requests=requests,
         max_seconds=max_seconds,
-        kind=cast(SweepKind, _check_choice("--sweep-kind", kind or "rate", SWEEP_KINDS)),
+        kind=cast(SweepKind, check_choice("--sweep-kind", kind or "rate", SWEEP_KINDS)),
         warmup=warmup,
         seed=seed,
         ramp_s=ramp,
@@ -487,7 +491,7 @@ def write_sweep(path: Path, document: dict[str, Any], stages: SweepResult) -> Pa
 
 
 @contextlib.contextmanager
-def _progress(total: int, show: bool) -> Iterator[Progress]:
+def progress_bar(total: int, show: bool) -> Iterator[Progress]:
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -797,6 +801,18 @@ def run_command(
         'a sweep: {"planner": ..., "runs": [one per stage]}) and its requests to FILE.jsonl '
         "(a sweep's tagged with their stage).",
     ),
+    store: bool = typer.Option(
+        True,
+        "--store/--no-store",
+        help="Keep the run (a sweep: every stage) and its requests in planner's store "
+        "(`planner bench runs list`, the dashboard's Benchmarks page).",
+    ),
+    run_name: str | None = typer.Option(
+        None,
+        "--name",
+        help="The stored run's name (a sweep's stages: NAME-1, NAME-2, ...); checked before "
+        "anything is sent. Default: run-<id> (sweep-<time> for a sweep).",
+    ),
     out_csv: Path | None = typer.Option(
         None,
         "--out-csv",
@@ -833,8 +849,8 @@ def run_command(
     TPOT, inter-token and end-to-end latency, throughput and goodput, optionally written as
     calibration rows. Ctrl-C stops the run and keeps what was measured."""
     base_url = check_url(url)
-    kind = cast(EndpointKind, _check_choice("--endpoint", endpoint, tuple(ENDPOINT_PATHS)))
-    name = _check_choice("--pattern", pattern, CLI_PATTERNS)
+    kind = cast(EndpointKind, check_choice("--endpoint", endpoint, tuple(ENDPOINT_PATHS)))
+    name = check_choice("--pattern", pattern, CLI_PATTERNS)
     _only_with(name, "sweep", {"--sweep-points": sweep_points, "--sweep-kind": sweep_kind})
     _only_with(
         name,
@@ -896,6 +912,11 @@ def run_command(
             seed=seed,
             trace=trace,
         )
+    if store and run_name is not None:
+        with store_session(ctx) as session:
+            stages = sweep.points if sweep is not None else 0
+            for stage_name in stored_names(run_name, stages):
+                check_free_name(session, stage_name)
     if not is_loopback_url(base_url):
         stderr.print(f"note: measuring a remote server, {base_url}", markup=False)
     source = str(out) if out is not None else ""
@@ -918,11 +939,11 @@ def run_command(
     if sweep is not None:
         _sweep(
             base_url, kind, model, api_key, shape, sweep, slo, timeout, deployment,
-            check_names, out, rows_to, json_output,
+            check_names, out, rows_to, json_output, (ctx, run_name) if store else None,
         )  # fmt: skip
         return
     plan = cast(LoadPlan, run_plan)
-    with _progress(plan.max_requests, show=True) as progress:
+    with progress_bar(plan.max_requests, show=True) as progress:
         counter = _Counter(progress)
         counter.stage("", plan.max_requests)
 
@@ -955,17 +976,22 @@ def run_command(
         sidecar = write_run(out, document, metadata, result.records)
         metadata["requests_file"] = sidecar.name  # as the file says
         stderr.print(f"wrote {out} and {sidecar}", markup=False)
+    info = run_info(
+        target,
+        deployment,
+        calibration_load(plan),
+        source=source or target.url,
+        index=0,
+        label=plan.pattern,
+        started=result.started_at.isoformat(),
+    )
+    measured_run = bench_run_of(summary, info)
     if rows_to is not None:
-        info = run_info(
-            target,
-            deployment,
-            calibration_load(plan),
-            source=source or target.url,
-            index=0,
-            label=plan.pattern,
-            started=result.started_at.isoformat(),
+        write_calibration_rows([(measured_run, result)], rows_to)
+    if store:
+        store_runs(
+            ctx, [(measured_run, result.records, metadata)], run_name, group=None, target=target.url
         )
-        write_calibration_rows([(bench_run_of(summary, info), result)], rows_to)
     if json_output:
         print_json({**document, "planner": metadata})
     else:
@@ -1018,9 +1044,10 @@ def _sweep(
     out: Path | None,
     out_csv: Path | None,
     json_output: bool,
+    store_as: tuple[typer.Context, str | None] | None,
 ) -> None:
-    """``--pattern sweep``: run the stages, then write and print them."""
-    with _progress(sweep.max_requests, show=True) as progress:
+    """``--pattern sweep``: run the stages, then write, store and print them."""
+    with progress_bar(sweep.max_requests, show=True) as progress:
         counter = _Counter(progress)
 
         def on_stage(index: int, stage: StageKind, plan: LoadPlan) -> None:
@@ -1082,6 +1109,19 @@ def _sweep(
             [(run, stage.result) for run, stage in zip(runs, measured.stages, strict=True)],
             out_csv,
         )
+    if store_as is not None:
+        ctx, run_name = store_as
+        group = run_name or f"sweep-{measured.stages[0].result.started_at:%Y%m%d-%H%M%S}"
+        store_runs(
+            ctx,
+            [
+                (run, stage.result.records, {**document["planner"], "stage": index + 1})
+                for index, (run, stage) in enumerate(zip(runs, measured.stages, strict=True))
+            ],
+            group,
+            group=group,
+            target=target.url,
+        )
     if json_output:
         print_json(document)
     else:
@@ -1104,14 +1144,43 @@ def serve_command(
     port: int = typer.Option(
         DEFAULT_PORT, "--port", min=0, max=65535, help="Port to listen on (0: any free one)."
     ),
-    gpu: str = typer.Option("L4", "--gpu", help="GPU whose predicted timings the tokens follow."),
-    model: str = typer.Option(
-        "llama-3.1-8b", "--model", help="Catalog model: its shape and the name it is served as."
+    backend: str = typer.Option(
+        "model",
+        "--backend",
+        help="model: tokens timed by planner's latency model (computes nothing); torch: the "
+        "in-process PyTorch engine computes every token (needs planner[bench]).",
     ),
-    precision: str = typer.Option("bf16", "--precision", help="Weight precision."),
+    gpu: str = typer.Option(
+        "L4", "--gpu", help="--backend model: GPU whose predicted timings the tokens follow."
+    ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="Catalog model: its shape and the name it is served as (default: llama-3.1-8b "
+        "for --backend model, bench-llama-tiny for --backend torch).",
+    ),
+    precision: str | None = typer.Option(
+        None, "--precision", help="Weight precision (default: bf16 for model, fp32 for torch)."
+    ),
     speed: float = typer.Option(
-        1.0, "--speed", help="Run this many times faster than predicted (tests use 100 or more)."
+        1.0,
+        "--speed",
+        help="--backend model: run this many times faster than predicted (tests use 100+).",
     ),
+    device: str = typer.Option("cpu", "--device", help="--backend torch: cpu or cuda."),
+    threads: int = typer.Option(
+        1, "--threads", help="--backend torch: CPU threads (1: steadiest on a shared machine)."
+    ),
+    max_seqs: int = typer.Option(
+        8, "--max-seqs", help="--backend torch: sequences decoded together (KV-cache slots)."
+    ),
+    max_len: int | None = typer.Option(
+        None,
+        "--max-len",
+        help="--backend torch: prompt + output tokens per sequence (default: the model's "
+        "context); the KV cache holds --max-seqs x this many tokens.",
+    ),
+    seed: int = typer.Option(0, "--seed", help="--backend torch: seed of the random weights."),
     fail_every: int = typer.Option(
         0, "--fail-every", help="Testing clients: every Nth request answers HTTP 500."
     ),
@@ -1125,9 +1194,11 @@ def serve_command(
         3600.0, "--stall-seconds", help="How long a stalled request stays silent."
     ),
 ) -> None:
-    """Serve an OpenAI-compatible streaming endpoint on this machine whose tokens arrive when
-    planner's latency model predicts for a catalog deployment: a model-driven stand-in to test
-    `planner bench run` and other clients against (it computes nothing). Ctrl-C stops it."""
+    """Serve an OpenAI-compatible streaming endpoint on this machine: with --backend torch, a
+    real transformer (random weights, a catalog model's shape) computes every token with
+    continuous batching; with --backend model, tokens arrive when planner's latency model
+    predicts for a catalog deployment (a stand-in that computes nothing). Ctrl-C stops it."""
+    backend = check_choice("--backend", backend, SERVE_BACKENDS)
     check_speed(speed)
     if not host.strip() or any(c.isspace() for c in host):
         raise UsageError(f"--host {shown(host)}: expected an address such as {DEFAULT_HOST}")
@@ -1138,7 +1209,19 @@ def serve_command(
             markup=False,
         )
     faults = Faults(fail_every, stall_every, drop_every, stall_seconds)
-    engine = ModelEngine(gpu, model, precision, speed=speed)
+    engine: ModelEngine | TorchServingEngine
+    if backend == "torch":
+        engine = TorchServingEngine(
+            load_spec(model or "bench-llama-tiny"),
+            precision=precision or "fp32",
+            device=device,
+            threads=threads,
+            max_seqs=max_seqs,
+            max_len=max_len,
+            seed=seed,
+        )
+    else:
+        engine = ModelEngine(gpu, model or "llama-3.1-8b", precision or "bf16", speed=speed)
     server = BenchServer(
         engine,
         model_name=engine.model_name,
@@ -1167,6 +1250,10 @@ def serve_command(
                 await serving
             await server.close()
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve())
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve())
+    finally:
+        if isinstance(engine, TorchServingEngine):
+            engine.close()  # joins its worker thread
     stderr.print("stopped", markup=False)

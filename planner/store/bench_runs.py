@@ -179,6 +179,19 @@ def _free_name(session: Session, base: str) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def check_free_name(session: Session, name: str) -> str:
+    """``name`` cleaned, when no stored run has it (checked before a run is measured, so a
+    clash never costs a measurement); else a :class:`UsageError` suggesting a free one."""
+    chosen = _check_name(name)
+    if _taken(session, chosen):
+        raise UsageError(
+            f"--name {shown(chosen)}: a stored run already has that name; choose another "
+            f"(e.g. {_free_name(session, chosen)}) or delete it first with "
+            f"`planner bench runs delete {printable(chosen)} --yes`"
+        )
+    return chosen
+
+
 def default_name(session: Session, run: BenchRun) -> str:
     """A free name from the run's file (``results.json`` run 2 -> ``results-2``), else
     ``run-<next id>``."""
@@ -280,16 +293,7 @@ def save_run(
     ``target`` the URL measured (default: the file it came from), ``details`` any further
     metadata to keep (``planner bench run``'s, for one). Runs in the caller's transaction: on
     an error nothing of the run remains once it rolls back."""
-    if name is not None:
-        chosen = _check_name(name)
-        if _taken(session, chosen):
-            raise UsageError(
-                f"--name {shown(chosen)}: a stored run already has that name; choose another "
-                f"(e.g. {_free_name(session, chosen)}) or delete it first with "
-                f"`planner bench runs delete {printable(chosen)} --yes`"
-            )
-    else:
-        chosen = default_name(session, run)
+    chosen = check_free_name(session, name) if name is not None else default_name(session, run)
     if group is not None:
         group = _check_name(group)
     info = run.info

@@ -238,7 +238,7 @@ def test_rows_round_trip_through_calibration(engine: TorchEngine, tmp_path: Path
     )
     assert len(rows) == 2 * 3
     assert all(list(row) == list(MEASUREMENT_COLUMNS) for row in rows)
-    assert {row["batch_or_concurrency"] for row in rows} == {"batch=1", "batch=2"}
+    assert {row["batch_or_concurrency"] for row in rows} == {"static=1", "static=2"}
     assert rows[0]["framework"] == f"planner in-process PyTorch {torch.__version__}"
     assert "wall clock" in rows[0]["notes"] and "median of 1 run" in rows[0]["notes"]
     path = tmp_path / "rows.csv"
@@ -246,9 +246,9 @@ def test_rows_round_trip_through_calibration(engine: TorchEngine, tmp_path: Path
     points, excluded = read_measurements(path)
     assert excluded == []
     assert [(p.load_kind, p.load, p.metric) for p in points[:3]] == [
-        ("batch", 1.0, "ttft"),
-        ("batch", 1.0, "tpot"),
-        ("batch", 1.0, "e2e"),
+        ("static", 1.0, "ttft"),
+        ("static", 1.0, "tpot"),
+        ("static", 1.0, "e2e"),
     ]
     first = result.points[0].wall
     assert [p.value for p in points[:3]] == [first.ttft_ms, first.tpot_ms, first.e2e_ms]

@@ -68,6 +68,57 @@ def test_bench_run_measures_bench_serve_over_loopback(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["completed"] == 8
 
 
+def test_bench_serve_torch_computes_tokens_that_bench_run_measures_and_stores(
+    tmp_path: Path,
+) -> None:
+    """The in-process PyTorch engine behind the HTTP server: every token is computed by a real
+    (random-weight) transformer; the run lands in the store under its name, and a second run
+    with the same name is refused before it sends anything."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PLANNER_DATABASE_URL"}
+    env["PLANNER_HOME"] = str(tmp_path)
+    server = subprocess.Popen(
+        [PLANNER, "bench", "serve", "--backend", "torch", "--port", str(port), "--max-seqs", "4",
+         "--max-len", "256"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/health", server)
+        args = (
+            "bench", "run", "--url", f"http://127.0.0.1:{port}", "--pattern", "concurrency",
+            "--concurrency", "2", "--requests", "6", "--input-tokens", "32",
+            "--output-tokens", "8", "--name", "torch-cpu",
+        )  # fmt: skip
+        result = run(tmp_path, *args, "--json")
+        again = run(tmp_path, *args)
+    finally:
+        server.terminate()
+        _, served_log = server.communicate(timeout=30)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["completed"] == 6 and summary["failed"] == 0
+    assert summary["total_output_tokens"] == 6 * 8  # the engine made every token asked for
+    assert "in-process" in served_log or "bench-llama-tiny" in served_log
+    assert "stored as torch-cpu" in result.stderr
+    assert again.returncode == 2 and "already has that name" in again.stderr
+    shown = run(tmp_path, "bench", "runs", "show", "torch-cpu", "--json")
+    assert shown.returncode == 0, shown.stderr
+    stored = json.loads(shown.stdout)
+    assert stored["name"] == "torch-cpu" and stored["completed"] == 6
+
+
+def test_bench_import_stores_each_run_unless_told_not_to(tmp_path: Path) -> None:
+    kept = run(
+        tmp_path, "bench", "import", str(VLLM_RESULT), "--engine", "vllm", "--name", "vllm-cpu-c4"
+    )
+    assert kept.returncode == 0, kept.stderr
+    skipped = run(tmp_path, "bench", "import", str(VLLM_RESULT), "--engine", "vllm", "--no-store")
+    assert skipped.returncode == 0, skipped.stderr
+    listed = run(tmp_path, "bench", "runs", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["name"] for r in json.loads(listed.stdout)] == ["vllm-cpu-c4"]
+
+
 def test_bench_import_reads_a_vllm_result(tmp_path: Path) -> None:
     result = run(
         tmp_path, "bench", "import", str(VLLM_RESULT), "--gpu", "CPU", "--engine", "vllm",
@@ -81,7 +132,7 @@ def test_bench_import_reads_a_vllm_result(tmp_path: Path) -> None:
 def test_bench_help_lists_its_commands(tmp_path: Path) -> None:
     result = run(tmp_path, "bench", "--help")
     assert result.returncode == 0
-    for command in ("run", "serve", "import"):
+    for command in ("run", "serve", "import", "engine", "runs"):
         assert command in result.stdout
 
 

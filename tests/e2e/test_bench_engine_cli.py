@@ -1,6 +1,5 @@
-"""``planner bench engine`` as a user runs it: through a small Typer app that registers
-:func:`engine_command` as the ``planner bench`` group does, and as a process stopped by
-Ctrl-C."""
+"""``planner bench engine`` as a user runs it: through planner's own command group, and as a
+process stopped by Ctrl-C."""
 
 from __future__ import annotations
 
@@ -8,44 +7,23 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner, Result
 
-from planner.cli.bench_engine import engine_command
-from planner.cli.context import user_errors
+from planner.cli import app
 from planner.latency.calibration import read_measurements
+from tests.e2e.test_cli import PLANNER
 
 pytestmark = pytest.mark.bench
 
-# the command behind user_errors, as the lead wires `planner bench engine`
-SCRIPT = (
-    "import typer; from planner.cli.context import user_errors; "
-    "from planner.cli.bench_engine import engine_command; app = typer.Typer(); "
-    "app.command()(user_errors(engine_command)); app()"
-)
 SMALL = ("--batches", "1,2", "--prompts", "8,16", "--output-tokens", "4", "--repeats", "2")
 
 
-def _app() -> typer.Typer:
-    bench = typer.Typer(pretty_exceptions_enable=False)
-    bench.command("engine")(user_errors(engine_command))
-
-    @bench.callback()
-    def group() -> None:
-        """Benchmark harness."""
-
-    app = typer.Typer(pretty_exceptions_enable=False)
-    app.add_typer(bench, name="bench")
-    return app
-
-
 def _run(*args: str | Path) -> Result:
-    return CliRunner().invoke(_app(), ["bench", "engine", *map(str, args)], env={"COLUMNS": "200"})
+    return CliRunner().invoke(app, ["bench", "engine", *map(str, args)], env={"COLUMNS": "200"})
 
 
 def test_json_points_and_calibration_rows(tmp_path: Path) -> None:
@@ -67,7 +45,7 @@ def test_json_points_and_calibration_rows(tmp_path: Path) -> None:
     measured, excluded = read_measurements(rows)
     assert excluded == [] and len(measured) == 4 * 3
     assert {(m.gpu, m.model, m.precision, m.load_kind) for m in measured} == {
-        ("L4", "bench-llama-tiny", "bf16", "batch")
+        ("L4", "bench-llama-tiny", "bf16", "static")
     }
     assert measured[0].value == points[0]["cpu"]["ttft_ms"]  # --clock cpu by default
     assert "wrote 12 rows" in result.stderr
@@ -118,7 +96,7 @@ def test_ctrl_c_keeps_the_points_measured(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     env = {k: v for k, v in os.environ.items() if k != "PLANNER_DEBUG"}
     process = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, "--prompts", prompts, "--batches", "1", "--warmup", "0",
+        [PLANNER, "bench", "engine", "--prompts", prompts, "--batches", "1", "--warmup", "0",
          "--repeats", "1", "--output-tokens", "4", "--out", str(out), "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip

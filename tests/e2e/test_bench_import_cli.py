@@ -169,6 +169,8 @@ def test_command_function_called_directly(
         precision=None,
         tp=None,
         out_csv=out,
+        store=False,
+        run_name=None,
         as_json=True,
     )
     captured = capsys.readouterr()
@@ -187,6 +189,8 @@ def test_command_function_called_directly(
             precision=None,
             tp=0,
             out_csv=None,
+            store=False,
+            run_name=None,
             as_json=False,
         )
     assert exited.value.exit_code == 2

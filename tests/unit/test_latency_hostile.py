@@ -155,7 +155,9 @@ def test_nonsensical_values_are_located_errors(
 
 def test_an_unknown_kv_cache_is_a_located_error(write: WriteFile) -> None:
     path = write("m.csv", f"{HEADER},kv_cache\n{GOOD_ROW},int2\n")
-    with pytest.raises(InputFileError, match="expected fp32, fp16, bf16 or fp8, got 'int2'") as info:
+    with pytest.raises(
+        InputFileError, match="expected fp32, fp16, bf16 or fp8, got 'int2'"
+    ) as info:
         read_measurements(path)
     assert info.value.problem.column == "kv_cache"
 
