@@ -29,7 +29,7 @@ import gzip
 import json
 import math
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -248,6 +248,8 @@ def import_result(
         root = _At(path, document, line=line)
         if isinstance(document, dict) and "benchmarks" in document and line is None:
             found += _guidellm(root)
+        elif isinstance(document, dict) and "runs" in document and "planner" in document:
+            found += _planner_sweep(root)
         elif isinstance(document, dict) and "completed" in document and "duration" in document:
             found.append(_vllm(root, index))
         else:
@@ -295,6 +297,37 @@ def _finish(path: Path, found: _Found, options: dict[str, str | None], tp: int |
         date=found.date,
     )
     return BenchRun(**found.run, info=info)
+
+
+def _planner_sweep(root: _At) -> list[_Found]:
+    """A ``planner bench run --pattern sweep --out`` file: one run per stage, each already in
+    :class:`BenchRun`'s own form."""
+    found = []
+    for index, stage in enumerate(root.need("runs", "a list of runs").items("a list of runs")):
+        try:
+            run = BenchRun.from_dict(stage.value)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise stage.fail(stage.where, f"not a planner bench run result ({exc!r})") from None
+        info = run.info
+        found.append(
+            _Found(
+                run={f.name: getattr(run, f.name) for f in fields(run) if f.name != "info"},
+                tool=info.tool,
+                tool_version=info.tool_version,
+                source_format=f"{info.tool} sweep JSON",
+                benchmark=index,
+                load=info.load,
+                gpu=info.gpu,
+                gpu_count=info.gpu_count,
+                engine=info.engine,
+                model=info.model,
+                precision=info.precision,
+                tp=info.tp,
+                label=info.label,
+                date=info.date,
+            )
+        )
+    return found
 
 
 def _listed(items: list[str]) -> str:

@@ -271,6 +271,13 @@ def _deployment(run: BenchRun, catalog: Catalog) -> _Deployment:
     return _Deployment(gpu.name, model.name, precision.name, engine.name, model.max_context)
 
 
+def _provenance(info: RunInfo) -> str:
+    """How a run reached planner: measured by its own harness, or imported from a tool's file."""
+    if info.source_format == "planner bench run":
+        return "measured by planner bench run"
+    return f"imported by planner from {info.source_format}"
+
+
 def measurement_rows(
     runs: Iterable[BenchRun], catalog: Catalog | None = None
 ) -> list[dict[str, str]]:
@@ -307,7 +314,7 @@ def measurement_rows(
             "output_len": str(output_len),
             "batch_or_concurrency": info.load.label(),
             "notes": (
-                f"imported by planner from {info.source_format}; mean over "
+                f"{_provenance(info)}; mean over "
                 f"{run.completed} completed requests"
                 + (f", {run.failed} failed" if run.failed else "")
             ),
