@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from planner import __version__
 from planner.cli import bench as bench_cli
 from planner.cli import datasets as datasets_cli
 from planner.cli import db as db_cli
@@ -29,6 +28,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from planner import __version__
+
         typer.echo(f"planner {__version__}")
         raise typer.Exit()
 

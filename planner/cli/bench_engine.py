@@ -8,35 +8,22 @@ import json
 import platform
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 from rich.table import Table
 
-from planner import __version__
-from planner.bench.engine import (
-    CLOCKS,
-    Clock,
-    GridResult,
-    Point,
-    TorchEngine,
-    check_device,
-    check_precision,
-    check_threads,
-    engine_rows,
-    load_spec,
-    measure_grid,
-    require_torch,
-    torch_version,
-)
-from planner.bench.results import write_measurements
+import planner
 from planner.cli.bench_run import check_choice, progress_bar
 from planner.cli.context import print_json, stderr, stdout
 from planner.cli.options import JSON_OPTION
 from planner.common.files import check_output_path, write_text_atomic
 from planner.common.text import shown
 from planner.errors import PlannerError, UsageError
-from planner.latency.catalog import load_catalog
+
+if TYPE_CHECKING:
+    from planner.bench.engine import Clock, GridResult, Point, TorchEngine
+
 
 MAX_GRID_VALUE = 1_000_000
 
@@ -68,10 +55,12 @@ def _metadata(
     result: GridResult,
     started: datetime,
 ) -> dict[str, Any]:
+    from planner.bench.engine import torch_version
+
     s = engine.spec
     return {
         "tool": "planner bench engine",
-        "planner_version": __version__,
+        "planner_version": planner.__version__,
         "torch_version": torch_version(),
         "python_version": platform.python_version(),
         "machine": platform.machine(),
@@ -179,6 +168,21 @@ def engine_command(
     weights, real KV cache, greedy decoding): TTFT (batched prefill), TPOT (decode step) and
     end-to-end per (batch, prompt), medians of repeated runs, on the process's CPU clock and the
     wall clock. Ctrl-C stops the grid and keeps what was measured."""
+    from planner.bench.engine import (
+        CLOCKS,
+        Clock,
+        TorchEngine,
+        check_device,
+        check_precision,
+        check_threads,
+        engine_rows,
+        load_spec,
+        measure_grid,
+        require_torch,
+    )
+    from planner.bench.results import write_measurements
+    from planner.latency.catalog import load_catalog
+
     require_torch()
     batch_sizes = parse_sizes("--batches", batches)
     prompt_lengths = parse_sizes("--prompts", prompts)

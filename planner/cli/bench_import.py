@@ -4,11 +4,10 @@ measurement rows for ``planner calibrate``."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from planner.bench.importers import import_result
-from planner.bench.results import BenchRun, measurement_rows, write_measurements
 from planner.cli.bench_store import store_runs, stored_names
 from planner.cli.context import print_json, stderr, user_errors
 from planner.cli.latency import store_session
@@ -17,7 +16,9 @@ from planner.cli.tables import Column, print_table
 from planner.common.files import check_output_path
 from planner.common.text import printable
 from planner.errors import UsageError
-from planner.store.bench_runs import check_free_name
+
+if TYPE_CHECKING:
+    from planner.bench.results import BenchRun
 
 
 def _number(value: float | None, digits: int) -> str:
@@ -131,6 +132,10 @@ def import_command(
     """Import benchmark results from guidellm or `vllm bench serve`: prints each run's
     latencies and throughputs (--json: the full results, vLLM's summary keys plus a planner
     block), and with --out-csv writes them as measurements that `planner calibrate` fits."""
+    from planner.bench.importers import import_result
+    from planner.bench.results import measurement_rows, write_measurements
+    from planner.store.bench_runs import check_free_name
+
     if out_csv is not None:
         check_output_path(out_csv, "--out-csv")
     if run_name is not None and len(paths) > 1:

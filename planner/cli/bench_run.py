@@ -4,7 +4,6 @@ machine)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import math
@@ -13,76 +12,43 @@ import signal
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import httpx
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from planner import __version__
-from planner.bench.client import (
-    DEFAULT_URL,
-    ENDPOINT_PATHS,
-    EndpointKind,
-    RequestShape,
-    Target,
-    check_url,
-    is_loopback_host,
-    is_loopback_url,
-    list_models,
-)
-from planner.bench.engine import TorchServingEngine, load_spec
-from planner.bench.loadgen import (
-    PATTERNS,
-    SWEEP_KINDS,
-    LoadPlan,
-    Pattern,
-    RunResult,
-    StageKind,
-    SweepKind,
-    SweepPlan,
-    SweepResult,
-    run_load,
-    run_sweep,
-)
-from planner.bench.metrics import (
-    RequestRecord,
-    SloTargets,
-    requests_path,
-    summarize,
-    write_run,
-)
-from planner.bench.replay import Trace, check_speedup, read_trace
-from planner.bench.results import (
-    BenchRun,
-    Load,
-    RunInfo,
-    Stats,
-    measurement_rows,
-    write_measurements,
-)
-from planner.bench.server import (
-    DEFAULT_HOST,
-    DEFAULT_PORT,
-    BenchServer,
-    Faults,
-    ModelEngine,
-    check_speed,
-)
+import planner
 from planner.cli.bench_store import store_runs, stored_names
 from planner.cli.context import print_json, stderr, stdout
 from planner.cli.latency import store_session
-from planner.cli.options import JSON_OPTION
+from planner.cli.options import (
+    BENCH_DEFAULT_HOST,
+    BENCH_DEFAULT_PORT,
+    BENCH_DEFAULT_URL,
+    BENCH_PATTERNS,
+    JSON_OPTION,
+)
 from planner.cli.tables import Column, print_table
 from planner.common.files import atomic_output, check_output_path
 from planner.common.text import printable, shown
 from planner.errors import PlannerError, UsageError
-from planner.ingest.options import parse_start
-from planner.store.bench_runs import check_free_name
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from rich.progress import Progress
+
+    from planner.bench.client import EndpointKind, RequestShape, Target
+    from planner.bench.engine import TorchServingEngine
+    from planner.bench.loadgen import LoadPlan, RunResult, StageKind, SweepPlan, SweepResult
+    from planner.bench.metrics import RequestRecord, SloTargets
+    from planner.bench.replay import Trace
+    from planner.bench.results import BenchRun, Load, RunInfo, Stats
+    from planner.bench.server import ModelEngine
+
 
 METRIC_LABELS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E latency"))
-CLI_PATTERNS = (*PATTERNS, "sweep")
+CLI_PATTERNS = (*BENCH_PATTERNS, "sweep")
 DEFAULT_SWEEP_CONCURRENCY = 16
 DEFAULT_SWEEP_POINTS = 8
 TOOL = "planner bench run"
@@ -111,6 +77,8 @@ def load_plan(
 ) -> LoadPlan:
     """The options of a load pattern, checked together (a rate without a rate pattern is a
     mistake, not something to ignore). ``replay`` sends ``trace``'s requests."""
+    from planner.bench.loadgen import PATTERNS, LoadPlan, Pattern
+
     name = cast(Pattern, check_choice("--pattern", pattern, PATTERNS))
     if name == "concurrency" and concurrency is None:
         raise UsageError("--pattern concurrency needs --concurrency N (clients)")
@@ -164,6 +132,8 @@ def sweep_plan(
 ) -> SweepPlan:
     """The options of ``--pattern sweep``: each stage bounded by ``--requests`` and
     ``--max-seconds``; ``--concurrency`` clients in the throughput stage."""
+    from planner.bench.loadgen import SWEEP_KINDS, SweepKind, SweepPlan
+
     if rate is not None:
         raise UsageError(
             "--rate goes with --pattern rate or poisson; --pattern sweep measures its rates "
@@ -239,9 +209,11 @@ def run_info(
     started: str | None,
 ) -> RunInfo:
     """The ``planner`` block of a :class:`BenchRun` measured by ``bench run``."""
+    from planner.bench.results import RunInfo
+
     return RunInfo(
         tool=TOOL,
-        tool_version=__version__,
+        tool_version=planner.__version__,
         source_file=source,
         source_format=TOOL,
         benchmark=index,
@@ -259,6 +231,8 @@ def run_info(
 
 def calibration_load(plan: LoadPlan) -> Load:
     """The load a plan offers, in calibration's terms (a replay's is its mean arrival rate)."""
+    from planner.bench.results import Load
+
     if plan.pattern in ("sync", "concurrency"):
         return Load("concurrency", float(plan.clients))
     if plan.pattern == "replay":
@@ -271,6 +245,7 @@ def calibration_load(plan: LoadPlan) -> Load:
 def bench_run_of(summary: dict[str, Any], info: RunInfo) -> BenchRun:
     """A measured run's summary (:func:`~planner.bench.metrics.summarize`) as a
     :class:`BenchRun`, the form calibration rows and imported runs take."""
+    from planner.bench.results import BenchRun, Stats
 
     def stats(latency: str) -> Stats:
         return Stats(
@@ -304,6 +279,8 @@ def check_calibration_names(info: RunInfo, shape: RequestShape, named_model: boo
     """Check, before the first request, that ``--out-csv``'s rows will have catalog names and
     a deployment the catalog can run: the checks :func:`measurement_rows` makes, on a run of
     the lengths to be measured."""
+    from planner.bench.results import BenchRun, Stats, measurement_rows
+
     probe = BenchRun(
         ttft=Stats(),
         tpot=Stats(),
@@ -336,6 +313,8 @@ def check_calibration_names(info: RunInfo, shape: RequestShape, named_model: boo
 def write_calibration_rows(runs: list[tuple[BenchRun, RunResult]], out_csv: Path) -> None:
     """``--out-csv``: the runs' measurement rows, leaving out runs stopped by Ctrl-C (their
     throughputs count a cut-off end)."""
+    from planner.bench.results import measurement_rows, write_measurements
+
     kept = [run for run, result in runs if result.stopped != "interrupted"]
     if len(kept) < len(runs):
         stderr.print(
@@ -387,11 +366,15 @@ def run_metadata(
     result: RunResult,
 ) -> dict[str, Any]:
     """What planner records about a run beside the numbers."""
+    import httpx
+
+    from planner.bench.client import ENDPOINT_PATHS
+
     warmup = result.warmup_records
     replay = plan.pattern == "replay"  # its lengths are its requests' own
     return {
         "tool": TOOL,
-        "planner_version": __version__,
+        "planner_version": planner.__version__,
         "httpx_version": httpx.__version__,
         "python_version": platform.python_version(),
         "started_at": result.started_at.isoformat(),
@@ -430,6 +413,11 @@ def sweep_document(
     """A sweep as its file holds it: the sweep's metadata under ``planner``, and under ``runs``
     every stage as a run (vLLM's summary keys, :class:`BenchRun`'s ``planner`` block with the
     stage's plan added: :meth:`BenchRun.from_dict` reads each back)."""
+    import httpx
+
+    from planner.bench.client import ENDPOINT_PATHS
+    from planner.bench.metrics import summarize
+
     entries = []
     for index, (stage, run) in enumerate(zip(measured.stages, runs, strict=True)):
         result = stage.result
@@ -449,7 +437,7 @@ def sweep_document(
     first = measured.stages[0].result.started_at.isoformat() if measured.stages else None
     metadata = {
         "tool": TOOL,
-        "planner_version": __version__,
+        "planner_version": planner.__version__,
         "httpx_version": httpx.__version__,
         "python_version": platform.python_version(),
         "started_at": first,
@@ -475,6 +463,8 @@ def sweep_document(
 def write_sweep(path: Path, document: dict[str, Any], stages: SweepResult) -> Path:
     """The sweep's JSON, and beside it its requests, one JSON object a line, each tagged with
     its stage (``"stage": 0`` is the synchronous run); each file written whole."""
+    from planner.bench.metrics import requests_path
+
     sidecar = requests_path(path)
     with atomic_output(sidecar, "--out") as temp, temp.open("w", encoding="utf-8") as out:
         for index, stage in enumerate(stages.stages):
@@ -492,6 +482,8 @@ def write_sweep(path: Path, document: dict[str, Any], stages: SweepResult) -> Pa
 
 @contextlib.contextmanager
 def progress_bar(total: int, show: bool) -> Iterator[Progress]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -541,6 +533,12 @@ async def _measure(
 ) -> tuple[Target, T]:
     """Find the model to request (the first the server lists, unless named), run ``before``
     (checks that need it), then ``work``, which Ctrl-C stops through the event it is given."""
+    import asyncio
+
+    import httpx
+
+    from planner.bench.client import Target, is_loopback_url, list_models
+
     if model is None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         async with httpx.AsyncClient(
@@ -560,6 +558,8 @@ async def _measure(
 def _stopped_by_signals(stop: asyncio.Event) -> Iterator[None]:
     """Ctrl-C (or SIGTERM) sets ``stop``: the run ends and keeps what was measured; the same
     signal again acts at once, as usual."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
 
@@ -684,7 +684,7 @@ def print_sweep(document: dict[str, Any]) -> None:
 def run_command(
     ctx: typer.Context,
     url: str = typer.Option(
-        DEFAULT_URL,
+        BENCH_DEFAULT_URL,
         "--url",
         help="The server's address (this machine by default; a remote one must be named here).",
     ),
@@ -848,6 +848,19 @@ def run_command(
     `planner bench serve`) under a load pattern, a sweep of rates or a replayed trace: TTFT,
     TPOT, inter-token and end-to-end latency, throughput and goodput, optionally written as
     calibration rows. Ctrl-C stops the run and keeps what was measured."""
+    import asyncio
+
+    from planner.bench.client import (
+        ENDPOINT_PATHS,
+        EndpointKind,
+        RequestShape,
+        check_url,
+        is_loopback_url,
+    )
+    from planner.bench.loadgen import LoadPlan, SweepPlan, run_load
+    from planner.bench.metrics import SloTargets, summarize, write_run
+    from planner.store.bench_runs import check_free_name
+
     base_url = check_url(url)
     kind = cast(EndpointKind, check_choice("--endpoint", endpoint, tuple(ENDPOINT_PATHS)))
     name = check_choice("--pattern", pattern, CLI_PATTERNS)
@@ -1013,6 +1026,9 @@ def _read_trace(
     speedup: float | None,
     requests: int,
 ) -> Trace:
+    from planner.bench.replay import check_speedup, read_trace
+    from planner.ingest.options import parse_start
+
     if dataset is None:
         raise UsageError("--pattern replay needs --dataset NAME (an ingested dataset)")
     window_start = parse_start(start, "--start")
@@ -1047,6 +1063,11 @@ def _sweep(
     store_as: tuple[typer.Context, str | None] | None,
 ) -> None:
     """``--pattern sweep``: run the stages, then write, store and print them."""
+    import asyncio
+
+    from planner.bench.loadgen import run_sweep
+    from planner.bench.metrics import summarize
+
     with progress_bar(sweep.max_requests, show=True) as progress:
         counter = _Counter(progress)
 
@@ -1137,12 +1158,12 @@ def _sweep(
 
 def serve_command(
     host: str = typer.Option(
-        DEFAULT_HOST,
+        BENCH_DEFAULT_HOST,
         "--host",
         help="Address to listen on (loopback by default; anything else is reachable by others).",
     ),
     port: int = typer.Option(
-        DEFAULT_PORT, "--port", min=0, max=65535, help="Port to listen on (0: any free one)."
+        BENCH_DEFAULT_PORT, "--port", min=0, max=65535, help="Port to listen on (0: any free one)."
     ),
     backend: str = typer.Option(
         "model",
@@ -1198,10 +1219,16 @@ def serve_command(
     real transformer (random weights, a catalog model's shape) computes every token with
     continuous batching; with --backend model, tokens arrive when planner's latency model
     predicts for a catalog deployment (a stand-in that computes nothing). Ctrl-C stops it."""
+    import asyncio
+
+    from planner.bench.client import is_loopback_host
+    from planner.bench.engine import TorchServingEngine, load_spec
+    from planner.bench.server import BenchServer, Faults, ModelEngine, check_speed
+
     backend = check_choice("--backend", backend, SERVE_BACKENDS)
     check_speed(speed)
     if not host.strip() or any(c.isspace() for c in host):
-        raise UsageError(f"--host {shown(host)}: expected an address such as {DEFAULT_HOST}")
+        raise UsageError(f"--host {shown(host)}: expected an address such as {BENCH_DEFAULT_HOST}")
     if not is_loopback_host(host):
         stderr.print(
             f"warning: --host {host} is not a loopback address; anyone who can reach it can "

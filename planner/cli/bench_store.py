@@ -6,28 +6,24 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 
-from planner.bench.metrics import RequestRecord
-from planner.bench.results import BenchRun
 from planner.cli.context import CliState, print_json, stderr, stdout, user_errors
 from planner.cli.latency import store_session
 from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 from planner.errors import UsageError
-from planner.store import Store, open_store
-from planner.store.bench_runs import (
-    StoredRun,
-    delete_run,
-    get_run,
-    list_runs,
-    run_requests,
-    save_run,
-)
+
+if TYPE_CHECKING:
+    from planner.bench.metrics import RequestRecord
+    from planner.bench.results import BenchRun
+    from planner.store import Store
+    from planner.store.bench_runs import StoredRun
+
 
 DB_OPTION = typer.Option(
     None,
@@ -44,6 +40,8 @@ STATISTICS = ("mean", "median", "p50", "p90", "p99", "std")
 
 @contextmanager
 def _store(ctx: typer.Context, db: str | None) -> Iterator[Store]:
+    from planner.store import open_store
+
     state: CliState = ctx.find_root().obj or CliState()
     with open_store(db if db is not None else state.db_url) as store:
         yield store
@@ -73,6 +71,8 @@ def runs_list_command(
 ) -> None:
     """List the benchmark runs in the store: where and how each was measured, its mean and P99
     latencies and its throughput."""
+    from planner.store.bench_runs import list_runs
+
     with _store(ctx, db) as store, store.session() as session:
         runs = list_runs(session, group=sweep)
     if as_json:
@@ -140,6 +140,8 @@ def runs_show_command(
 ) -> None:
     """A stored run's summary (vLLM's keys: mean_ttft_ms, p99_tpot_ms, ...) and metadata
     (hardware, model, engine, load, tool); with --requests its requests as well."""
+    from planner.store.bench_runs import get_run, run_requests
+
     with _store(ctx, db) as store, store.session() as session:
         run = get_run(session, name)
         frame = run_requests(session, run.id) if requests else None
@@ -223,6 +225,8 @@ def runs_delete_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Delete a stored run and its requests (asks for --yes)."""
+    from planner.store.bench_runs import delete_run, get_run
+
     with _store(ctx, db) as store, store.session() as session:
         if not yes:
             run = get_run(session, name)  # an unknown name says so first
@@ -262,6 +266,8 @@ def store_runs(
 ) -> list[str]:
     """Keep runs (with their requests, where measured) in the store, all or none (one
     transaction), and say under which names; ``group`` keeps a sweep's stages together."""
+    from planner.store.bench_runs import get_run, save_run
+
     names: list[str | None] = (
         list(stored_names(name, len(runs) if group else 0)) if name else [None] * len(runs)
     )

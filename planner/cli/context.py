@@ -10,13 +10,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 
 from planner.errors import PlannerError
-from planner.store import Store, open_store
+
+if TYPE_CHECKING:
+    from planner.store import Store
+
 
 DEBUG_ENV = "PLANNER_DEBUG"
 INTERNAL_ERROR_EXIT = 70
@@ -46,6 +49,8 @@ class CliState:
 
 @contextmanager
 def store_from(ctx: typer.Context) -> Iterator[Store]:
+    from planner.store import open_store
+
     state: CliState = ctx.find_root().obj or CliState()
     with open_store(state.db_url) as store:
         yield store

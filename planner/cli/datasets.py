@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -12,9 +13,10 @@ from planner.cli.context import print_json, stdout, store_from, user_errors
 from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
-from planner.store.queries import delete_dataset, get_dataset
-from planner.store.summaries import dataset_records, dataset_summary, duration_text
-from planner.workload import DatasetSummary
+
+if TYPE_CHECKING:
+    from planner.workload import DatasetSummary
+
 
 app = typer.Typer(help="Ingested datasets: list, inspect, delete.", no_args_is_help=True)
 
@@ -23,6 +25,8 @@ app = typer.Typer(help="Ingested datasets: list, inspect, delete.", no_args_is_h
 @user_errors
 def list_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List the datasets in the store."""
+    from planner.store.summaries import dataset_records
+
     with store_from(ctx) as store, store.session() as session:
         rows = dataset_records(session)
     if as_json:
@@ -50,6 +54,9 @@ def show_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Rows, span, token lengths and request rates of a dataset, per model too."""
+    from planner.store.queries import get_dataset
+    from planner.store.summaries import dataset_summary, duration_text
+
     with store_from(ctx) as store, store.session() as session:
         dataset = get_dataset(session, name)
         summary = dataset_summary(session, dataset)
@@ -112,6 +119,8 @@ def delete_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Delete a dataset and its requests."""
+    from planner.store.queries import delete_dataset
+
     with store_from(ctx) as store, store.session() as session:
         removed = delete_dataset(session, name)
     if as_json:

@@ -9,13 +9,6 @@ import typer
 from planner.cli.context import CliState, print_json, stdout, user_errors
 from planner.cli.options import JSON_OPTION
 from planner.config import database_url_and_source
-from planner.store.db import (
-    bring_up_to_date,
-    check_schema,
-    create_store_engine,
-    redact_url,
-    schema_state,
-)
 
 app = typer.Typer(help="The store's database: schema version and upgrades.", no_args_is_help=True)
 
@@ -29,6 +22,8 @@ def _url(ctx: typer.Context) -> tuple[str, str]:
 @user_errors
 def status_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Show the store's URL and whether its schema is up to date."""
+    from planner.store.db import check_schema, create_store_engine, redact_url, schema_state
+
     url, source = _url(ctx)
     engine = create_store_engine(url)
     try:
@@ -65,6 +60,8 @@ def status_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 @user_errors
 def upgrade_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Bring the store's schema up to the latest version, keeping its data."""
+    from planner.store.db import bring_up_to_date, create_store_engine, redact_url
+
     url, _source = _url(ctx)
     engine = create_store_engine(url)
     try:

@@ -8,22 +8,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
 from planner.cli.context import print_json, stderr, stdout, store_from
-from planner.cli.ingest import parse_start
 from planner.common.files import check_output_path
 from planner.common.text import shown
 from planner.errors import UsageError
@@ -31,6 +20,9 @@ from planner.errors import UsageError
 # Prophet takes half a second to import: planner.forecast loads inside the command, so the
 # other commands don't pay for it.
 if TYPE_CHECKING:
+    import pandas as pd
+    from rich.progress import Progress, TaskID
+
     from planner.forecast.backtest import BacktestResult, Scores, TuneResult
     from planner.forecast.model import Forecast
 
@@ -68,6 +60,8 @@ def parse_hours(option: str, text: str | None, most: int = MAX_HOURS) -> int | N
 
 
 def _gaps(items: list[str]) -> list[tuple[datetime, datetime]]:
+    from planner.ingest.options import parse_start
+
     ranges = []
     for item in items:
         start, sep, end = item.partition("/")
@@ -100,6 +94,14 @@ class _Bars:
             self.bar.stop()
 
     def update(self, stage: str, done: int, total: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         if stage != self.stage:
             if self.bar is not None:
                 self.bar.stop()
@@ -206,6 +208,8 @@ def forecast_command(
 ) -> None:
     """Forecast hourly load with Prophet: backtest against a seasonal-naive baseline, 80%/95%
     bands, a demand curve at a planning quantile; the forecast is stored."""
+    import numpy as np
+
     from planner.forecast.demand import write_demand_curve
     from planner.forecast.model import (
         DEFAULT_HORIZON_HOURS,
@@ -319,16 +323,22 @@ def forecast_command(
 
 
 def _pct(value: float) -> str:
+    import numpy as np
+
     return "-" if not np.isfinite(value) else f"{value:.1%}"
 
 
 def _num(value: float) -> str:
+    import numpy as np
+
     if not np.isfinite(value):
         return "-"
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
 
 
 def _scores_row(name: str, s: Scores) -> list[str]:
+    import numpy as np
+
     return [
         name,
         _pct(s.mape),
@@ -350,6 +360,9 @@ def _print(
     demand_out: Path | None,
     plot: Path | None,
 ) -> None:
+    import numpy as np
+    import pandas as pd
+
     from planner.forecast.series import iso_hour
 
     s = result.settings

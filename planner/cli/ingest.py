@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from planner.cli.context import print_json, stderr, stdout, store_from
+from planner.cli.options import INGEST_FIELDS, INGEST_FORMAT_NAMES, TimeKindChoice, TimeUnitChoice
 from planner.common.text import printable
-from planner.ingest import FORMAT_NAMES, TimeKind, TimeUnit, ingest_file
-from planner.ingest.formats import FIELDS
-from planner.ingest.options import check_time_format, check_timezone, ingest_options, parse_start
 
 # The option checks live in the library (the dashboard's upload form uses them too); they stay
-# importable from here.
-__all__ = ["check_time_format", "check_timezone", "ingest", "parse_start"]
+# importable from here, loaded on first use so that `planner --help` need not load pandas.
+_LIBRARY_CHECKS = ("check_time_format", "check_timezone", "ingest_options", "parse_start")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LIBRARY_CHECKS:
+        from planner.ingest import options
+
+        return getattr(options, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def ingest(
@@ -27,21 +33,21 @@ def ingest(
         None,
         "--format",
         "-f",
-        help=f"Log format: {', '.join(FORMAT_NAMES)} (default: detected from the header).",
+        help=f"Log format: {', '.join(INGEST_FORMAT_NAMES)} (default: detected from the header).",
     ),
     mapping: list[str] = typer.Option(
         [],
         "--map",
         metavar="FIELD=COLUMN",
-        help=f"Generic format: the column of a request field ({', '.join(FIELDS)}).",
+        help=f"Generic format: the column of a request field ({', '.join(INGEST_FIELDS)}).",
     ),
-    time_kind: TimeKind = typer.Option(
-        TimeKind.DATETIME,
+    time_kind: TimeKindChoice = typer.Option(
+        TimeKindChoice.DATETIME,
         "--time-kind",
         help="Generic format: arrival as date-times, numbers since --start, or since the epoch.",
     ),
-    time_unit: TimeUnit = typer.Option(
-        TimeUnit.S, "--time-unit", help="Unit of numeric arrival times."
+    time_unit: TimeUnitChoice = typer.Option(
+        TimeUnitChoice.S, "--time-unit", help="Unit of numeric arrival times."
     ),
     time_format: str | None = typer.Option(
         None, "--time-format", help="strptime pattern of arrival date-times (default: ISO 8601)."
@@ -69,6 +75,11 @@ def ingest(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Load a request log into the store as a dataset (all rows or none)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from planner.ingest import ingest_file
+    from planner.ingest.options import ingest_options
+
     options = ingest_options(
         name=name,
         log_format=log_format,

@@ -7,12 +7,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
-from sqlalchemy.orm import Session
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
 from planner.cli.options import (
@@ -20,38 +19,32 @@ from planner.cli.options import (
     GPU_MEMORY_UTILIZATION_OPTION,
     JSON_OPTION,
     KV_CACHE_OPTION,
+    LATENCY_SIM_REQUESTS,
 )
 from planner.cli.tables import Column, print_table
 from planner.common.text import shown
 from planner.errors import PlannerError, UsageError
-from planner.latency.calibration import (
-    ErrorSummary,
-    Measurement,
-    calibrate,
-    compare_fit,
-    errors_under,
-    finite_or_none,
-    percent,
-    read_measurements,
-    select,
-)
-from planner.latency.catalog import GPU, load_catalog
-from planner.latency.engines import get_engine, load_engines
-from planner.latency.model import Deployment
-from planner.latency.operators import read_operator_points
-
-# check_kv_cache and check_memory_utilization are re-exported: `planner simulate` and
-# `planner recommend` check these options too
-from planner.latency.predict import (
-    DEFAULT_SIM_REQUESTS,
-    LatencyQuery,
-    check_numbers,
-    predict_latency,
-)
-from planner.latency.predict import check_kv_cache as check_kv_cache
-from planner.latency.predict import check_memory_utilization as check_memory_utilization
 from planner.latency.profile import DEFAULT_ENGINE, Profile, ProfileError
-from planner.latency.registry import export_profile, read_export, resolve_profile, save_profile
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from planner.latency.calibration import Measurement
+    from planner.latency.catalog import GPU
+    from planner.latency.model import Deployment
+
+# check_kv_cache and check_memory_utilization stay importable from here (`planner simulate` and
+# `planner recommend` check these options too), loaded on first use.
+_LIBRARY_CHECKS = ("check_kv_cache", "check_memory_utilization")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LIBRARY_CHECKS:
+        from planner.latency import predict
+
+        return getattr(predict, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 catalog_app = typer.Typer(
     help="What planner knows: GPUs, models, precisions.", no_args_is_help=True
@@ -60,6 +53,8 @@ catalog_app = typer.Typer(
 
 def memory_utilization_option(value: float | None, alias: float | None) -> float | None:
     """``--gpu-memory-utilization``, or its older name ``--memory-utilization``."""
+    from planner.latency.predict import check_memory_utilization
+
     if value is not None and alias is not None and value != alias:
         raise UsageError(
             "--gpu-memory-utilization and --memory-utilization are the same option; give one"
@@ -108,7 +103,7 @@ def latency(
         None, "--concurrency", help="Also: mean latencies with this many closed-loop clients."
     ),
     sim_requests: int = typer.Option(
-        DEFAULT_SIM_REQUESTS,
+        LATENCY_SIM_REQUESTS,
         "--sim-requests",
         help="With --qps: requests the simulator runs for P50/P90/P99 (0: no simulation).",
     ),
@@ -120,6 +115,8 @@ def latency(
 ) -> None:
     """Predict TTFT, time per output token and end-to-end latency, memory, KV capacity and
     throughput; with --qps, also latency percentiles from the simulator."""
+    from planner.latency.predict import LatencyQuery, check_numbers, predict_latency
+
     query = LatencyQuery(
         gpu=gpu,
         model=model,
@@ -256,6 +253,8 @@ def _memory(gpu: GPU) -> str:
 @user_errors
 def catalog_gpus(as_json: bool = JSON_OPTION) -> None:
     """GPUs: memory (with its unit), bandwidth, dense peaks, interconnect, sources."""
+    from planner.latency.catalog import load_catalog
+
     gpus = load_catalog().gpus.entries
     if as_json:
         print_json(
@@ -292,6 +291,8 @@ def catalog_gpus(as_json: bool = JSON_OPTION) -> None:
 @user_errors
 def catalog_engines(as_json: bool = JSON_OPTION) -> None:
     """Inference engines: how each sizes memory, KV cache and batches by default."""
+    from planner.latency.engines import load_engines
+
     engines = load_engines()
     if as_json:
         print_json([asdict(e) for e in engines])
@@ -336,6 +337,8 @@ def _opt(value: float | None) -> str:
 @user_errors
 def catalog_models(as_json: bool = JSON_OPTION) -> None:
     """Models: architecture from their published configs, total and active parameters."""
+    from planner.latency.catalog import load_catalog
+
     models = load_catalog().models.entries
     if as_json:
         print_json(
@@ -365,6 +368,8 @@ def catalog_models(as_json: bool = JSON_OPTION) -> None:
 @user_errors
 def catalog_precisions(as_json: bool = JSON_OPTION) -> None:
     """Precisions: weight size, compute units used, quality delta vs BF16 and its source."""
+    from planner.latency.catalog import load_catalog
+
     precisions = load_catalog().precisions.entries
     if as_json:
         print_json([{**asdict(p), "weight_bytes": p.weight_bytes} for p in precisions])
@@ -390,6 +395,8 @@ def _check_name(option: str, value: str, most: int) -> None:
 def _baseline(session: Session, gpu: str | None, engine: str) -> Profile:
     """The profile a fitted one would replace: what `planner latency` uses now for this GPU
     (or, fitting every GPU, the engine's GPU-independent profile), else the built-in defaults."""
+    from planner.latency.registry import resolve_profile
+
     try:
         return resolve_profile(session, gpu or "", engine)
     except ProfileError:
@@ -439,6 +446,21 @@ def calibrate_command(
     """Fit a calibration profile to measured latencies and report its error before and after;
     a fit worse than the profile planner uses now on the same points is not stored unless
     --force."""
+    from planner.latency.calibration import (
+        ErrorSummary,
+        calibrate,
+        compare_fit,
+        errors_under,
+        finite_or_none,
+        percent,
+        read_measurements,
+        select,
+    )
+    from planner.latency.catalog import load_catalog
+    from planner.latency.engines import get_engine
+    from planner.latency.operators import read_operator_points
+    from planner.latency.registry import export_profile, read_export, resolve_profile, save_profile
+
     _check_name("--name", name, MAX_NAME)
     _check_name("--engine", engine, MAX_ENGINE)
     if not (math.isfinite(holdout) and 0 <= holdout < 1):

@@ -1,11 +1,80 @@
 """Options several commands share, defined once so their names and help read the same
-everywhere (typer reuses an ``Option`` object as a parameter's default)."""
+everywhere (typer reuses an ``Option`` object as a parameter's default).
+
+Also the library constants the commands' signatures show (defaults, bounds, choices): Typer
+reads every signature to build ``--help``, so these are copied here rather than imported
+from modules that pull in pandas, SQLAlchemy or httpx; tests/e2e/test_cli_startup.py pins each
+copy equal to the library's value.
+"""
 
 from __future__ import annotations
+
+from enum import StrEnum
 
 import typer
 
 from planner.latency.profile import DEFAULT_ENGINE
+
+# planner.ingest.formats
+INGEST_FORMAT_NAMES: tuple[str, ...] = ("azure-llm", "mooncake", "burstgpt", "generic")
+INGEST_FIELDS: tuple[str, ...] = (
+    "arrival",
+    "input_tokens",
+    "output_tokens",
+    "model",
+    "cached_tokens",
+    "prefix_block_ids",
+    "priority_class",
+    "ttft_ms",
+    "e2e_ms",
+    "status",
+)
+
+
+class TimeKindChoice(StrEnum):
+    """planner.ingest.TimeKind's values (the library takes either)."""
+
+    DATETIME = "datetime"
+    RELATIVE = "relative"
+    EPOCH = "epoch"
+
+
+class TimeUnitChoice(StrEnum):
+    """planner.ingest.TimeUnit's values (the library takes either)."""
+
+    S = "s"
+    MS = "ms"
+    US = "us"
+    NS = "ns"
+
+
+# planner.latency.predict
+LATENCY_SIM_REQUESTS = 10_000
+# planner.simulate.inputs and planner.simulate.fleet
+SIMULATE_MAX_REQUESTS = 10_000_000
+SIMULATE_MAX_SEQS = 65_536
+SIMULATE_MAX_BATCHED_TOKENS = 1 << 24
+SIMULATE_ROUTERS: tuple[str, ...] = (
+    "round-robin",
+    "least-requests",
+    "least-tokens",
+    "prefix-affinity",
+)
+# planner.recommend.inputs and planner.recommend.sources
+RECOMMEND_PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8", "int8", "int4-awq")
+RECOMMEND_MAX_REQUESTS = 1_000_000
+# pricing.sheets
+PRICE_SHEET_MAX_ROWS = 100_000
+PRICE_SHEET_MAX_COLUMNS = 64
+PRICE_SHEET_MAX_CELL_CHARS = 1_000
+PRICE_SHEET_MAX_XLSX_PART_BYTES = 64 * 1024 * 1024
+PRICE_MAX_RATIO = 10.0
+PRICE_MIN_USD_PER_HOUR = 0.0001
+# planner.bench.client, planner.bench.loadgen and planner.bench.server
+BENCH_DEFAULT_URL = "http://127.0.0.1:8000"
+BENCH_PATTERNS: tuple[str, ...] = ("sync", "concurrency", "rate", "poisson", "replay")
+BENCH_DEFAULT_HOST = "127.0.0.1"
+BENCH_DEFAULT_PORT = 8000
 
 JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
 

@@ -3,42 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
-from planner.cli.options import JSON_OPTION
+from planner.cli.options import (
+    JSON_OPTION,
+    PRICE_MAX_RATIO,
+    PRICE_MIN_USD_PER_HOUR,
+    PRICE_SHEET_MAX_CELL_CHARS,
+    PRICE_SHEET_MAX_COLUMNS,
+    PRICE_SHEET_MAX_ROWS,
+    PRICE_SHEET_MAX_XLSX_PART_BYTES,
+)
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 from planner.errors import UsageError
-from planner.store import Store
-from pricing.costs import commitment_break_evens
 from pricing.model import PricePoint
-from pricing.sheets import (
-    MAX_CELL_CHARS,
-    MAX_COLUMNS,
-    MAX_PRICE_RATIO,
-    MAX_ROWS,
-    MAX_XLSX_PART_BYTES,
-    MIN_USD_PER_HOUR,
-    REFRESH_PROVIDERS,
-    PriceEntry,
-    SheetDiff,
-    check_filters,
-    diff,
-    diff_scope,
-    diff_versions,
-    ensure_list_prices,
-    import_sheet,
-    latest_entries,
-    list_versions,
-    load_snapshot_version,
-    refresh,
-)
-from pricing.tables import option_label
+
+if TYPE_CHECKING:
+    from planner.store import Store
+    from pricing.sheets import PriceEntry, SheetDiff
+
 
 app = typer.Typer(
     help="Cloud GPU prices: the bundled snapshot, live refreshes, your own sheets, history.",
@@ -54,6 +43,8 @@ OPTION_HELP = (
 
 def _ensure(store: Store) -> None:
     """Load the bundled snapshot, in its own transaction, if the store has no list prices."""
+    from pricing.sheets import ensure_list_prices
+
     with store.session() as session:
         loaded = ensure_list_prices(session)
     if loaded is not None:
@@ -72,6 +63,8 @@ def _filters(
     option: str | None,
 ) -> None:
     """Refuse unknown filter values (exit 2, with the closest known ones) before listing."""
+    from pricing.sheets import check_filters
+
     with store_from(ctx) as store:
         _ensure(store)
         with store.session() as session:
@@ -108,6 +101,9 @@ def list_command(
     """List the prices in force: the newest version's price of each instance and option, your
     own sheet's price where you imported one. An unknown filter value is an error (exit 2) with
     the closest known values; a known one that matches nothing lists nothing."""
+    from pricing.sheets import latest_entries
+    from pricing.tables import option_label
+
     _filters(ctx, provider, region, gpu, option)
     with store_from(ctx) as store, store.session() as session:
         entries = latest_entries(session, provider, region=region, gpu=gpu, option=option)
@@ -156,6 +152,10 @@ def compare_command(
 ) -> None:
     """Compare $/hour and $/GPU-hour of one GPU across clouds and purchase options, cheapest
     GPU-hour first. Filter values as for `planner prices list`."""
+    from pricing.costs import commitment_break_evens
+    from pricing.sheets import latest_entries
+    from pricing.tables import option_label
+
     _filters(ctx, provider, region, gpu, option)
     with store_from(ctx) as store, store.session() as session:
         entries = latest_entries(session, provider, region=region, gpu=gpu, option=option)
@@ -241,8 +241,9 @@ IMPORT_HELP = (
     "worksheet of an .xlsx (see docs/pricing.md). Numbers take a decimal point; a comma only "
     "as an unambiguous thousands separator (1,234.50), so 1,09 and 1,234 are refused unless "
     "--decimal-comma. At most "
-    f"{MAX_ROWS:,} rows, {MAX_COLUMNS} columns, {MAX_CELL_CHARS:,} characters a cell; an "
-    f".xlsx part may unpack to {MAX_XLSX_PART_BYTES // 2**20} MiB."
+    f"{PRICE_SHEET_MAX_ROWS:,} rows, {PRICE_SHEET_MAX_COLUMNS} columns, "
+    f"{PRICE_SHEET_MAX_CELL_CHARS:,} characters a cell; an "
+    f".xlsx part may unpack to {PRICE_SHEET_MAX_XLSX_PART_BYTES // 2**20} MiB."
 )
 
 
@@ -261,15 +262,17 @@ def import_command(
     force: bool = typer.Option(
         False,
         "--force",
-        help=f"Import prices that look implausible: more than {MAX_PRICE_RATIO:g}x (or under "
-        f"1/{MAX_PRICE_RATIO:g} of) the price in force for the same instance, region and "
-        f"option, below {MIN_USD_PER_HOUR} $/h, or dated before 2000 or over 10 years ahead.",
+        help=f"Import prices that look implausible: more than {PRICE_MAX_RATIO:g}x (or under "
+        f"1/{PRICE_MAX_RATIO:g} of) the price in force for the same instance, region and "
+        f"option, below {PRICE_MIN_USD_PER_HOUR} $/h, or dated before 2000 or over 10 years ahead.",
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import your own prices (negotiated discounts, private offers) as a new version; they
     override list prices of the same instance, region and option. Importing the same content
     again while its prices are in force does nothing (and says so)."""
+    from pricing.sheets import import_sheet, latest_entries
+
     if label is not None and (not label.strip() or not printable(label) == label):
         raise UsageError("--label: expected a name without control characters")
     with store_from(ctx) as store:
@@ -312,6 +315,8 @@ def import_command(
 
 
 def _diff_table(title: str, points: list[PricePoint]) -> None:
+    from pricing.tables import option_label
+
     print_table(
         [
             Column("provider", [p.provider.value for p in points]),
@@ -326,6 +331,8 @@ def _diff_table(title: str, points: list[PricePoint]) -> None:
 
 
 def _print_diff(result: SheetDiff) -> None:
+    from pricing.tables import option_label
+
     stdout.print(
         f"{escape(printable(result.old.describe()))} -> {escape(printable(result.new.describe()))}"
     )
@@ -389,6 +396,8 @@ def diff_command(
 ) -> None:
     """What changed between two price-sheet versions (default: the newest and the one before
     it of the same kind): added, removed and changed prices with the % change."""
+    from pricing.sheets import diff_scope, diff_versions
+
     diff_scope(old, new, scope)  # a bad request is refused before the store is touched
     with store_from(ctx) as store:
         _ensure(store)
@@ -404,6 +413,8 @@ def diff_command(
 @user_errors
 def versions_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """The history of price sheets: every snapshot load, refresh (failed ones too) and import."""
+    from pricing.sheets import list_versions
+
     with store_from(ctx) as store:
         _ensure(store)
         with store.session() as session:
@@ -435,6 +446,8 @@ def load_snapshot_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Load the bundled price snapshot (data/prices/) as a new version."""
+    from pricing.sheets import load_snapshot_version
+
     with store_from(ctx) as store, store.session() as session:
         version, loaded = load_snapshot_version(session, force=force)
     if as_json:
@@ -460,6 +473,8 @@ def refresh_command(
 ) -> None:
     """Fetch a provider's current prices from its API as a new version. On failure the last
     good prices stay, the failure is recorded, and the command exits non-zero."""
+    from pricing.sheets import REFRESH_PROVIDERS, diff, list_versions, refresh
+
     name = provider.strip().lower()
     if name not in REFRESH_PROVIDERS:
         raise UsageError(f"--provider {provider!r}: expected one of {', '.join(REFRESH_PROVIDERS)}")

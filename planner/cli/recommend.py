@@ -10,47 +10,33 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy.orm import Session
 
 from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
-from planner.cli.ingest import parse_start
-from planner.cli.latency import check_kv_cache, check_memory_utilization
-from planner.cli.options import ENGINE_OPTION, GPU_MEMORY_UTILIZATION_OPTION, KV_CACHE_OPTION
-from planner.cli.simulate import class_slos, parse_duration
+from planner.cli.options import (
+    ENGINE_OPTION,
+    GPU_MEMORY_UTILIZATION_OPTION,
+    KV_CACHE_OPTION,
+    RECOMMEND_MAX_REQUESTS,
+    RECOMMEND_PRECISIONS,
+)
 from planner.cli.tables import Column, print_table
 from planner.common.files import check_output_path, write_text_atomic
 from planner.common.text import closest, printable, shown
 from planner.errors import PlannerError, StoreError, UsageError
-from planner.latency.engines import get_engine
 from planner.latency.profile import choose_profile
-from planner.recommend.engine import Recommendation, recommend, why_no_fleet
-from planner.recommend.inputs import (
-    DEFAULT_MAX_SEQS,
-    DEFAULT_PRECISIONS,
-    DEFAULT_PURCHASE,
-    DEFAULT_TP,
-    Constraints,
-    Demand,
-    Request,
-    SearchOptions,
-    Targets,
-)
-from planner.recommend.sources import (
-    DEFAULT_MAX_REQUESTS,
-    WindowLimit,
-    demand_for,
-    search_inputs,
-)
-from planner.recommend.store import brief, list_recommendations, load_recommendation, save_retrying
-from planner.recommend.verify import max_local_workers
-from planner.simulate.metrics import SLO
 from pricing.model import PurchaseOption
-from pricing.sheets import option_filter
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from planner.recommend.engine import Recommendation
+    from planner.recommend.inputs import Demand
+    from planner.recommend.sources import WindowLimit
+
 
 MAX_MIN_REPLICAS = 10_000
 MAX_SEQS_LIMIT = 16_384
@@ -86,6 +72,9 @@ def _ints(option: str, values: list[str], default: tuple[int, ...], most: int) -
 
 
 def _purchase(values: list[str], max_spot_share: float) -> tuple[PurchaseOption, ...]:
+    from planner.recommend.inputs import DEFAULT_PURCHASE
+    from pricing.sheets import option_filter
+
     items = _items(values, "--purchase")
     if not items:
         return DEFAULT_PURCHASE
@@ -193,6 +182,9 @@ def _demand(
     seed: int,
     limit: WindowLimit,
 ) -> Demand:
+    from planner.ingest.options import parse_start
+    from planner.recommend.sources import demand_for
+
     if (dataset is None) == (demand is None):
         raise UsageError(
             "give exactly one of --dataset NAME (plan for a logged load) or --demand "
@@ -266,7 +258,7 @@ def recommend_command(
     gpu: list[str] = typer.Option([], "--gpu", help="Allowed GPU types (e.g. L4,H100)."),
     instance_type: list[str] = typer.Option([], "--instance-type", help="Allowed instances."),
     precision: list[str] = typer.Option(
-        [], "--precision", help=f"Allowed precisions (default {','.join(DEFAULT_PRECISIONS)})."
+        [], "--precision", help=f"Allowed precisions (default {','.join(RECOMMEND_PRECISIONS)})."
     ),
     max_quality_loss: float | None = typer.Option(
         None,
@@ -338,7 +330,7 @@ def recommend_command(
         0, "--seed", min=0, max=2**63 - 1, help="Random seed (same seed, same result)."
     ),
     max_requests: int = typer.Option(
-        DEFAULT_MAX_REQUESTS,
+        RECOMMEND_MAX_REQUESTS,
         "--max-requests",
         min=1,
         help="Refuse a demand whose simulated peak hours hold more requests than this (each "
@@ -355,6 +347,26 @@ def recommend_command(
 ) -> None:
     """The cheapest fleet that meets the P99 targets, verified by simulation, with the
     commitment plan behind it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from planner.latency.engines import get_engine
+    from planner.latency.predict import check_kv_cache, check_memory_utilization
+    from planner.recommend.engine import recommend, why_no_fleet
+    from planner.recommend.inputs import (
+        DEFAULT_MAX_SEQS,
+        DEFAULT_PRECISIONS,
+        DEFAULT_TP,
+        Constraints,
+        Request,
+        SearchOptions,
+        Targets,
+    )
+    from planner.recommend.sources import WindowLimit, search_inputs
+    from planner.recommend.store import save_retrying
+    from planner.recommend.verify import max_local_workers
+    from planner.simulate.inputs import class_slos, parse_duration
+    from planner.simulate.metrics import SLO
+
     _check_numbers(
         load_scale,
         min_attainment,
@@ -676,6 +688,8 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
 ) -> None:
     """Stored recommendations, oldest first."""
+    from planner.recommend.store import brief, list_recommendations
+
     with store_from(ctx) as store, store.session() as session:
         runs = [brief(run) for run in list_recommendations(session)]
     if as_json:
@@ -705,6 +719,8 @@ def show_command(
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON."),
 ) -> None:
     """One stored recommendation."""
+    from planner.recommend.store import brief, load_recommendation
+
     if plot is not None:
         check_output_path(plot, "--plot")
     with store_from(ctx) as store, store.session() as session:
