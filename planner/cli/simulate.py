@@ -4,41 +4,41 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from planner.cli.context import print_json, stderr, stdout
-from planner.cli.ingest import parse_start
 from planner.cli.latency import store_session
-from planner.cli.options import ENGINE_OPTION, GPU_MEMORY_UTILIZATION_OPTION, KV_CACHE_OPTION
+from planner.cli.options import (
+    ENGINE_OPTION,
+    GPU_MEMORY_UTILIZATION_OPTION,
+    KV_CACHE_OPTION,
+    SIMULATE_MAX_BATCHED_TOKENS,
+    SIMULATE_MAX_REQUESTS,
+    SIMULATE_MAX_SEQS,
+    SIMULATE_ROUTERS,
+)
 from planner.common.files import atomic_output, check_output_path, write_text_atomic
 from planner.common.text import shown
 from planner.errors import UsageError
-from planner.simulate.fleet import ROUTERS
-from planner.simulate.inputs import (
-    DEFAULT_MAX_REQUESTS,
-    MAX_BATCHED_TOKENS,
-    MAX_SEQS,
-    DemandSource,
-    FleetSettings,
-    ReplicaPrices,
-    WhatIf,
-    check_settings,
-    parse_rate_limits,
-    parse_schedule,
-    prepare_whatif,
-    run_whatif,
-)
 
-# class_slos and parse_duration are re-exported: `planner recommend` reads its targets with them
-from planner.simulate.inputs import class_slos as class_slos
-from planner.simulate.inputs import parse_duration as parse_duration
-from planner.simulate.metrics import SLO, RequestWriter
-from planner.simulate.run import ServingSpec, SimulationResult
+if TYPE_CHECKING:
+    from planner.simulate.run import SimulationResult
+
+# class_slos and parse_duration stay importable from here, loaded on first use so that
+# `planner --help` need not load the simulator.
+_LIBRARY_PARSERS = ("class_slos", "parse_duration")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LIBRARY_PARSERS:
+        from planner.simulate import inputs
+
+        return getattr(inputs, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def simulate_command(
@@ -70,14 +70,14 @@ def simulate_command(
         None,
         "--max-seqs",
         min=1,
-        max=MAX_SEQS,
+        max=SIMULATE_MAX_SEQS,
         help="Most sequences per batch (default: the engine's).",
     ),
     max_batched_tokens: int | None = typer.Option(
         None,
         "--max-batched-tokens",
         min=1,
-        max=MAX_BATCHED_TOKENS,
+        max=SIMULATE_MAX_BATCHED_TOKENS,
         help="Most tokens per iteration (default: the engine's).",
     ),
     no_chunked_prefill: bool = typer.Option(
@@ -87,7 +87,7 @@ def simulate_command(
         "continuous", "--policy", help="continuous (vLLM-style) or static batching."
     ),
     static_batch: int = typer.Option(
-        8, "--static-batch", min=1, max=MAX_SEQS, help="Static batching: batch size."
+        8, "--static-batch", min=1, max=SIMULATE_MAX_SEQS, help="Static batching: batch size."
     ),
     static_wait: str = typer.Option(
         "50ms", "--static-wait", help="Static batching: longest wait for a batch to fill."
@@ -130,7 +130,9 @@ def simulate_command(
     spot_replace: str = typer.Option(
         "120s", "--spot-replace", help="Time to replace an interrupted spot replica."
     ),
-    router: str = typer.Option("least-requests", "--router", help=f"Router: {', '.join(ROUTERS)}."),
+    router: str = typer.Option(
+        "least-requests", "--router", help=f"Router: {', '.join(SIMULATE_ROUTERS)}."
+    ),
     rate_limit: list[str] = typer.Option(
         [], "--rate-limit", help="Admission control per class: CLASS=RPS[:BURST]."
     ),
@@ -162,12 +164,31 @@ def simulate_command(
     profile_name: str | None = typer.Option(None, "--profile", help="Calibration profile."),
     seed: int = typer.Option(0, "--seed", min=0, help="Random seed (same seed, same result)."),
     max_requests: int = typer.Option(
-        DEFAULT_MAX_REQUESTS,
+        SIMULATE_MAX_REQUESTS,
         "--max-requests",
         min=1,
         help="Refuse, before the work, a run of more requests than this (estimated from the "
         "dataset and --load-scale, or the rates), or of more than 50 x this many replica "
         "visits (requests x replicas); raise it to run a bigger simulation anyway.",
+    ),
+    requests: int | None = typer.Option(
+        None,
+        "--requests",
+        help="Simulate only the first N requests of the workload (after --start/--end); the "
+        "output says N of how many.",
+    ),
+    max_model_len: int | None = typer.Option(
+        None,
+        "--max-model-len",
+        help="The engine's longest prompt, in tokens: longer prompts are cut or refused (see "
+        "--over-length); the output says how many. Default: no limit, as before (the "
+        "simulator does not apply the model's context length).",
+    ),
+    over_length: str = typer.Option(
+        "truncate",
+        "--over-length",
+        help="A prompt over --max-model-len: truncate (cut to it, as engines that truncate "
+        "do; output lengths kept) or refuse (the request is rejected and counted as failed).",
     ),
     out_requests: Path | None = typer.Option(
         None, "--out-requests", help="Per-request results: .parquet, .csv or .jsonl."
@@ -180,6 +201,24 @@ def simulate_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Simulate a fleet serving a request stream: latency percentiles, SLO attainment, cost."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from planner.ingest.options import parse_start
+    from planner.simulate.inputs import (
+        DemandSource,
+        FleetSettings,
+        ReplicaPrices,
+        WhatIf,
+        check_settings,
+        parse_duration,
+        parse_rate_limits,
+        parse_schedule,
+        prepare_whatif,
+        run_whatif,
+    )
+    from planner.simulate.metrics import SLO, RequestWriter
+    from planner.simulate.run import ServingSpec
+
     prices = ReplicaPrices(price_per_hour, spot_price_per_hour, reserved_price_per_hour)
     # Every number first: Typer takes 'nan' and 'inf' for a float option.
     kv_asked, spec = check_settings(
@@ -276,6 +315,9 @@ def simulate_command(
         profile=profile_name,
         seed=seed,
         max_requests=max_requests,
+        requests=requests,
+        max_model_len=max_model_len,
+        over_length=over_length,
     )
     prepared = prepare_whatif(whatif, lambda: store_session(ctx))
     with Progress(
@@ -338,6 +380,10 @@ def _print(result: SimulationResult) -> None:
         f"{s['max_batched_tokens']:,} tokens per iteration"
     )
     overall = result.summary["all"]
+    if result.available_requests is not None and result.available_requests > result.requests:
+        stdout.print(
+            f"simulated {result.requests:,} of {result.available_requests:,} requests (--requests)"
+        )
     stdout.print(
         f"{result.requests:,} requests over {result.simulated_s / 3600:,.2f} h simulated in "
         f"{result.wall_s:,.1f} s ({result.requests / max(result.wall_s, 1e-9):,.0f} requests/s)"

@@ -29,9 +29,11 @@ from planner.simulate.fleet import Autoscaler, FleetConfig
 from planner.simulate.metrics import SLO
 from planner.simulate.run import ServingSpec, SimulationResult, simulate
 from planner.simulate.workload import (
+    OVER_LENGTH_MODES,
     RateCurve,
     Workload,
     from_dataset,
+    limit_prompts,
     read_rate_curve,
     synthetic,
     token_pool,
@@ -303,6 +305,9 @@ class WhatIf:
     profile: str | None = None  # calibration profile (default: the best for GPU and engine)
     seed: int = 0
     max_requests: int = DEFAULT_MAX_REQUESTS
+    requests: int | None = None  # simulate only the first this many (None: all)
+    max_model_len: int | None = None  # the engine's longest prompt (None: no limit)
+    over_length: str = "truncate"  # a longer prompt is cut (truncate) or refused (refuse)
     price_names: Mapping[str, str] = field(default_factory=lambda: dict(PRICE_OPTIONS))
 
 
@@ -317,6 +322,11 @@ class PreparedRun:
     slos: dict[str, SLO]
     prices: dict[str, float] | None
     fleet_size: int
+    available_requests: int = 0  # the workload's requests before --requests kept the first
+    refused: Workload | None = None  # over-long prompts an engine refuses (--over-length refuse)
+    over_length: int = 0  # prompts over --max-model-len: cut or refused
+    max_model_len: int | None = None
+    over_length_mode: str = "truncate"
 
 
 def check_settings(
@@ -389,8 +399,16 @@ def check_settings(
 
 
 def check_whatif(whatif: WhatIf) -> tuple[str | None, Engine]:
-    """:func:`check_settings` on a :class:`WhatIf`."""
+    """:func:`check_settings` on a :class:`WhatIf`, and its request count and prompt limit."""
     serving, demand, fleet = whatif.serving, whatif.demand, whatif.fleet
+    if whatif.requests is not None and whatif.requests < 1:
+        raise UsageError(f"--requests {whatif.requests}: expected at least 1 request")
+    if whatif.max_model_len is not None and whatif.max_model_len < 1:
+        raise UsageError(f"--max-model-len {whatif.max_model_len}: expected at least 1 token")
+    if whatif.over_length not in OVER_LENGTH_MODES:
+        raise UsageError(
+            f"--over-length {shown(whatif.over_length)}: expected {' or '.join(OVER_LENGTH_MODES)}"
+        )
     return check_settings(
         has_dataset=demand.dataset is not None,
         has_rates=demand.rates is not None,
@@ -509,10 +527,33 @@ def prepare_whatif(whatif: WhatIf, sessions: SessionScope) -> PreparedRun:
             session, whatif.demand, seed=whatif.seed, max_requests=whatif.max_requests
         )
         profile = engine_profile(session, serving.deployment().gpu.name, spec, whatif.profile)
+    available = len(workload)
+    if whatif.requests is not None:
+        workload = workload.head(whatif.requests)
     check_work(len(workload), size, whatif.max_requests)
+    limited = limit_prompts(workload, whatif.max_model_len, whatif.over_length)
+    if not len(limited.kept):
+        raise UsageError(
+            f"every one of the {len(workload):,} requests has a prompt longer than "
+            f"--max-model-len {whatif.max_model_len:,} and --over-length refuse refuses them all; "
+            "raise --max-model-len or use --over-length truncate"
+        )
     slos = class_slos(workload.classes, whatif.class_slos, whatif.slo)
     check_rate_limit_classes(fleet.rate_limits, workload.classes)
-    return PreparedRun(workload, serving, fleet, profile, slos, prices, size)
+    return PreparedRun(
+        limited.kept,
+        serving,
+        fleet,
+        profile,
+        slos,
+        prices,
+        size,
+        available_requests=available,
+        refused=limited.refused,
+        over_length=limited.affected,
+        max_model_len=whatif.max_model_len,
+        over_length_mode=whatif.over_length,
+    )
 
 
 def run_whatif(
@@ -522,7 +563,7 @@ def run_whatif(
     progress: Callable[[int], None] | None = None,
 ) -> SimulationResult:
     """Simulate a prepared what-if (``progress`` gets the requests done so far)."""
-    return simulate(
+    result = simulate(
         prepared.workload,
         prepared.serving,
         prepared.fleet,
@@ -531,7 +572,21 @@ def run_whatif(
         price_per_replica_hour=prepared.prices,
         requests_out=requests_out,
         progress=progress,
+        refused=prepared.refused,
     )
+    result.available_requests = max(prepared.available_requests, result.requests)
+    if prepared.max_model_len is not None:
+        result.prompt_limit = {
+            "max_model_len": prepared.max_model_len,
+            "over_length": prepared.over_length_mode,
+            "affected": prepared.over_length,
+        }
+        cut = "cut to" if prepared.over_length_mode == "truncate" else "refused over"
+        result.notes.append(
+            f"{prepared.over_length:,} of {result.requests:,} requests had prompts longer "
+            f"than --max-model-len {prepared.max_model_len:,} tokens and were {cut} it"
+        )
+    return result
 
 
 # --- demand curves from stored forecasts ------------------------------------------------------

@@ -125,6 +125,10 @@ class SimulationResult:
     wall_s: float
     requests_out: str | None = None
     notes: list[str] = field(default_factory=list)
+    # The workload's requests before --requests kept the first (None: not known here).
+    available_requests: int | None = None
+    # --max-model-len: the limit, truncate or refuse, and how many prompts it affected.
+    prompt_limit: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -137,6 +141,8 @@ class SimulationResult:
             "fleet": self.fleet.to_dict(),
             "cost": self.cost,
             "requests_out": self.requests_out,
+            "requests_available": self.available_requests,
+            "prompt_limit": self.prompt_limit,
             "notes": self.notes,
         }
 
@@ -152,8 +158,13 @@ def simulate(
     requests_out: Path | None = None,
     progress: Callable[[int], None] | None = None,
     times: StepTimes | None = None,
+    refused: Workload | None = None,
 ) -> SimulationResult:
-    """Serve ``workload`` with ``fleet`` replicas of ``serving``; same inputs, same result."""
+    """Serve ``workload`` with ``fleet`` replicas of ``serving``; same inputs, same result.
+
+    ``refused`` are requests the engine turns away before serving (prompts over its longest):
+    counted, and written, as rejected requests of their classes, with request ids after the
+    served ones."""
     if len(workload) == 0:
         raise UsageError("the workload has no requests")
     deployment = serving.deployment()
@@ -182,6 +193,8 @@ def simulate(
         runner = Fleet(workload, step_times, engine, fleet, on_chunk, on_sample, progress=progress)
         stats = runner.run()
         timeline.advance_to(runner.end_s)
+        if refused is not None and len(refused):
+            on_chunk(_rejected_columns(refused, first_id=len(workload)))
     wall = time.perf_counter() - began
     fleet_cost = None
     if price_per_replica_hour is not None:
@@ -223,12 +236,32 @@ def simulate(
             "profile": profile.name,
             "router": fleet.router,
         },
-        requests=len(workload),
+        requests=len(workload) + (len(refused) if refused is not None else 0),
         simulated_s=runner.end_s,
         wall_s=wall,
         requests_out=str(requests_out) if requests_out is not None else None,
         notes=notes,
     )
+
+
+def _rejected_columns(workload: Workload, first_id: int) -> dict[str, np.ndarray]:
+    """A :class:`RequestChunk`'s columns for ``workload``'s requests, all rejected on arrival."""
+    n = len(workload)
+    nan = np.full(n, np.nan)
+    return {
+        "request_id": np.arange(first_id, first_id + n),
+        "arrival_s": workload.arrival_s,
+        "first_token_s": nan,
+        "finish_s": nan,
+        "replica": np.full(n, -1),
+        "class_index": workload.class_index,
+        "input_tokens": workload.input_tokens,
+        "output_tokens": workload.output_tokens,
+        "cached_tokens": np.zeros(n, dtype=np.int64),
+        "preemptions": np.zeros(n, dtype=np.int32),
+        "rejected": np.ones(n, dtype=np.bool_),
+        "response_cache_hit": np.zeros(n, dtype=np.bool_),
+    }
 
 
 WARMUP_SHARE = 0.2  # steady-load runs: the first arrivals, while queues and batches fill

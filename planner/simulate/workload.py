@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import overload
@@ -148,6 +148,73 @@ class Workload:
             prefix_blocks=(None if self.prefix_blocks is None else self.prefix_blocks[first:stop]),
             prefix_block_tokens=self.prefix_block_tokens,
         )
+
+    def head(self, count: int) -> Workload:
+        """The first ``count`` requests by arrival (all of them when there are fewer)."""
+        if count < 1:
+            raise UsageError(f"the first {count} requests: expected a count of at least 1")
+        return self.subset(np.arange(min(count, len(self))))
+
+    def subset(self, keep: NDArray[np.intp] | NDArray[np.bool_]) -> Workload:
+        """The requests ``keep`` selects (indices in arrival order, or a mask), same start."""
+        indices = np.arange(len(self))[keep]
+        return Workload(
+            start=self.start,
+            arrival_s=self.arrival_s[indices],
+            input_tokens=self.input_tokens[indices],
+            output_tokens=self.output_tokens[indices],
+            class_index=self.class_index[indices],
+            classes=self.classes,
+            prefix_blocks=(
+                None if self.prefix_blocks is None else [self.prefix_blocks[i] for i in indices]
+            ),
+            prefix_block_tokens=self.prefix_block_tokens,
+        )
+
+
+# --- an engine's longest prompt ---------------------------------------------------------------
+
+OVER_LENGTH_MODES = ("truncate", "refuse")
+
+
+@dataclass(frozen=True)
+class PromptLimit:
+    """What a longest prompt (``--max-model-len``) did to a workload: ``kept`` is simulated;
+    ``refused`` (mode refuse) are the over-long requests the engine turns away; ``affected``
+    counts the over-long prompts, cut (truncate) or refused."""
+
+    kept: Workload
+    refused: Workload | None
+    affected: int
+
+
+def limit_prompts(workload: Workload, max_len: int | None, mode: str = "truncate") -> PromptLimit:
+    """Apply an engine's longest prompt of ``max_len`` tokens (None: no limit): prompts longer
+    are cut to ``max_len`` tokens (``truncate``, as engines that truncate do; their prefix-cache
+    blocks past the cut are dropped, output lengths are kept) or the requests are refused
+    (``refuse``). The workload keeps its arrival order."""
+    if mode not in OVER_LENGTH_MODES:
+        raise UsageError(f"--over-length {mode!r}: expected {' or '.join(OVER_LENGTH_MODES)}")
+    if max_len is None:
+        return PromptLimit(workload, None, 0)
+    if max_len < 1:
+        raise UsageError(f"--max-model-len {max_len}: expected at least 1 token")
+    over = workload.input_tokens > max_len
+    affected = int(over.sum())
+    if not affected:
+        return PromptLimit(workload, None, 0)
+    if mode == "refuse":
+        return PromptLimit(workload.subset(~over), workload.subset(over), affected)
+    blocks = workload.prefix_blocks
+    if blocks is not None:
+        whole_blocks = max_len // workload.prefix_block_tokens  # only blocks wholly kept
+        blocks = [b[:whole_blocks] if cut else b for b, cut in zip(blocks, over, strict=True)]
+    cut = replace(
+        workload,
+        input_tokens=np.minimum(workload.input_tokens, max_len),
+        prefix_blocks=blocks,
+    )
+    return PromptLimit(cut, None, affected)
 
 
 # --- replay of a stored dataset -------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -130,3 +131,65 @@ def test_bad_options(home: Path, args: list[str], message: str) -> None:
     assert result.returncode == (1 if "no dataset" in message else 2), result.stderr  # 1: not found
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def simulate_json(home: Path, *args: str) -> dict[str, Any]:
+    result = run(home, "simulate", "--dataset", "code", *BASE, *args, "--json")
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def test_requests_simulates_only_the_first(home: Path) -> None:
+    data = simulate_json(home, "--requests", "100")
+    assert data["requests"] == data["summary"]["all"]["requests"] == 100
+    assert data["requests_available"] == 8819
+    text = run(home, "simulate", "--dataset", "code", *BASE, "--requests", "100")
+    assert "simulated 100 of 8,819 requests" in text.stdout
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_requests_below_one_is_a_usage_error(home: Path, value: str) -> None:
+    result = run(home, "simulate", "--dataset", "code", *BASE, "--requests", value)
+    assert result.returncode == 2
+    assert f"--requests {value}: expected at least 1 request" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_max_model_len_truncates_long_prompts(home: Path) -> None:
+    full = simulate_json(home, "--requests", "500")
+    cut = simulate_json(home, "--requests", "500", "--max-model-len", "1024")
+    affected = cut["prompt_limit"]["affected"]
+    assert cut["prompt_limit"] == {
+        "max_model_len": 1024,
+        "over_length": "truncate",
+        "affected": affected,
+    }
+    assert 0 < affected < 500
+    assert cut["summary"]["all"]["finished"] == full["summary"]["all"]["finished"] == 500
+    assert cut["summary"]["all"]["input_tokens"] < full["summary"]["all"]["input_tokens"]
+    assert full["prompt_limit"] is None
+    assert any(f"{affected:,} of 500 requests" in note for note in cut["notes"])
+
+
+def test_max_model_len_refuse_counts_them_failed(home: Path) -> None:
+    cut = simulate_json(home, "--requests", "500", "--max-model-len", "1024")
+    refused = simulate_json(
+        home, "--requests", "500", "--max-model-len", "1024", "--over-length", "refuse"
+    )
+    affected = refused["prompt_limit"]["affected"]
+    assert affected == cut["prompt_limit"]["affected"] > 0
+    overall = refused["summary"]["all"]
+    assert refused["requests"] == overall["requests"] == 500
+    assert overall["rejected"] == affected
+    assert overall["finished"] == 500 - affected
+
+
+def test_slo_attainment_is_na_without_targets(home: Path) -> None:
+    without = simulate_json(home, "--requests", "200")
+    assert without["summary"]["all"]["slo_attainment"] is None
+    assert without["summary"]["all"]["goodput_rps"] is None
+    text = run(home, "simulate", "--dataset", "code", *BASE, "--requests", "200").stdout
+    assert "SLO attainment n/a" in text
+    with_target = simulate_json(home, "--requests", "200", "--slo-ttft", "2s")
+    assert 0 <= with_target["summary"]["all"]["slo_attainment"] <= 1

@@ -9,7 +9,13 @@ import pytest
 from numpy.typing import NDArray
 
 from planner.errors import InputFileError, UsageError
-from planner.simulate.workload import RateCurve, Workload, read_rate_curve, synthetic
+from planner.simulate.workload import (
+    RateCurve,
+    Workload,
+    limit_prompts,
+    read_rate_curve,
+    synthetic,
+)
 from tests.conftest import WriteFile
 
 START = datetime(2024, 6, 1, tzinfo=UTC)
@@ -295,3 +301,43 @@ def test_workload_columns_must_agree_in_length() -> None:
             class_index=np.zeros(2, dtype=np.int16),
             classes=("default",),
         )
+
+
+def test_head_keeps_the_first_requests_by_arrival() -> None:
+    first = small_workload().head(3)
+    assert first.arrival_s.tolist() == [0.0, 5.0, 10.0]
+    assert first.input_tokens.tolist() == [100, 101, 102]
+    assert first.prefix_blocks == [(0,), (1,), (2,)]
+    assert first.start == START
+    assert len(small_workload().head(100)) == 7
+    with pytest.raises(UsageError, match="at least 1"):
+        small_workload().head(0)
+
+
+def test_truncate_cuts_long_prompts_and_their_prefix_blocks() -> None:
+    workload = small_workload()  # prompts 100..106 tokens, one 512-token block each
+    limited = limit_prompts(workload, 103, "truncate")
+    assert limited.affected == 3 and limited.refused is None
+    assert limited.kept.input_tokens.tolist() == [100, 101, 102, 103, 103, 103, 103]
+    assert limited.kept.output_tokens.tolist() == workload.output_tokens.tolist()
+    # a block of 512 tokens no longer fits a 103-token prompt: the cut prompts lose it
+    assert limited.kept.prefix_blocks == [(0,), (1,), (2,), (3,), (), (), ()]
+
+
+def test_refuse_sets_long_prompts_apart() -> None:
+    limited = limit_prompts(small_workload(), 104, "refuse")
+    assert limited.affected == 2
+    assert limited.kept.input_tokens.tolist() == [100, 101, 102, 103, 104]
+    assert limited.refused is not None
+    assert limited.refused.input_tokens.tolist() == [105, 106]
+    assert limited.refused.arrival_s.tolist() == [20.0, 31.0]
+
+
+def test_no_limit_and_bad_limits() -> None:
+    workload = small_workload()
+    assert limit_prompts(workload, None).kept is workload
+    assert limit_prompts(workload, 1000).affected == 0
+    with pytest.raises(UsageError, match="--over-length 'cut'"):
+        limit_prompts(workload, 10, "cut")
+    with pytest.raises(UsageError, match="--max-model-len 0"):
+        limit_prompts(workload, 0)
