@@ -6,14 +6,22 @@
 2. One week at 20 requests/s (about 12 million requests) on a fleet of 4 replicas, per-request
    results streamed to Parquet: wall time (target: under 3 minutes) and peak memory, measured
    in a child process.
+3. ``--scaling``: the same arrivals at a load scaled with the fleet (``--per-replica-rps`` per
+   replica) on 1, 10, 60, 300 and 1,000 replicas: simulated requests per wall second and
+   microseconds per request, each as a ratio to one replica (target: flat in the replicas).
+4. ``--trace``: the bundled Azure conversation trace (19,365 requests in an hour) at 50 times
+   its load on 60 replicas, in a child process: simulated requests per second of the whole
+   process's wall time, interpreter start and imports included (target: at least 30,000).
 
-    python benchmarks/simulate_bench.py [--requests 300000] [--week] [--json OUT]
+    python benchmarks/simulate_bench.py [--requests 300000] [--week] [--scaling] [--trace]
+        [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -24,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from planner.latency.profile import choose_profile, load_bundled_profiles
 from planner.simulate.fleet import FleetConfig
@@ -31,6 +40,8 @@ from planner.simulate.run import ServingSpec, simulate
 from planner.simulate.workload import Workload
 
 SERVING = ServingSpec(gpu="H100-SXM", model="llama-3.1-8b", precision="fp8")
+TRACE = Path(__file__).resolve().parent.parent / "data" / "samples" / "azure_llm_conv_2023.csv.gz"
+SCALING_REPLICAS = (1, 10, 60, 300, 1000)
 
 
 def poisson_workload(n: int, rate: float, seed: int = 0) -> Workload:
@@ -68,13 +79,105 @@ def run(n: int, rate: float, replicas: int, out: Path | None) -> dict[str, Any]:
     }
 
 
+def conversation_trace(scale: float) -> Workload:
+    """The bundled Azure conversation trace at ``scale`` times its load (copies of each request
+    shifted by up to the mean gap, seed 0: see Workload.scaled)."""
+    frame = pd.read_csv(TRACE)
+    stamps = pd.to_datetime(frame["TIMESTAMP"]).dt.tz_localize("UTC")
+    arrival = np.asarray((stamps - stamps.iloc[0]).dt.total_seconds(), dtype=np.float64)
+    n = len(frame)
+    trace = Workload(
+        start=stamps.iloc[0].to_pydatetime(),
+        arrival_s=arrival,
+        input_tokens=frame["ContextTokens"].to_numpy(np.int64),
+        output_tokens=np.maximum(1, frame["GeneratedTokens"].to_numpy(np.int64)),
+        class_index=np.zeros(n, dtype=np.int16),
+        classes=("default",),
+    )
+    return trace.scaled(scale, seed=0)
+
+
+def run_trace(scale: float, replicas: int) -> dict[str, Any]:
+    workload = conversation_trace(scale)
+    profile = choose_profile(load_bundled_profiles(), "H100-SXM")
+    result = simulate(workload, SERVING, FleetConfig(replicas={"on-demand": replicas}), profile)
+    summary = result.summary["all"]
+    return {
+        "requests": len(workload),
+        "rate_rps": len(workload) / workload.duration_s,
+        "replicas": replicas,
+        "simulated_hours": result.simulated_s / 3600,
+        "wall_s": result.wall_s,
+        "requests_per_wall_s": len(workload) / result.wall_s,
+        "p99_ttft_ms": summary["ttft"]["p99"] * 1e3,
+        "p50_tpot_ms": summary["tpot"]["p50"] * 1e3,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def trace_in_child(scale: float, replicas: int) -> dict[str, Any]:
+    """``run_trace`` in a fresh interpreter, timed from its start to its exit."""
+    began = time.perf_counter()
+    child = subprocess.run(
+        [sys.executable, __file__, "--trace-child", str(scale), str(replicas)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+    result["process_wall_s"] = time.perf_counter() - began
+    result["requests_per_process_s"] = result["requests"] / result["process_wall_s"]
+    return result
+
+
+def scaling(n: int, per_replica_rps: float) -> list[dict[str, Any]]:
+    """``n`` requests at ``per_replica_rps`` per replica on each fleet size: the cost of one
+    simulated request should not depend on how many replicas serve it."""
+    results = []
+    for replicas in SCALING_REPLICAS:
+        result = run(n, per_replica_rps * replicas, replicas, None)
+        result["us_per_request"] = result["wall_s"] / n * 1e6
+        results.append(result)
+    for result in results:
+        result["cost_vs_one_replica"] = result["us_per_request"] / results[0]["us_per_request"]
+    return results
+
+
+def print_scaling(results: list[dict[str, Any]]) -> None:
+    columns = ("replicas", "rate", "requests", "wall s", "req/wall s", "us/req", "vs 1", "P99 TTFT")
+    print(" ".join(f"{c:>11}" for c in columns))
+    for r in results:
+        cells = (
+            str(r["replicas"]),
+            f"{r['rate_rps']:g}",
+            f"{r['requests']:,}",
+            f"{r['wall_s']:.1f}",
+            f"{r['requests_per_wall_s']:,.0f}",
+            f"{r['us_per_request']:.1f}",
+            f"{r['cost_vs_one_replica']:.2f}",
+            f"{r['p99_ttft_ms']:.1f}",
+        )
+        print(" ".join(f"{c:>11}" for c in cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300_000)
     parser.add_argument("--week", action="store_true", help="also simulate a week at 20 req/s")
+    parser.add_argument("--scaling", action="store_true", help="also 1 to 1,000 replicas")
+    parser.add_argument("--scaling-requests", type=int, default=200_000)
+    parser.add_argument("--per-replica-rps", type=float, default=5.0)
+    parser.add_argument("--trace", action="store_true", help="also the trace x50, 60 replicas")
+    parser.add_argument("--trace-scale", type=float, default=50.0)
+    parser.add_argument("--trace-replicas", type=int, default=60)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # n rate replicas
+    parser.add_argument("--trace-child", nargs=2, help=argparse.SUPPRESS)  # scale replicas
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.trace_child:
+        scale, replicas = float(args.trace_child[0]), int(args.trace_child[1])
+        print(json.dumps(run_trace(scale, replicas)))
+        return
     if args.child:
         n, rate, replicas = int(args.child[0]), float(args.child[1]), int(args.child[2])
         with tempfile.TemporaryDirectory() as folder:
@@ -108,6 +211,24 @@ def main() -> None:
             f"{r['peak_rss_mib']:.0f}",
         )
         print(" ".join(f"{c:>11}" for c in cells))
+    for r in results:
+        r["kind"] = "week" if "process_wall_s" in r else "steady"
+        r["machine"] = f"{os.cpu_count()} vCPU"
+    if args.scaling:
+        scaled = scaling(args.scaling_requests, args.per_replica_rps)
+        print(f"\nreplica scaling: {args.per_replica_rps:g} requests/s per replica")
+        print_scaling(scaled)
+        results.extend({"kind": "scaling", **r} for r in scaled)
+    if args.trace:
+        trace = trace_in_child(args.trace_scale, args.trace_replicas)
+        results.append({"kind": "trace", **trace})
+        print(
+            f"\nAzure conversation trace x{args.trace_scale:g} on {trace['replicas']} replicas: "
+            f"{trace['requests']:,} requests, simulate {trace['wall_s']:.1f} s "
+            f"({trace['requests_per_wall_s']:,.0f}/s), whole process "
+            f"{trace['process_wall_s']:.1f} s ({trace['requests_per_process_s']:,.0f}/s), "
+            f"P99 TTFT {trace['p99_ttft_ms']:.1f} ms"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

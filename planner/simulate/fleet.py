@@ -3,8 +3,15 @@ purchase classes, spot interruptions, admission control and a response cache.
 
 The fleet walks the arrivals in time order. Before each arrival it handles fleet events that
 are due (replicas becoming ready, spot interruptions, autoscaler ticks, schedule changes) and
-moves every replica to the arrival time; then admission control, the response cache and the
-router decide where the request goes. Finished requests stream out in columnar chunks.
+moves to the arrival time the replicas that have work due by then; then admission control, the
+response cache and the router decide where the request goes. Finished requests stream out in
+columnar chunks.
+
+Cost per event is O(log replicas), not O(replicas): a heap of replica wake-ups (each replica's
+next iteration end) says which replicas to advance, and a lazy-deletion heap of (outstanding
+work, replica index) gives the least-loaded replica. Results are those of advancing every
+replica and scanning every replica: replicas due at the same time advance in index order (the
+order finished requests come out in), and ties in load go to the lowest index.
 """
 
 from __future__ import annotations
@@ -86,6 +93,11 @@ class Member:
     draining: bool = False
     idle_since: float = 0.0
     busy_mark: float = 0.0  # busy seconds at the last autoscaler tick
+    # the fleet's indexes: the replica's next event as queued in the wake-up heap (-1 while
+    # being advanced), whether the router may pick it, and its load as queued in the load heap
+    wake: float = math.inf
+    routable: bool = False
+    load: int = -1
 
     @property
     def up(self) -> bool:
@@ -152,6 +164,20 @@ class Fleet:
         }  # class -> [tokens, last refill]
         self._next_sample = 0.0
         self._low_since: float | None = None
+        self._wakes: list[tuple[float, int]] = []  # (next event, replica index), stale allowed
+        self._loads: list[tuple[int, int]] = []  # (load, replica index) of routable replicas
+        self._load_of: Callable[[Replica], int] | None = {
+            "least-requests": _outstanding,
+            "prefix-affinity": _outstanding,
+            "least-tokens": _outstanding_tokens,
+        }.get(config.router)
+        # routable replicas (up, not draining, ready), valid from _routable_at until
+        # _routable_until (the next ready time); None after a replica launches, drains or retires
+        self._candidates: list[Member] | None = None
+        self._routable: list[Member] = []
+        self._routable_at = 0.0
+        self._routable_until = math.inf
+        self._track_loads = False  # least-loaded routing over more than one replica
 
     # --- events ----------------------------------------------------------------------------
 
@@ -167,6 +193,7 @@ class Fleet:
         member = Member(replica, purchase, launched=now, ready=now + delay)
         self.members.append(member)
         self.live.append(member)
+        self._candidates = None
         self.stats.launched += 1
         self.stats.peak_replicas = max(self.stats.peak_replicas, len(self.live))
         self._schedule(now + delay, "ready", member)
@@ -198,7 +225,9 @@ class Fleet:
 
     def _retire(self, member: Member, now: float) -> None:
         member.down = now
+        member.wake = math.inf
         self.live.remove(member)
+        self._candidates = None
         hours = (now - member.launched) / 3600 * self.config.gpus_per_replica
         self.stats.gpu_hours[member.purchase] = (
             self.stats.gpu_hours.get(member.purchase, 0.0) + hours
@@ -212,6 +241,7 @@ class Fleet:
             # drain the newest first (they hold the least work)
             for member in sorted(live, key=lambda m: -m.launched)[: len(live) - target]:
                 member.draining = True
+                self._candidates = None
                 self._retire_if_drained(member, now)
 
     def _retire_if_drained(self, member: Member, now: float) -> None:
@@ -261,8 +291,7 @@ class Fleet:
     def _handle_events(self, until: float) -> None:
         while self.events and self.events[0][0] <= until:
             t, _, kind, payload = heapq.heappop(self.events)
-            for member in tuple(self.live):  # advancing may retire a drained replica
-                member.replica.advance(t)
+            self._advance_to(t)
             if kind == "ready":
                 self._ready(payload, t)
             elif kind == "interrupt":
@@ -271,6 +300,114 @@ class Fleet:
                 self._tick(t)
             elif kind == "hour":
                 self._scale_to(payload, t, 0.0)
+
+    # --- the indexes: wake-ups and loads ---------------------------------------------------
+
+    def _advance_to(self, t: float) -> None:
+        """Run every replica's iterations that end by ``t``: only replicas with an event due
+        are touched, in index order (as a loop over every replica would finish them)."""
+        wakes = self._wakes
+        members = self.members
+        due: list[Member] = []
+        while wakes and wakes[0][0] <= t:
+            when, index = heapq.heappop(wakes)
+            member = members[index]
+            if member.wake == when:  # else stale: the wake-up moved or the replica retired
+                member.wake = -1.0  # a duplicate entry for the same time is now stale
+                due.append(member)
+        if len(due) > 1:
+            due.sort(key=_replica_index)
+        for member in due:
+            member.replica.advance(t)  # may retire a drained replica
+            self._touch(member)
+
+    def _touch(self, member: Member) -> None:
+        """The replica's next event or load may have changed: queue the new values."""
+        if member.down != math.inf:
+            return
+        replica = member.replica
+        wake = replica.next_event()
+        if wake != member.wake:
+            member.wake = wake
+            if wake != math.inf:
+                heapq.heappush(self._wakes, (wake, replica.index))
+                if len(self._wakes) > 4 * len(self.members) + 64:
+                    self._compact_wakes()
+        load_of = self._load_of
+        if member.routable and self._track_loads and load_of is not None:
+            load = load_of(replica)
+            if load != member.load:
+                member.load = load
+                heapq.heappush(self._loads, (load, replica.index))
+                if len(self._loads) > 4 * len(self._routable) + 64:
+                    self._rebuild_loads()
+
+    # both heaps are rebuilt in place: the event loop holds on to the lists
+
+    def _compact_wakes(self) -> None:
+        wakes = self._wakes
+        # a replica being advanced (wake -1) is queued again once advanced
+        wakes[:] = [(m.wake, m.replica.index) for m in self.live if 0 <= m.wake < math.inf]
+        heapq.heapify(wakes)
+
+    def _rebuild_loads(self) -> None:
+        loads = self._loads
+        loads.clear()
+        if not self._track_loads:
+            return
+        assert self._load_of is not None
+        for member in self._routable:
+            member.load = self._load_of(member.replica)
+            loads.append((member.load, member.replica.index))
+        heapq.heapify(loads)
+
+    def _next_wake(self) -> float:
+        """The earliest next event of any live replica (math.inf when all are idle)."""
+        wakes = self._wakes
+        members = self.members
+        while wakes:
+            when, index = wakes[0]
+            if members[index].wake == when:
+                return when
+            heapq.heappop(wakes)
+        return math.inf
+
+    def _candidates_at(self, now: float) -> list[Member]:
+        """Replicas the router may pick at ``now``, in index order; recomputed only when the
+        fleet changed or a starting replica became ready."""
+        candidates = self._candidates
+        if candidates is not None and self._routable_at <= now < self._routable_until:
+            return candidates
+        for member in self._routable:
+            member.routable = False
+        candidates = []
+        until = math.inf
+        for member in self.live:
+            if member.draining:
+                continue
+            if member.ready <= now:
+                member.routable = True
+                candidates.append(member)
+            else:
+                until = min(until, member.ready)
+        self._candidates = self._routable = candidates
+        self._routable_at, self._routable_until = now, until
+        # one candidate needs no index: the router takes it without asking
+        self._track_loads = self._load_of is not None and len(candidates) > 1
+        self._rebuild_loads()
+        return candidates
+
+    def _least_loaded(self, candidates: list[Member]) -> Member:
+        """The routable replica (one of ``candidates``) with the least load; the lowest index
+        among equals."""
+        loads = self._loads
+        members = self.members
+        while True:
+            load, index = loads[0]
+            member = members[index]
+            if member.routable and member.load == load:
+                return member
+            heapq.heappop(loads)
 
     # --- requests --------------------------------------------------------------------------
 
@@ -364,7 +501,9 @@ class Fleet:
         return False
 
     def _route(self, seq: Sequence, now: float) -> None:
-        candidates = [m for m in self.live if not m.draining and m.ready <= now]
+        candidates = self._candidates
+        if candidates is None or not self._routable_at <= now < self._routable_until:
+            candidates = self._candidates_at(now)
         if not candidates:
             self.pending.append(seq)
             return
@@ -374,26 +513,28 @@ class Fleet:
         elif router == "round-robin":
             self._rr += 1
             chosen = candidates[self._rr % len(candidates)]
-        elif router == "least-tokens":
-            chosen = min(candidates, key=lambda m: m.replica.outstanding_tokens)
         else:
-            chosen = min(candidates, key=lambda m: m.replica.outstanding)
+            chosen = self._least_loaded(candidates)
             if router == "prefix-affinity" and seq.blocks:
                 chosen = self._affinity(seq, candidates, chosen)
         chosen.replica.submit(seq, now)
+        self._touch(chosen)
 
     def _affinity(self, seq: Sequence, candidates: list[Member], least: Member) -> Member:
         best, best_hits = least, 0
         assert seq.blocks is not None
+        blocks = seq.blocks
         for member in candidates:
             cache = member.replica.prefix_cache
             hits = 0
-            for block in seq.blocks:
+            for block in blocks:
                 if block not in cache:
                     break
                 hits += 1
             if hits > best_hits:
                 best, best_hits = member, hits
+                if hits == len(blocks):
+                    break  # no later replica can beat every block
         slack = self.config.prefix_affinity_slack
         if best.replica.outstanding > least.replica.outstanding + slack:
             return least
@@ -458,16 +599,14 @@ class Fleet:
             if cfg.response_cache_hit_rate > 0
             else None
         )
+        events = self.events
+        wakes = self._wakes
         for j, t in enumerate(arrivals):
             i = first + j
-            if self.events and self.events[0][0] <= t:
+            if events and events[0][0] <= t:
                 self._handle_events(t)
-            live = self.live
-            if len(live) == 1:
-                live[0].replica.advance(t)
-            else:
-                for member in tuple(live):  # advancing may retire a drained replica
-                    member.replica.advance(t)
+            if wakes and wakes[0][0] <= t:
+                self._advance_to(t)
             seq = Sequence(i, t, inputs[j], outputs[j], classes[j], blocks[i] if blocks else None)
             if not self._admit(classes[j], t):
                 self.stats.rejected_by_rate_limit += 1
@@ -485,7 +624,7 @@ class Fleet:
         """Run until every request has finished; then close the books on every replica."""
         end = self.workload.duration_s
         while True:
-            next_replica = min((m.replica.next_event() for m in list(self.live)), default=math.inf)
+            next_replica = self._next_wake()
             busy = next_replica < math.inf or self.pending
             if not busy:
                 break
@@ -496,8 +635,7 @@ class Fleet:
             if next_event <= next_replica:
                 self._handle_events(t)
             else:
-                for member in list(self.live):
-                    member.replica.advance(t)
+                self._advance_to(t)
             end = max(end, t)
             if t >= self._next_sample:
                 self._sample(t)
@@ -510,3 +648,15 @@ class Fleet:
             self._retire(member, max(end, member.launched))
         self._sample(end)
         self.end_s = end
+
+
+def _replica_index(member: Member) -> int:
+    return member.replica.index
+
+
+def _outstanding(replica: Replica) -> int:
+    return replica.outstanding
+
+
+def _outstanding_tokens(replica: Replica) -> int:
+    return replica.outstanding_tokens
