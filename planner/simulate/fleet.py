@@ -601,6 +601,7 @@ class Fleet:
         )
         events = self.events
         wakes = self._wakes
+        limited = bool(cfg.rate_limits)  # without limits every request is admitted
         for j, t in enumerate(arrivals):
             i = first + j
             if events and events[0][0] <= t:
@@ -608,7 +609,7 @@ class Fleet:
             if wakes and wakes[0][0] <= t:
                 self._advance_to(t)
             seq = Sequence(i, t, inputs[j], outputs[j], classes[j], blocks[i] if blocks else None)
-            if not self._admit(classes[j], t):
+            if limited and not self._admit(classes[j], t):
                 self.stats.rejected_by_rate_limit += 1
                 self._reject(seq, cache_hit=False)
             elif cache_hits is not None and cache_hits[j]:

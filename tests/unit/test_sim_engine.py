@@ -360,6 +360,47 @@ def test_replica_invariants(s: Scenario) -> None:
     assert not out1["response_cache_hit"].any()
 
 
+def replica_state(r: Replica) -> tuple[Any, ...]:
+    return (
+        r.clock,
+        r.busy_s,
+        r.outstanding,
+        r.outstanding_tokens,
+        r.activity,
+        r.activity_end,
+        r.steps,
+        r.batch,
+        len(r.prefilling),
+    )
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(scenarios())
+def test_next_event_is_the_only_time_a_replica_changes_on_its_own(s: Scenario) -> None:
+    """The fleet advances a replica only once its next_event() is due (its wake-up heap holds
+    just that time): advancing to any earlier time must change nothing, and advancing to it
+    must end the current iteration or segment there."""
+
+    def check(r: Replica) -> None:
+        wake = r.next_event()
+        if wake == math.inf:
+            return
+        before, count = replica_state(r), len(probe.records)
+        r.advance(math.nextafter(wake, -math.inf))
+        assert replica_state(r) == before and len(probe.records) == count
+
+    probe = Probe(s.times, s.config, check)
+    for i, t in enumerate(s.arrival):
+        while probe.replica.next_event() <= t:
+            wake = probe.replica.next_event()
+            probe.run_until(wake)
+            assert probe.replica.clock == wake  # the iteration ended at its wake-up time
+        probe.submit(Sequence(i, t, s.inputs[i], s.outputs[i], s.classes[i]))
+    probe.drain()
+    assert len(probe.records) == len(s.arrival)
+    assert probe.replica.next_event() == math.inf and probe.replica.outstanding == 0
+
+
 # --- decodes and prefills ------------------------------------------------------------------
 
 LINEAR = LinearStepTimes(per_token_s=1e-4)  # 10,000 tokens a second, nothing per iteration
