@@ -165,7 +165,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300_000)
     parser.add_argument("--week", action="store_true", help="also simulate a week at 20 req/s")
     parser.add_argument("--scaling", action="store_true", help="also 1 to 1,000 replicas")
-    parser.add_argument("--scaling-requests", type=int, default=200_000)
+    parser.add_argument("--scaling-requests", type=int, default=100_000)
     parser.add_argument("--per-replica-rps", type=float, default=5.0)
     parser.add_argument("--trace", action="store_true", help="also the trace x50, 60 replicas")
     parser.add_argument("--trace-scale", type=float, default=50.0)

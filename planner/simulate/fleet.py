@@ -20,6 +20,7 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -98,6 +99,7 @@ class Member:
     wake: float = math.inf
     routable: bool = False
     load: int = -1
+    finished_some: bool = False  # a request left since the load was queued: it fell
 
     @property
     def up(self) -> bool:
@@ -167,9 +169,9 @@ class Fleet:
         self._wakes: list[tuple[float, int]] = []  # (next event, replica index), stale allowed
         self._loads: list[tuple[int, int]] = []  # (load, replica index) of routable replicas
         self._load_of: Callable[[Replica], int] | None = {
-            "least-requests": _outstanding,
-            "prefix-affinity": _outstanding,
-            "least-tokens": _outstanding_tokens,
+            "least-requests": attrgetter("outstanding"),
+            "prefix-affinity": attrgetter("outstanding"),
+            "least-tokens": attrgetter("outstanding_tokens"),
         }.get(config.router)
         # routable replicas (up, not draining, ready), valid from _routable_at until
         # _routable_until (the next ready time); None after a replica launches, drains or retires
@@ -178,6 +180,9 @@ class Fleet:
         self._routable_at = 0.0
         self._routable_until = math.inf
         self._track_loads = False  # least-loaded routing over more than one replica
+        # stale entries allowed in each heap before it is rebuilt from the live values
+        self._wakes_limit = 64
+        self._loads_limit = 64
 
     # --- events ----------------------------------------------------------------------------
 
@@ -194,6 +199,7 @@ class Fleet:
         self.members.append(member)
         self.live.append(member)
         self._candidates = None
+        self._wakes_limit = 4 * len(self.members) + 64
         self.stats.launched += 1
         self.stats.peak_replicas = max(self.stats.peak_replicas, len(self.live))
         self._schedule(now + delay, "ready", member)
@@ -308,21 +314,33 @@ class Fleet:
         are touched, in index order (as a loop over every replica would finish them)."""
         wakes = self._wakes
         members = self.members
-        due: list[Member] = []
+        due: list[int] = []
         while wakes and wakes[0][0] <= t:
             when, index = heapq.heappop(wakes)
             member = members[index]
             if member.wake == when:  # else stale: the wake-up moved or the replica retired
                 member.wake = -1.0  # a duplicate entry for the same time is now stale
-                due.append(member)
+                due.append(index)
         if len(due) > 1:
-            due.sort(key=_replica_index)
-        for member in due:
-            member.replica.advance(t)  # may retire a drained replica
-            self._touch(member)
+            due.sort()
+        for index in due:
+            member = members[index]
+            replica = member.replica
+            replica.advance(t)  # may retire a drained replica
+            if member.down != math.inf:
+                continue
+            # the wake-up always moves (the due iteration ended); the load only when a request
+            # finished (advancing otherwise moves requests between the replica's queues)
+            wake = member.wake = replica.next_event()
+            if wake != math.inf:
+                heapq.heappush(wakes, (wake, replica.index))
+                if len(wakes) > self._wakes_limit:
+                    self._compact_wakes()
+            if member.finished_some:
+                self._touch_load(member)
 
     def _touch(self, member: Member) -> None:
-        """The replica's next event or load may have changed: queue the new values."""
+        """The replica's next event and load may have moved: queue the new values."""
         if member.down != math.inf:
             return
         replica = member.replica
@@ -331,15 +349,19 @@ class Fleet:
             member.wake = wake
             if wake != math.inf:
                 heapq.heappush(self._wakes, (wake, replica.index))
-                if len(self._wakes) > 4 * len(self.members) + 64:
+                if len(self._wakes) > self._wakes_limit:
                     self._compact_wakes()
+        self._touch_load(member)
+
+    def _touch_load(self, member: Member) -> None:
+        member.finished_some = False
         load_of = self._load_of
         if member.routable and self._track_loads and load_of is not None:
-            load = load_of(replica)
+            load = load_of(member.replica)
             if load != member.load:
                 member.load = load
-                heapq.heappush(self._loads, (load, replica.index))
-                if len(self._loads) > 4 * len(self._routable) + 64:
+                heapq.heappush(self._loads, (load, member.replica.index))
+                if len(self._loads) > self._loads_limit:
                     self._rebuild_loads()
 
     # both heaps are rebuilt in place: the event loop holds on to the lists
@@ -394,6 +416,7 @@ class Fleet:
         self._routable_at, self._routable_until = now, until
         # one candidate needs no index: the router takes it without asking
         self._track_loads = self._load_of is not None and len(candidates) > 1
+        self._loads_limit = 4 * len(candidates) + 64
         self._rebuild_loads()
         return candidates
 
@@ -413,8 +436,9 @@ class Fleet:
 
     def _finished(self, record: Finished, replica: int) -> None:
         rid, arrival, first, finish, klass, inp, out, cached, preemptions = record
-        rejected = math.isnan(finish)
-        self.stats.rejected_too_long += rejected
+        rejected = finish != finish  # NaN: the replica refused it
+        if rejected:
+            self.stats.rejected_too_long += 1
         self._records.append(
             (
                 rid,
@@ -434,6 +458,7 @@ class Fleet:
         if len(self._records) >= CHUNK_ROWS:
             self._flush()
         member = self.members[replica]
+        member.finished_some = True
         if member.draining:
             self._retire_if_drained(member, finish if not rejected else member.replica.clock)
 
@@ -649,15 +674,3 @@ class Fleet:
             self._retire(member, max(end, member.launched))
         self._sample(end)
         self.end_s = end
-
-
-def _replica_index(member: Member) -> int:
-    return member.replica.index
-
-
-def _outstanding(replica: Replica) -> int:
-    return replica.outstanding
-
-
-def _outstanding_tokens(replica: Replica) -> int:
-    return replica.outstanding_tokens
