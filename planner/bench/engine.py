@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import statistics
@@ -24,10 +25,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from planner.common.text import shown
+from planner.common.text import printable, shown
 from planner.errors import PlannerError, UsageError
 from planner.latency.catalog import Catalog, ModelSpec, load_catalog
 
@@ -117,6 +119,85 @@ def check_spec(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
+CHECKPOINT_TYPES = ("llama", "mistral")  # Hugging Face model_type values with Llama's layout
+
+
+def _config(folder: Path) -> dict[str, Any]:
+    path = folder / "config.json"
+    if not folder.is_dir():
+        raise UsageError(
+            f"--checkpoint {printable(str(folder))}: expected a folder (config.json "
+            "and *.safetensors, as Hugging Face saves a model)"
+        )
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--checkpoint {printable(str(folder))}: no config.json in it") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{printable(str(path))}: not a readable JSON config ({exc})") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{printable(str(path))}: expected a JSON object")
+    return config
+
+
+def spec_from_checkpoint(folder: Path) -> ModelSpec:
+    """The shape of a local Hugging Face Llama-layout checkpoint (its ``config.json``)."""
+    config = _config(folder)
+    path = folder / "config.json"
+    kind = str(config.get("model_type", ""))
+    if kind not in CHECKPOINT_TYPES:
+        raise UsageError(
+            f"{printable(str(path))}: model_type {shown(kind)}; the in-process engine loads "
+            f"{' or '.join(CHECKPOINT_TYPES)} checkpoints (Llama's layout, no biases)"
+        )
+
+    def whole(key: str, default: int | None = None) -> int:
+        value = config.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UsageError(
+                f"{printable(str(path))}: {key} = {shown(str(value))}; expected a positive "
+                "whole number"
+            )
+        return value
+
+    heads = whole("num_attention_heads")
+    hidden = whole("hidden_size")
+    experts = config.get("num_local_experts") or 1
+    spec = ModelSpec(
+        name=folder.name,
+        aliases=(),
+        family=kind,
+        layers=whole("num_hidden_layers"),
+        hidden_size=hidden,
+        attention_heads=heads,
+        kv_heads=whole("num_key_value_heads", heads),
+        head_dim=whole("head_dim", hidden // heads),
+        intermediate_size=whole("intermediate_size"),
+        vocab_size=whole("vocab_size"),
+        experts=int(experts),
+        experts_per_token=int(config.get("num_experts_per_tok") or 1),
+        tied_embeddings=bool(config.get("tie_word_embeddings", False)),
+        max_context=whole("max_position_embeddings", 4096),
+        source=str(path),
+    )
+    return check_spec(spec)
+
+
+def check_same_shape(spec: ModelSpec, catalog_spec: ModelSpec) -> None:
+    """A checkpoint labelled with a catalog model must have that model's shape."""
+    fields = ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim",
+              "intermediate_size", "vocab_size")  # fmt: skip
+    differ = [f for f in fields if getattr(spec, f) != getattr(catalog_spec, f)]
+    if differ:
+        shown_fields = ", ".join(
+            f"{f} {getattr(spec, f)} vs {getattr(catalog_spec, f)}" for f in differ
+        )
+        raise UsageError(
+            f"--checkpoint {spec.name} is not the shape of --model {catalog_spec.name} "
+            f"({shown_fields}); name the catalog model it is"
+        )
+
+
 def _device_memory(device: str) -> float:
     if device == "cuda":
         import torch
@@ -141,12 +222,22 @@ class TransformerLM:
     """
 
     def __init__(
-        self, spec: ModelSpec, *, precision: str = "fp32", device: str = "cpu", seed: int = 0
+        self,
+        spec: ModelSpec,
+        *,
+        precision: str = "fp32",
+        device: str = "cpu",
+        seed: int = 0,
+        checkpoint: Path | None = None,
     ) -> None:
         require_torch()
         import torch
 
         self.spec = check_spec(spec)
+        self.checkpoint = checkpoint
+        config = _config(checkpoint) if checkpoint is not None else {}
+        self.rope_theta = float(config.get("rope_theta", ROPE_THETA))
+        self.norm_eps = float(config.get("rms_norm_eps", NORM_EPS))
         self.precision = check_precision(precision)
         self.device = check_device(device)
         self.dtype: torch.dtype = getattr(torch, DTYPES[self.precision])
@@ -192,7 +283,47 @@ class TransformerLM:
         self.weights["model.norm.weight"] = torch.ones(
             s.hidden_size, dtype=self.dtype, device=self.device
         )
+        if checkpoint is not None:
+            self._load(checkpoint)
         self._rope_cache: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def _load(self, folder: Path) -> None:
+        """Every weight from the checkpoint's ``*.safetensors`` files, each checked against the
+        shape built from its config, in this model's dtype."""
+        try:
+            from safetensors import SafetensorError, safe_open
+        except ImportError:
+            raise UsageError(
+                "--checkpoint needs safetensors: pip install 'planner[bench]'"
+            ) from None
+        files = sorted(folder.glob("*.safetensors"))
+        if not files:
+            raise UsageError(f"--checkpoint {printable(str(folder))}: no *.safetensors files in it")
+        loaded: set[str] = set()
+        for file in files:
+            try:
+                with safe_open(str(file), framework="pt", device="cpu") as tensors:
+                    for name in tensors.keys():  # noqa: SIM118 (safe_open is no mapping)
+                        if name not in self.weights:
+                            continue  # e.g. rotary inv_freq buffers some exporters save
+                        tensor = tensors.get_tensor(name)
+                        if tuple(tensor.shape) != tuple(self.weights[name].shape):
+                            raise UsageError(
+                                f"{printable(str(file))}: {name} has shape {tuple(tensor.shape)}; "
+                                f"config.json implies {tuple(self.weights[name].shape)}"
+                            )
+                        self.weights[name] = tensor.to(dtype=self.dtype, device=self.device)
+                        loaded.add(name)
+            except SafetensorError as exc:
+                raise UsageError(
+                    f"{printable(str(file))}: not a safetensors file ({exc})"
+                ) from None
+        missing = sorted(set(self.weights) - loaded)
+        if missing:
+            raise UsageError(
+                f"--checkpoint {printable(str(folder))}: {len(missing)} weights missing, e.g. "
+                f"{missing[0]}"
+            )
 
     @property
     def lm_head(self) -> torch.Tensor:
@@ -208,7 +339,7 @@ class TransformerLM:
             length = max(needed, 2 * (self._rope_cache[0].shape[0] if self._rope_cache else 256))
             half = self.spec.head_dim // 2
             exponent = torch.arange(half, dtype=torch.float32, device=self.device) / half
-            frequencies = 1.0 / (ROPE_THETA**exponent)
+            frequencies = 1.0 / (self.rope_theta**exponent)
             angles = torch.outer(
                 torch.arange(length, dtype=torch.float32, device=self.device), frequencies
             )
@@ -220,7 +351,7 @@ class TransformerLM:
     def _norm(self, hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         # in fp32 as Llama does: a bf16 mean of squares loses too much
         as_float = hidden.float()
-        scale = (as_float.pow(2).mean(-1, keepdim=True) + NORM_EPS).rsqrt()
+        scale = (as_float.pow(2).mean(-1, keepdim=True) + self.norm_eps).rsqrt()
         return (as_float * scale).to(self.dtype) * weight
 
     def forward(
@@ -329,13 +460,16 @@ class TorchEngine:
         slots: int = 8,
         max_len: int | None = None,
         seed: int = 0,
+        checkpoint: Path | None = None,
     ) -> None:
         require_torch()
         import torch
 
         self.threads = check_threads(threads)
         torch.set_num_threads(self.threads)  # process-wide: intra-op parallelism
-        self.model = TransformerLM(spec, precision=precision, device=device, seed=seed)
+        self.model = TransformerLM(
+            spec, precision=precision, device=device, seed=seed, checkpoint=checkpoint
+        )
         self.spec = spec
         self.device = self.model.device
         self.max_len = min(max_len or spec.max_context, spec.max_context)
@@ -770,6 +904,7 @@ class TorchServingEngine:
         max_seqs: int = 8,
         max_len: int | None = None,
         seed: int = 0,
+        checkpoint: Path | None = None,
     ) -> None:
         if max_seqs < 1:
             raise UsageError(f"--max-seqs {max_seqs}: expected at least 1 sequence")
@@ -781,11 +916,13 @@ class TorchServingEngine:
             slots=max_seqs,
             max_len=max_len,
             seed=seed,
+            checkpoint=checkpoint,
         )
         self.model_name = spec.name
         self.max_context: int | None = self.engine.max_len
         self.description = (
-            f"the in-process PyTorch engine: {self.engine.description}, random weights, "
+            f"the in-process PyTorch engine: {self.engine.description}, "
+            f"{'weights of ' + str(checkpoint) if checkpoint else 'random weights'}, "
             f"continuous batching of up to {max_seqs} sequences of {self.engine.max_len:,} tokens"
         )
         self._waiting: deque[_Request] = deque()
@@ -922,6 +1059,23 @@ class TorchServingEngine:
                 request.generated += 1
                 if request.generated >= request.max_tokens:
                     self._finish(request)
+
+
+DEFAULT_MODEL = "bench-llama-tiny"
+
+
+def engine_spec(model: str | None, checkpoint: Path | None) -> ModelSpec:
+    """The shape to build: a catalog model's (``--model``, default :data:`DEFAULT_MODEL`), or a
+    local checkpoint's, named after the catalog model it is when ``--model`` says so (rows and
+    predictions need a catalog name) and checked to have its shape."""
+    if checkpoint is None:
+        return load_spec(model or DEFAULT_MODEL)
+    spec = spec_from_checkpoint(checkpoint)
+    if model is None:
+        return spec
+    known = load_spec(model)
+    check_same_shape(spec, known)
+    return replace(spec, name=known.name, aliases=known.aliases)
 
 
 def load_spec(model: str, catalog: Catalog | None = None) -> ModelSpec:

@@ -70,6 +70,7 @@ def _metadata(
         "threads": engine.threads,
         "precision": engine.model.precision,
         "dtype": str(engine.model.dtype).removeprefix("torch."),
+        "weights": str(engine.model.checkpoint) if engine.model.checkpoint else "random",
         "model": {
             "name": s.name,
             "layers": s.layers,
@@ -129,8 +130,17 @@ def print_points(points: list[Point], clock: Clock, metadata: dict[str, Any]) ->
 
 
 def engine_command(
-    model: str = typer.Option(
-        "bench-llama-tiny", "--model", help="Catalog model whose shape is built (dense Llama)."
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="Catalog model whose shape is built (dense Llama; default bench-llama-tiny); "
+        "with --checkpoint, the catalog model the checkpoint is (for --out-csv rows).",
+    ),
+    checkpoint: Path | None = typer.Option(
+        None,
+        "--checkpoint",
+        help="A local Hugging Face Llama-layout checkpoint folder (config.json, "
+        "*.safetensors) to load instead of random weights (timings are the same).",
     ),
     precision: str = typer.Option("fp32", "--precision", help="fp32, bf16 or fp16."),
     device: str = typer.Option("cpu", "--device", help="cpu, or cuda where PyTorch sees a GPU."),
@@ -176,7 +186,7 @@ def engine_command(
         check_precision,
         check_threads,
         engine_rows,
-        load_spec,
+        engine_spec,
         measure_grid,
         require_torch,
     )
@@ -198,7 +208,7 @@ def engine_command(
     precision_name = check_precision(precision)
     device_name = check_device(device)
     check_threads(threads)
-    spec = load_spec(model)
+    spec = engine_spec(model, checkpoint)
     if out_csv is not None:
         if gpu is None:
             raise UsageError(
@@ -228,6 +238,7 @@ def engine_command(
         slots=max(batch_sizes),
         max_len=max_len,
         seed=seed,
+        checkpoint=checkpoint,
     )
     started = datetime.now(UTC)
     stderr.print(

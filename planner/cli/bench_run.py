@@ -1202,6 +1202,13 @@ def serve_command(
         "context); the KV cache holds --max-seqs x this many tokens.",
     ),
     seed: int = typer.Option(0, "--seed", help="--backend torch: seed of the random weights."),
+    checkpoint: Path | None = typer.Option(
+        None,
+        "--checkpoint",
+        help="--backend torch: a local Hugging Face Llama-layout checkpoint folder "
+        "(config.json, *.safetensors) to load instead of random weights; --model, if given, "
+        "names the catalog model it is.",
+    ),
     fail_every: int = typer.Option(
         0, "--fail-every", help="Testing clients: every Nth request answers HTTP 500."
     ),
@@ -1222,7 +1229,7 @@ def serve_command(
     import asyncio
 
     from planner.bench.client import is_loopback_host
-    from planner.bench.engine import TorchServingEngine, load_spec
+    from planner.bench.engine import TorchServingEngine, engine_spec
     from planner.bench.server import BenchServer, Faults, ModelEngine, check_speed
 
     backend = check_choice("--backend", backend, SERVE_BACKENDS)
@@ -1239,15 +1246,18 @@ def serve_command(
     engine: ModelEngine | TorchServingEngine
     if backend == "torch":
         engine = TorchServingEngine(
-            load_spec(model or "bench-llama-tiny"),
+            engine_spec(model, checkpoint),
             precision=precision or "fp32",
             device=device,
             threads=threads,
             max_seqs=max_seqs,
             max_len=max_len,
             seed=seed,
+            checkpoint=checkpoint,
         )
     else:
+        if checkpoint is not None:
+            raise UsageError("--checkpoint goes with --backend torch (real weights, computed)")
         engine = ModelEngine(gpu, model or "llama-3.1-8b", precision or "bf16", speed=speed)
     server = BenchServer(
         engine,

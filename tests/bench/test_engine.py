@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import subprocess
 import sys
 import time
@@ -26,9 +27,11 @@ from planner.bench.engine import (
     TransformerLM,
     _median_point,
     engine_rows,
+    engine_spec,
     load_spec,
     measure_grid,
     measure_static_batch,
+    spec_from_checkpoint,
     token_text,
 )
 from planner.bench.results import write_measurements
@@ -370,3 +373,73 @@ def test_imports_without_torch_and_says_how_to_install_it() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
     assert "needs PyTorch: pip install 'planner[bench]'" in done.stdout
+
+
+# --- a local checkpoint instead of random weights ----------------------------------------------
+
+
+def _save_checkpoint(folder: Path, model: TransformerLM, **config: object) -> Path:
+    """``model``'s weights as Hugging Face saves a Llama (config.json, model.safetensors)."""
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    spec = model.spec
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "num_hidden_layers": spec.layers,
+                "hidden_size": spec.hidden_size,
+                "num_attention_heads": spec.attention_heads,
+                "num_key_value_heads": spec.kv_heads,
+                "head_dim": spec.head_dim,
+                "intermediate_size": spec.intermediate_size,
+                "vocab_size": spec.vocab_size,
+                "max_position_embeddings": spec.max_context,
+                "tie_word_embeddings": spec.tied_embeddings,
+                "rope_theta": 10000.0,
+                "rms_norm_eps": 1e-5,
+                **config,
+            }
+        )
+    )
+    save_file({k: v.contiguous() for k, v in model.weights.items()}, folder / "model.safetensors")
+    return folder
+
+
+def test_a_checkpoint_gives_its_own_weights_not_the_seeds(tmp_path: Path) -> None:
+    saved = TransformerLM(TINY, seed=7)
+    folder = _save_checkpoint(tmp_path / "tiny-ckpt", saved)
+    spec = spec_from_checkpoint(folder)
+    assert (spec.layers, spec.kv_heads, spec.vocab_size) == (2, 2, 1000)
+    loaded = TransformerLM(spec, seed=99, checkpoint=folder)  # the seed is not used
+    tokens = torch.randint(0, 1000, (1, 9), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(
+        loaded.logits_without_cache(tokens), saved.logits_without_cache(tokens)
+    )
+    other = TransformerLM(TINY, seed=99)
+    assert not torch.allclose(
+        other.logits_without_cache(tokens), saved.logits_without_cache(tokens)
+    )
+    # labelled with a catalog model of another shape: refused, naming both
+    with pytest.raises(UsageError, match="not the shape of --model bench-llama-tiny"):
+        engine_spec("bench-llama-tiny", folder)
+    assert engine_spec(None, folder).name == "tiny-ckpt"
+
+
+def test_bad_checkpoints_are_named(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no config.json"):
+        spec_from_checkpoint(tmp_path)
+    qwen = _save_checkpoint(tmp_path / "qwen", TransformerLM(TINY), model_type="qwen2")
+    with pytest.raises(UsageError, match="model_type 'qwen2'"):
+        spec_from_checkpoint(qwen)
+    wide = _save_checkpoint(tmp_path / "wide", TransformerLM(TINY), intermediate_size=512)
+    with pytest.raises(UsageError, match=r"mlp\.\w+_proj\.weight has shape"):
+        TransformerLM(spec_from_checkpoint(wide), checkpoint=wide)
+    broken = _save_checkpoint(tmp_path / "broken", TransformerLM(TINY))
+    (broken / "model.safetensors").write_bytes(b"not tensors")
+    with pytest.raises(UsageError, match="not a safetensors file"):
+        TransformerLM(spec_from_checkpoint(broken), checkpoint=broken)
+    (broken / "model.safetensors").unlink()
+    with pytest.raises(UsageError, match=r"no \*\.safetensors files"):
+        TransformerLM(spec_from_checkpoint(broken), checkpoint=broken)
