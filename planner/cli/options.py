@@ -60,6 +60,9 @@ SIMULATE_ROUTERS: tuple[str, ...] = (
     "least-tokens",
     "prefix-affinity",
 )
+# planner.simulate.engine
+SIMULATE_ADMISSION_POLICIES: tuple[str, ...] = ("preempt", "no_evict")
+SIMULATE_VLLM_WATERMARK = 0.01
 # planner.recommend.inputs and planner.recommend.sources
 RECOMMEND_PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8", "int8", "int4-awq")
 RECOMMEND_MAX_REQUESTS = 1_000_000

@@ -16,10 +16,12 @@ from planner.cli.options import (
     ENGINE_OPTION,
     GPU_MEMORY_UTILIZATION_OPTION,
     KV_CACHE_OPTION,
+    SIMULATE_ADMISSION_POLICIES,
     SIMULATE_MAX_BATCHED_TOKENS,
     SIMULATE_MAX_REQUESTS,
     SIMULATE_MAX_SEQS,
     SIMULATE_ROUTERS,
+    SIMULATE_VLLM_WATERMARK,
 )
 from planner.common.files import atomic_output, check_output_path, write_text_atomic
 from planner.common.text import shown
@@ -91,6 +93,20 @@ def simulate_command(
     ),
     static_wait: str = typer.Option(
         "50ms", "--static-wait", help="Static batching: longest wait for a batch to fill."
+    ),
+    admission: str | None = typer.Option(
+        None,
+        "--admission",
+        help=f"Admission policy: {' or '.join(SIMULATE_ADMISSION_POLICIES)} (default: the "
+        "engine's; no_evict admits a request only when its whole prompt and output fit the KV "
+        "cache and never preempts, as TensorRT-LLM; preempt admits while the prompt fits and "
+        "preempts by recomputation, as vLLM and SGLang).",
+    ),
+    kv_watermark: float | None = typer.Option(
+        None,
+        "--kv-watermark",
+        help="With preempt admission: share of the KV cache a prompt must leave free to be "
+        f"admitted (default {SIMULATE_VLLM_WATERMARK:g}, vLLM's; 0 fills it to the last block).",
     ),
     no_prefix_caching: bool = typer.Option(
         False, "--no-prefix-caching", help="Turn the prefix cache off."
@@ -236,6 +252,8 @@ def simulate_command(
         target_utilization=target_utilization,
         target_queue=target_queue,
         prices=prices,
+        admission=admission,
+        kv_watermark=kv_watermark,
     )
     # Output files: checked before the work, written whole or not at all.
     for option, path in (
@@ -272,6 +290,8 @@ def simulate_command(
         prefix_caching=not no_prefix_caching,
         prefix_hit_rate=prefix_hit_rate,
         engine=spec.name,
+        admission=admission,
+        kv_watermark=kv_watermark,
     )
     # Parsed whether or not --autoscale is on: a bad value is an error, never silently unused.
     cold_start_s = parse_duration("--cold-start", cold_start) or 0.0
@@ -370,6 +390,15 @@ def _print(result: SimulationResult) -> None:
         f"{s['policy']} batching, router {s['router']}, engine {s['engine']}, "
         f"profile {escape(s['profile'])}"
     )
+    if s["policy"] == "continuous":
+        watermark = (
+            f", {s['kv_watermark']:.0%} of the KV cache kept free at admission"
+            if s["admission"] == "preempt"
+            else ""
+        )
+        stdout.print(
+            f"admission {s['admission']}, from {escape(s['admission_source'])}{watermark}",
+        )
     memory = s["memory"]
     stdout.print(
         f"memory per GPU: {memory['device_gib']:,.1f} GiB, {s['engine']} gives "

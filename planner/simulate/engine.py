@@ -3,8 +3,12 @@
 Continuous batching as vLLM does it: a waiting queue; admission bounded by the maximum number of
 sequences, the tokens one iteration may batch and free KV-cache blocks; chunked prefill (prompt
 chunks ride along with the decodes) or prefill-first (a prefill-only iteration whenever a prompt
-waits); preemption by recomputation when the KV cache runs out. Also the static batching the
-seed articles describe (collect up to a batch size or a wait window, run it to the end).
+waits); preemption by recomputation when the KV cache runs out. Admission is one of two
+policies (``EngineConfig.admission``): ``preempt`` (vLLM, SGLang: admit while the prompt fits,
+keeping ``watermark`` of the cache free, and preempt the newest when decodes run out) or
+``no_evict`` (TensorRT-LLM's GUARANTEED_NO_EVICT: admit only what can run to its end, never
+preempt). Also the static batching the seed articles describe (collect up to a batch size or a
+wait window, run it to the end).
 
 Event-level work grows with requests and scheduling changes, not with tokens: while the batch
 does not change, decode steps form one *segment* whose duration is a closed-form sum (a decode
@@ -26,6 +30,8 @@ import numpy as np
 from planner.latency.model import LatencyModel
 
 BLOCK_TOKENS = 16  # vLLM's KV-cache block size
+ADMISSION_POLICIES = ("preempt", "no_evict")
+VLLM_WATERMARK = 0.01  # vLLM's default share of KV blocks kept free at admission
 
 
 class StepTimes(Protocol):
@@ -101,10 +107,28 @@ class EngineConfig:
     prefix_hit_rate: float = (
         0.0  # what-if share of prompt tokens cached, for logs without block ids
     )
+    # Continuous batching: "preempt" admits while the prompt fits and preempts by recomputation
+    # when decodes run out of KV (vLLM, SGLang); "no_evict" admits only what can run to its end
+    # (TensorRT-LLM's GUARANTEED_NO_EVICT) and never preempts.
+    admission: str = "preempt"
+    # "preempt": share of the KV cache a prompt must leave free to be admitted (vLLM's
+    # watermark, 0.01), so the running decodes have room to grow. 0 admits to the last block.
+    watermark: float = 0.0
 
     def __post_init__(self) -> None:
         if self.policy not in ("continuous", "static"):
             raise ValueError(f"policy must be continuous or static, got {self.policy!r}")
+        if self.admission not in ADMISSION_POLICIES:
+            raise ValueError(
+                f"admission must be one of {', '.join(ADMISSION_POLICIES)}, got {self.admission!r}"
+            )
+        if not 0 <= self.watermark < 1:
+            raise ValueError(f"watermark must be a share in [0, 1), got {self.watermark!r}")
+
+    @property
+    def watermark_tokens(self) -> int:
+        """KV tokens a prompt must leave free: whole blocks, as vLLM counts them."""
+        return int(self.watermark * (self.kv_capacity_tokens // BLOCK_TOKENS)) * BLOCK_TOKENS
 
 
 class Sequence:
@@ -190,6 +214,9 @@ class Replica:
         self.steps = 0  # decode steps this replica has run
         self.ctx_base = 0  # sum over decoding sequences of (context at admission - admit step)
         self.reserved = 0  # KV tokens reserved by prompts being prefilled
+        # no_evict: the whole need (see _whole_need) of every sequence admitted and not finished
+        self.no_evict = config.admission == "no_evict" and config.policy == "continuous"
+        self.committed = 0
         self.activity = _IDLE
         self.activity_end = math.inf
         self.activity_start = 0.0
@@ -216,7 +243,7 @@ class Replica:
 
     def submit(self, seq: Sequence, now: float) -> None:
         """A request arrives at ``now`` (the replica has been advanced to ``now``)."""
-        if seq.input_tokens + seq.output_tokens + BLOCK_TOKENS > self.config.kv_capacity_tokens:
+        if _whole_need(seq) > self.config.kv_capacity_tokens:
             # even alone it could never finish: the engine refuses it (vLLM: too long)
             seq.state = 3
             self.on_finish(_record(seq, math.nan, 0.0), self.index)
@@ -254,6 +281,7 @@ class Replica:
         self.running.clear()
         self.admit_order.clear()
         self.batch = self.ctx_base = self.reserved = self.outstanding_tokens = 0
+        self.committed = 0
         self.activity, self.activity_end = _IDLE, math.inf
         for seq in seqs:
             seq.state = 0
@@ -270,11 +298,27 @@ class Replica:
         return self.ctx_base + self.batch * self.steps + self.batch * BLOCK_TOKENS + self.reserved
 
     def _admit(self) -> None:
+        """Move waiting requests, oldest first, into prefill while the batch and the KV cache
+        allow; the first that does not fit stops admission (no request overtakes another)."""
         cfg = self.config
+        capacity = cfg.kv_capacity_tokens
+        watermark = cfg.watermark_tokens
         while self.waiting and self.batch + len(self.prefilling) < cfg.max_seqs:
             seq = self.waiting[0]
-            if self._kv_used() + seq.prefill_total + BLOCK_TOKENS > cfg.kv_capacity_tokens:
-                break  # wait for blocks to free up (it fits alone: submit checked)
+            if self.no_evict:
+                # reserve what it will hold at its last step, on top of what the running
+                # requests reserved: every admitted request can finish, so none is preempted
+                need = _whole_need(seq)
+                if self.committed + need > capacity:
+                    break  # wait for a request to finish (it fits alone: submit checked)
+                self.committed += need
+            else:
+                # vLLM keeps ``watermark`` of the blocks free after an admission, so the running
+                # decodes have room to grow; a request that would be alone is admitted whenever
+                # it fits, or it could wait forever
+                room = capacity - watermark if self.batch or self.prefilling else capacity
+                if self._kv_used() + seq.prefill_total + BLOCK_TOKENS > room:
+                    break  # wait for blocks to free up (it fits alone: submit checked)
             self.waiting.popleft()
             seq.state = 1
             if seq.prefill_done == 0:
@@ -493,6 +537,8 @@ class Replica:
 
     def _finish(self, seq: Sequence, now: float) -> None:
         seq.state = 3
+        if self.no_evict:
+            self.committed -= _whole_need(seq)
         self.outstanding_tokens -= seq.input_tokens + seq.output_tokens
         self.on_finish(_record(seq, now, self.times.request_overhead), self.index)
 
@@ -545,6 +591,13 @@ class Replica:
         self.activity_end = end
         self.iteration_work = []
         self.iteration_decodes = False
+
+
+def _whole_need(seq: Sequence) -> int:
+    """KV tokens a request holds at its last decode step, in the simulator's accounting: its
+    prompt and output plus the partly filled block every decoding sequence is allowed (block
+    rounding, conservatively). The most a replica ever serves (see :meth:`Replica.submit`)."""
+    return seq.input_tokens + seq.output_tokens + BLOCK_TOKENS
 
 
 def _live(entry: tuple[int, int, int, Sequence]) -> bool:

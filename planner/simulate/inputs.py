@@ -25,6 +25,7 @@ from planner.latency.engines import Engine, get_engine
 from planner.latency.predict import SessionScope, check_kv_cache, check_memory_utilization
 from planner.latency.profile import Profile
 from planner.latency.registry import engine_profile
+from planner.simulate.engine import ADMISSION_POLICIES
 from planner.simulate.fleet import Autoscaler, FleetConfig
 from planner.simulate.metrics import SLO
 from planner.simulate.run import ServingSpec, SimulationResult, simulate
@@ -345,6 +346,8 @@ def check_settings(
     target_utilization: float | None,
     target_queue: float | None,
     prices: ReplicaPrices,
+    admission: str | None = None,
+    kv_watermark: float | None = None,
 ) -> tuple[str | None, Engine]:
     """Every setting that needs no store, before any work; returns the KV-cache precision
     asked for (normalized; None: the engine's) and the engine."""
@@ -352,6 +355,18 @@ def check_settings(
         raise UsageError("give exactly one of --dataset (replay) or --rates (synthetic arrivals)")
     if policy not in ("continuous", "static"):
         raise UsageError(f"--policy {shown(policy)}: expected continuous or static")
+    if admission is not None and admission not in ADMISSION_POLICIES:
+        raise UsageError(
+            f"--admission {shown(admission)}: expected {' or '.join(ADMISSION_POLICIES)} "
+            "(default: the engine's, see `planner catalog engines`)"
+        )
+    check_number(
+        "--kv-watermark",
+        kv_watermark,
+        high=1.0,
+        high_open=True,
+        expected="a share of the KV cache in [0, 1) (vLLM's default is 0.01)",
+    )
     check_memory_utilization(memory_utilization)
     kv_asked = check_kv_cache(kv_cache)
     spec = get_engine(engine)
@@ -424,6 +439,8 @@ def check_whatif(whatif: WhatIf) -> tuple[str | None, Engine]:
         target_utilization=fleet.target_utilization,
         target_queue=fleet.target_queue,
         prices=whatif.prices,
+        admission=serving.admission,
+        kv_watermark=serving.kv_watermark,
     )
 
 

@@ -14,12 +14,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.common.text import shown
 from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
 from planner.latency.engines import Engine, deploy, get_engine, kv_cache_bytes
 from planner.latency.model import Deployment, LatencyModel, memory_summary
 from planner.latency.profile import DEFAULT_ENGINE, Profile
-from planner.simulate.engine import EngineConfig, RooflineStepTimes, StepTimes
+from planner.simulate.engine import (
+    ADMISSION_POLICIES,
+    VLLM_WATERMARK,
+    EngineConfig,
+    RooflineStepTimes,
+    StepTimes,
+)
 from planner.simulate.fleet import Fleet, FleetConfig, FleetStats, TimelineSample
 from planner.simulate.metrics import (
     SLO,
@@ -71,11 +78,32 @@ class ServingSpec:
     prefix_caching: bool = True
     prefix_hit_rate: float = 0.0
     engine: str = DEFAULT_ENGINE
+    admission: str | None = None  # None: the engine's (no_evict for TensorRT-LLM, see engines.csv)
+    # preempt admission: share of the KV cache a prompt must leave free (None: vLLM's 0.01)
+    kv_watermark: float | None = None
 
     @property
     def engine_profile(self) -> Engine:
         """The engine's sizing defaults (raises with suggestions for an unknown name)."""
         return get_engine(self.engine)
+
+    def admission_policy(self) -> tuple[str, str]:
+        """The admission policy the replicas run, and where it came from, in words."""
+        if self.admission is not None:
+            if self.admission not in ADMISSION_POLICIES:
+                raise UsageError(
+                    f"--admission {shown(self.admission)}: expected "
+                    f"{' or '.join(ADMISSION_POLICIES)}"
+                )
+            return self.admission, "--admission"
+        engine = self.engine_profile
+        return engine.admission, f"engine default ({engine.name})"
+
+    def watermark(self) -> float:
+        """The free share of the KV cache a ``preempt`` admission keeps (0 under no_evict)."""
+        if self.admission_policy()[0] != "preempt":
+            return 0.0
+        return VLLM_WATERMARK if self.kv_watermark is None else self.kv_watermark
 
     def deployment(self) -> Deployment:
         catalog = load_catalog()
@@ -99,6 +127,10 @@ class ServingSpec:
     def engine_config(self, deployment: Deployment) -> EngineConfig:
         if not 0 <= self.prefix_hit_rate < 1:
             raise UsageError(f"prefix hit rate {self.prefix_hit_rate}: expected a share in [0, 1)")
+        if self.kv_watermark is not None and not 0 <= self.kv_watermark < 1:
+            raise UsageError(
+                f"--kv-watermark {self.kv_watermark:g}: expected a share of the KV cache in [0, 1)"
+            )
         capacity = deployment.kv_capacity_tokens
         return EngineConfig(
             max_seqs=deployment.max_seqs,
@@ -110,6 +142,8 @@ class ServingSpec:
             static_max_wait_s=self.static_max_wait_s,
             prefix_cache_tokens=capacity if self.prefix_caching else 0,
             prefix_hit_rate=self.prefix_hit_rate,
+            admission=self.admission_policy()[0],
+            watermark=self.watermark(),
         )
 
 
@@ -230,6 +264,9 @@ def simulate(
             "memory": memory_summary(deployment),
             "memory_rule": memory_rule_text(serving.engine_profile, deployment.memory_utilization),
             "policy": serving.policy,
+            "admission": engine.admission,
+            "admission_source": serving.admission_policy()[1],
+            "kv_watermark": engine.watermark,
             "chunked_prefill": serving.chunked_prefill,
             "max_seqs": deployment.max_seqs,
             "max_batched_tokens": deployment.max_batched_tokens,

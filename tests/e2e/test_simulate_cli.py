@@ -193,3 +193,58 @@ def test_slo_attainment_is_na_without_targets(home: Path) -> None:
     assert "SLO attainment n/a" in text
     with_target = simulate_json(home, "--requests", "200", "--slo-ttft", "2s")
     assert 0 <= with_target["summary"]["all"]["slo_attainment"] <= 1
+
+
+# A small KV cache (20% of the H100's memory: about 50k tokens) under 4x the code trace's load,
+# so that the KV cache, not compute, limits the batch.
+KV_BOUND = [
+    "--engine",
+    "vllm",
+    "--gpu-memory-utilization",
+    "0.2",
+    "--load-scale",
+    "4",
+    "--requests",
+    "1500",
+]
+
+
+def test_admission_no_evict_never_preempts_and_says_so(home: Path) -> None:
+    filled = simulate_json(home, *KV_BOUND, "--admission", "preempt", "--kv-watermark", "0")
+    assert filled["summary"]["all"]["preemptions"] > 0  # this load does run out of KV
+    assert filled["serving"]["admission"] == "preempt"
+    assert filled["serving"]["admission_source"] == "--admission"
+    assert filled["serving"]["kv_watermark"] == 0
+    reserved = simulate_json(home, *KV_BOUND, "--admission", "no_evict")
+    assert reserved["summary"]["all"]["preemptions"] == 0
+    assert reserved["summary"]["all"]["finished"] == 1500
+    assert reserved["serving"]["admission"] == "no_evict"
+    assert reserved["serving"]["admission_source"] == "--admission"
+
+
+def test_admission_defaults_to_the_engines(home: Path) -> None:
+    vllm = simulate_json(home, *KV_BOUND)
+    assert vllm["serving"]["admission"] == "preempt"
+    assert vllm["serving"]["admission_source"] == "engine default (vllm)"
+    assert vllm["serving"]["kv_watermark"] == 0.01  # vLLM's watermark
+    trtllm = simulate_json(home, "--requests", "200")
+    assert trtllm["serving"]["engine"] == "trtllm"
+    assert trtllm["serving"]["admission"] == "no_evict"
+    assert trtllm["serving"]["admission_source"] == "engine default (trtllm)"
+    text = run(home, "simulate", "--dataset", "code", *BASE, "--requests", "200")
+    assert "admission no_evict, from engine default (trtllm)" in text.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--admission", "evict"], "error: --admission 'evict': expected preempt or no_evict"),
+        (["--kv-watermark", "1"], "error: --kv-watermark 1: expected a share of the KV cache"),
+        (["--kv-watermark", "nan"], "error: --kv-watermark nan: expected a share of the KV cache"),
+    ],
+)
+def test_bad_admission_options(home: Path, args: list[str], message: str) -> None:
+    result = run(home, "simulate", "--dataset", "code", *BASE, *args)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

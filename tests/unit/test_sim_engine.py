@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +43,10 @@ from planner.simulate.run import steady_load
 from planner.simulate.workload import Workload
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
+# Every admission policy the property tests run under: (admission, watermark). A 10% watermark
+# so that the small caches of the scenarios (500 tokens and up) keep whole blocks free.
+POLICIES = [("preempt", 0.0), ("preempt", 0.1), ("no_evict", 0.0)]
+POLICY_IDS = ["preempt", "preempt-watermark", "no_evict"]
 MAX_EVENTS = 1_000_000  # iterations and segments a scenario may take before we call it stuck
 Columns = dict[str, NDArray[Any]]
 
@@ -260,6 +264,16 @@ def state_checks(config: EngineConfig) -> Callable[[Replica], None]:
         held = r._kv_used() - BLOCK_TOKENS * r.batch
         assert held <= cap, f"KV over-committed: {held} tokens held, capacity {cap}"
         assert r.batch >= 0 and r.reserved >= 0
+        if r.no_evict:
+            # what is reserved is exactly the whole need of every request inside, never more
+            # than the cache: so every admitted request can run to its end
+            inside = [*r.prefilling, *(s for s in r.admit_order if s.state == 2)]
+            assert r.committed == sum(
+                s.input_tokens + s.output_tokens + BLOCK_TOKENS for s in inside
+            )
+            assert r.committed <= cap
+            # and what is held (with the allowance) never exceeds what is reserved
+            assert r._kv_used() <= r.committed
         if config.policy == "continuous":
             # admission is bounded by max_seqs
             assert r.batch + len(r.prefilling) <= config.max_seqs
@@ -292,9 +306,16 @@ def as_columns(records: list[Finished]) -> Columns:
     return {name: np.array([r[i] for r in records]) for i, name in enumerate(names)}
 
 
+def with_policy(s: Scenario, policy: tuple[str, float]) -> Scenario:
+    admission, watermark = policy
+    return replace(s, config=replace(s.config, admission=admission, watermark=watermark))
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=POLICY_IDS)
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(scenarios())
-def test_replica_invariants(s: Scenario) -> None:
+def test_replica_invariants(policy: tuple[str, float], s: Scenario) -> None:
+    s = with_policy(s, policy)
     cfg = s.config
     probe = Probe(s.times, cfg, state_checks(cfg))
     records = probe.serve(s.workload())
@@ -330,6 +351,8 @@ def test_replica_invariants(s: Scenario) -> None:
         elif cfg.policy == "continuous":
             assert first == finish  # the first token is the last
         assert preemptions >= 0
+        if cfg.admission == "no_evict":
+            assert preemptions == 0
         # cached prompt tokens: the what-if hit rate, at most input - 1; a request preempted
         # and recomputed reports none
         expected_cached = min(int(inp * cfg.prefix_hit_rate), inp - 1)
@@ -374,12 +397,16 @@ def replica_state(r: Replica) -> tuple[Any, ...]:
     )
 
 
+@pytest.mark.parametrize("policy", POLICIES, ids=POLICY_IDS)
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(scenarios())
-def test_next_event_is_the_only_time_a_replica_changes_on_its_own(s: Scenario) -> None:
+def test_next_event_is_the_only_time_a_replica_changes_on_its_own(
+    policy: tuple[str, float], s: Scenario
+) -> None:
     """The fleet advances a replica only once its next_event() is due (its wake-up heap holds
     just that time): advancing to any earlier time must change nothing, and advancing to it
     must end the current iteration or segment there."""
+    s = with_policy(s, policy)
 
     def check(r: Replica) -> None:
         wake = r.next_event()

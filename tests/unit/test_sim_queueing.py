@@ -26,6 +26,12 @@ D = 1.0  # mean service time, seconds
 TOKENS = 10_000  # prompt tokens of a request of mean size
 PER_TOKEN_S = D / TOKENS
 ONE_SLOT = EngineConfig(max_seqs=1, max_batched_tokens=10**9)
+# One request at a time is the same queue under every admission policy.
+ONE_SLOT_BY_POLICY = {
+    "preempt": ONE_SLOT,
+    "preempt-watermark": EngineConfig(max_seqs=1, max_batched_tokens=10**9, watermark=0.01),
+    "no_evict": EngineConfig(max_seqs=1, max_batched_tokens=10**9, admission="no_evict"),
+}
 START = datetime(2024, 1, 1, tzinfo=UTC)
 SEED = 2
 
@@ -51,13 +57,13 @@ def poisson_workload(n: int, rho: float, service: Service, seed: int) -> Workloa
     )
 
 
-def serve(workload: Workload) -> dict[str, NDArray[np.generic]]:
+def serve(workload: Workload, config: EngineConfig = ONE_SLOT) -> dict[str, NDArray[np.generic]]:
     """Run the one-slot replica; the output columns, in request order."""
     chunks: list[dict[str, NDArray[np.generic]]] = []
     Fleet(
         workload,
         LinearStepTimes(per_token_s=PER_TOKEN_S),
-        ONE_SLOT,
+        config,
         FleetConfig(),
         on_chunk=chunks.append,
     ).run()
@@ -66,9 +72,9 @@ def serve(workload: Workload) -> dict[str, NDArray[np.generic]]:
     return {name: values[order] for name, values in columns.items()}
 
 
-def waits(workload: Workload) -> NDArray[np.float64]:
+def waits(workload: Workload, config: EngineConfig = ONE_SLOT) -> NDArray[np.float64]:
     """Each request's time in the queue: first token - arrival - its service time."""
-    out = serve(workload)
+    out = serve(workload, config)
     assert len(out["request_id"]) == len(workload)
     assert not out["rejected"].any()
     service = workload.input_tokens * PER_TOKEN_S
@@ -107,20 +113,22 @@ def test_mean_wait_matches_queueing_theory(service: Service, rho: float, n: int)
     assert measured == pytest.approx(expected, rel=0.02), (measured, expected)
 
 
+@pytest.mark.parametrize("policy", sorted(ONE_SLOT_BY_POLICY))
 @pytest.mark.parametrize("service", ["deterministic", "exponential"])
-def test_waits_follow_lindley_recursion_exactly(service: Service) -> None:
+def test_waits_follow_lindley_recursion_exactly(service: Service, policy: str) -> None:
     workload = poisson_workload(20_000, 0.85, service, seed=7)
     service_s = (workload.input_tokens * PER_TOKEN_S).astype(np.float64)
-    simulated = waits(workload)
+    simulated = waits(workload, ONE_SLOT_BY_POLICY[policy])
     expected = lindley(workload.arrival_s, service_s)
     np.testing.assert_allclose(simulated, expected, rtol=0, atol=1e-9)
     # a nontrivial queue: many requests wait, some do not
     assert 0.2 < float((expected > 0).mean()) < 0.95
 
 
-def test_requests_are_served_in_arrival_order_one_at_a_time() -> None:
+@pytest.mark.parametrize("policy", sorted(ONE_SLOT_BY_POLICY))
+def test_requests_are_served_in_arrival_order_one_at_a_time(policy: str) -> None:
     workload = poisson_workload(5_000, 0.9, "exponential", seed=3)
-    out = serve(workload)
+    out = serve(workload, ONE_SLOT_BY_POLICY[policy])
     first = out["first_token_s"].astype(np.float64)
     start = first - workload.input_tokens * PER_TOKEN_S
     assert np.all(np.diff(first) > 0)  # FIFO
