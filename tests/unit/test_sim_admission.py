@@ -16,10 +16,7 @@ import pytest
 from numpy.typing import NDArray
 
 from planner.cli import options
-from planner.latency.catalog import load_catalog
 from planner.latency.engines import load_engines
-from planner.latency.model import Deployment, LatencyModel
-from planner.latency.profile import choose_profile, load_bundled_profiles
 from planner.recommend.inputs import Constraints
 from planner.recommend.space import Candidate, Offer
 from planner.simulate import engine as sim_engine
@@ -29,11 +26,11 @@ from planner.simulate.engine import (
     VLLM_WATERMARK,
     EngineConfig,
     LinearStepTimes,
-    RooflineStepTimes,
 )
 from planner.simulate.fleet import Fleet, FleetConfig
 from planner.simulate.run import ServingSpec
 from planner.simulate.workload import Workload
+from tests.unit.test_sim_engine import roofline  # Llama 3.1 8B FP8 on one H100 SXM
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 LINEAR = LinearStepTimes(per_token_s=1e-4)
@@ -134,18 +131,6 @@ def test_engine_config_refuses_unknown_settings(field: str, value: Any) -> None:
 # --- no cliff near capacity ----------------------------------------------------------------
 
 
-@functools.cache
-def h100_8b() -> RooflineStepTimes:
-    catalog = load_catalog()
-    deployment = Deployment(
-        gpu=catalog.gpus.get("H100-SXM"),
-        model=catalog.models.get("llama-3.1-8b"),
-        precision=catalog.precisions.get("fp8"),
-    )
-    profile = choose_profile(load_bundled_profiles(), "H100-SXM")
-    return RooflineStepTimes(LatencyModel(deployment, profile), max_batch=256)
-
-
 SWEEP_REQUESTS = 3_000
 BASE_QPS = 20.0
 # 0.5% steps across the knee: at 0.80 x 20 req/s the replica keeps up (no queue builds), by
@@ -173,7 +158,7 @@ def sweep(config: EngineConfig) -> list[tuple[float, float, int]]:
     for load in LOADS:
         arrival = np.cumsum(gaps / (BASE_QPS * load))
         arrival -= arrival[0]
-        out = serve(workload(arrival, inputs, outputs), h100_8b(), config)
+        out = serve(workload(arrival, inputs, outputs), roofline(), config)
         window = float(arrival[-1])
         # served: output tokens of the requests finished while requests still arrive
         done = out["finish_s"] <= window
