@@ -353,9 +353,15 @@ def _kill_pool(pool: ProcessPoolExecutor) -> None:
     """Kill a pool's workers now; a plain shutdown would wait for their running tasks."""
     # the executor has no public list of its processes
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)  # shutdown() forgets it
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
             process.kill()
     for process in processes:
         process.join(timeout=5)
+    # Python 3.11's exit hook wakes the pool's manager thread through a pipe that thread
+    # closes as it ends, unlocked (CPython gh-105829): a race that printed "Bad file
+    # descriptor" at exit. Once the thread has ended its pipe is marked closed and left alone.
+    if manager is not None and manager is not threading.current_thread():
+        manager.join(timeout=5)

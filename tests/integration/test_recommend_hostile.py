@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import errno
 import signal
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures.process import _ExecutorManagerThread
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -395,6 +397,9 @@ def test_an_interrupted_runner_kills_its_workers_at_once(slow_verify: None) -> N
     workers = [p for p in me.children(recursive=True) if p.pid not in before]
     _gone, alive = psutil.wait_procs(workers, timeout=5)
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+    # the pool's manager thread has ended too: Python 3.11's exit hook raced its closing pipe
+    managers = [t for t in threading.enumerate() if isinstance(t, _ExecutorManagerThread)]
+    assert not [t for t in managers if t.is_alive()]
 
 
 # --- more hostile values, found by the sweep -----------------------------------------------
