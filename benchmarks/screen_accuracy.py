@@ -1,10 +1,12 @@
 """How close the recommender's analytic screen comes to the simulator.
 
-For several deployments of llama-3.1-8b and llama-3.1-70b, with the Azure conversation sample's
-request lengths and P99 targets (default TTFT 2 s / TPOT 200 ms), compare the screen's capacity
-(requests/s one replica serves within the targets) with the simulator's: the highest Poisson
-arrival rate at which a fleet of ``--replicas`` replicas still meets both P99 targets over
-``--minutes`` of simulated time, found by bisection. A ratio below 1: the screen is conservative.
+For deployments of llama-3.1-8b, llama-3.1-70b and qwen2.5-32b on five GPU types (TP 1, 2
+and 4), with the Azure conversation sample's request lengths and P99 targets (default TTFT
+2 s / TPOT 200 ms), compare the screen's capacity (requests/s one replica serves within the
+targets) with the simulator's: the highest Poisson arrival rate per replica at which a fleet of
+``--replicas`` replicas (least-loaded routing) still meets both P99 targets over ``--minutes`` of
+simulated time, found by bisection to 1%. The screen is told the fleet's size (its least-loaded
+router pools the replicas' queues). A ratio below 1: the screen is conservative.
 
     python benchmarks/screen_accuracy.py [--ttft 2] [--tpot 0.2] [--replicas 4] [--minutes 30]
         [--json OUT]
@@ -42,7 +44,11 @@ CASES = [
     ServingSpec("H100-SXM", "llama-3.1-8b", "fp8", max_seqs=256),
     ServingSpec("H100-SXM", "llama-3.1-70b", "fp8", tp=4, max_seqs=256),
     ServingSpec("H100-SXM", "llama-3.1-8b", "bf16", max_seqs=256, chunked_prefill=False),
+    ServingSpec("A100-80GB", "llama-3.1-70b", "bf16", tp=4, max_seqs=256),
+    ServingSpec("L40S", "qwen2.5-32b", "fp8", tp=2, max_seqs=256),
 ]
+BISECTION_TOLERANCE = 0.01  # the simulated capacity to 1% (of itself)
+MAX_BISECTIONS = 12
 
 
 def meets(
@@ -67,10 +73,18 @@ def one(spec: ServingSpec, replicas: int, minutes: float, lengths: Lengths) -> d
     deployment = spec.deployment()
     model = LatencyModel(deployment, profile)
     screen = replica_capacity(
-        model, lengths, TARGET, max_seqs=deployment.max_seqs, chunked_prefill=spec.chunked_prefill
+        model,
+        lengths,
+        TARGET,
+        max_seqs=deployment.max_seqs,
+        chunked_prefill=spec.chunked_prefill,
+        replicas=replicas,
     )
-    low, high = 0.0, max(screen.max_rps, screen.rps) * 1.5
-    for _ in range(9 if screen.rps > 0 else 0):
+    # the simulator saturates near the screen's full-batch throughput: bracket above it
+    low, high = 0.0, screen.max_rps * 1.2
+    for _ in range(MAX_BISECTIONS):
+        if low > 0 and high - low <= BISECTION_TOLERANCE * low:
+            break
         mid = (low + high) / 2
         ok, _, _ = meets(spec, mid, replicas, minutes, lengths)
         low, high = (mid, high) if ok else (low, mid)
@@ -104,21 +118,26 @@ def main() -> None:
         frame["ContextTokens"].to_numpy(np.int64), frame["GeneratedTokens"].to_numpy(np.int64)
     )
     began = time.perf_counter()
-    rows = [one(spec, args.replicas, args.minutes, lengths) for spec in CASES]
-    for r in rows:
+    rows = []
+    for spec in CASES:
+        rows.append(r := one(spec, args.replicas, args.minutes, lengths))
         print(
             f"{r['deployment']:<55} screen {r['screen_rps']:7.2f} ({r['screen_binding']:<5}) "
             f"simulated {r['simulated_rps']:7.2f}  ratio {r['ratio']}  sim P99 at screen: TTFT "
-            f"{r['sim_p99_ttft_at_screen_s']:.2f} s, TPOT {r['sim_p99_tpot_at_screen_s']:.3f} s"
+            f"{r['sim_p99_ttft_at_screen_s']:.2f} s, TPOT {r['sim_p99_tpot_at_screen_s']:.3f} s",
+            flush=True,
         )
     ratios = [r["ratio"] for r in rows if r["ratio"]]
+    errors = [abs(x - 1) for x in ratios]
     print(
-        f"ratio screen/simulated: median {np.median(ratios):.2f}, min {min(ratios):.2f}, "
-        f"max {max(ratios):.2f} ({time.perf_counter() - began:.0f} s)"
+        f"ratio screen/simulated: median {np.median(ratios):.3f}, min {min(ratios):.3f}, "
+        f"max {max(ratios):.3f}; |ratio - 1| max {max(errors):.3f}, median "
+        f"{np.median(errors):.3f} ({time.perf_counter() - began:.0f} s)"
     )
     if args.json:
         payload = {
             "machine": platform.platform(),
+            "date": datetime.now(UTC).date().isoformat(),
             "replicas": args.replicas,
             "targets": {"ttft_s": args.ttft, "tpot_s": args.tpot},
             "rows": rows,

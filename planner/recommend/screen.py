@@ -8,22 +8,23 @@ Little's law, ``B = r D s(B) / (1 - r E[p])``, solves for the arrival rate in cl
 
     r(B) = B / (D s(B) + B E[p])
 
-so every batch size gives one load and its latencies, and the capacity is the largest load
-whose predicted P99s meet the targets. The P99s use standard tail approximations:
+so every batch size gives one load and its latencies (with chunked prefill ``p`` is only a
+prompt's excess over the decode step it rides along with), and the capacity is the largest load
+whose predicted P99s meet the targets. How many requests a replica holds, and what an arrival
+finds on its replica, come from :func:`fleet_occupancy` (a birth-death chain of the fleet behind
+the least-loaded router, pooled over ``replicas``). The P99s:
 
-* TTFT: the prompt's prefill (P99 prompt; with chunked prefill, plus the decode batch sharing
-  each chunk's iteration), the M/G/1 wait for the prefills ahead of it with an exponential tail
-  (``P(W > t) = rho exp(-rho t / E[W])``), the wait for a free sequence slot (M/M/c over the
-  KV-cache / max-sequences slots, Erlang C) and the iteration in progress; the P99 of their sum
-  is the sum of their means plus the root-sum-square of each one's P99 excess;
-* TPOT: the step at the 99th percentile of the (Poisson) batch, plus the prefills that land
-  during each request's decode (a compound Poisson sum, gamma-approximated), the P99 taken over
-  the mix of output lengths (short outputs make the tail);
+* TTFT: the prompt's prefill (the P99 prompt in its shared iteration), the M/G/1 wait for
+  prompts ahead (exponential tail), the wait for a free sequence slot (exponential, from the
+  chain) and the iteration in progress; the P99 of their sum is the sum of their means plus the
+  root-sum-square of each one's P99 excess;
+* TPOT: the step at the replica's 99th-percentile batch, plus the prompts that land during each
+  request's decode (a compound Poisson sum, gamma-approximated), the P99 taken over the mix of
+  output lengths (short outputs make the tail);
 * E2E: mean TTFT plus the P99 output length at the mean step.
 
-The batch must also leave room for its own fluctuation (``B + 2.33 sqrt(B)`` within the KV cache
-and the max-sequences limit), and the load stay within 85% of the replica's saturated
-throughput. The screen ranks; the simulator decides (``verify``).
+The load must stay below the full batch's throughput. The screen ranks; the simulator decides
+(``verify``). Accuracy against the simulator: ``docs/recommender.md``.
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ from numpy.typing import NDArray
 from scipy.special import gammaincc
 
 from planner.latency.model import LatencyModel
+from planner.simulate.engine import BLOCK_TOKENS as KV_BLOCK_TOKENS
 from planner.simulate.metrics import SLO
 from planner.simulate.workload import HOUR_S
 
-Z99 = 2.326  # standard normal 99th percentile
 LIGHT_BATCHES = np.array([0.05, 0.1, 0.2, 0.35, 0.5, 0.7])  # loads below one sequence at a time
 TPOT_MIX_POINTS = 256  # output-length quantiles the TPOT tail is averaged over
-MAX_UTILIZATION = 0.85  # of the replica's saturated throughput (see below)
+PROMPT_POINTS = 32  # prompt-length quantiles a prefill's stall of the batch is averaged over
 METRICS = ("ttft", "tpot", "e2e")
 
 
@@ -67,6 +68,16 @@ class Lengths:
     @property
     def mean_input(self) -> float:
         return float(self.inputs.mean())
+
+    @property
+    def decoding_context(self) -> float:
+        """Mean context (prompt and output so far) of a sequence in the decode batch: a request
+        decoding D steps is there for D of them, so longer outputs weigh more."""
+        steps = np.maximum(self.outputs, 1).astype(np.float64) - 1
+        if steps.sum() <= 0:
+            return float(self.inputs.mean()) + 1.0
+        context = self.inputs + 1 + steps / 2
+        return float((steps * context).sum() / steps.sum())
 
     @property
     def mean_output(self) -> float:
@@ -118,58 +129,81 @@ class Capacity:
 
 
 def replica_capacity(
-    model: LatencyModel, lengths: Lengths, slo: SLO, *, max_seqs: int, chunked_prefill: bool
+    model: LatencyModel,
+    lengths: Lengths,
+    slo: SLO,
+    *,
+    max_seqs: int,
+    chunked_prefill: bool,
+    replicas: int = 1,
 ) -> Capacity:
-    """See the module's docstring."""
+    """See the module's docstring. ``replicas``: how many replicas share the load behind the
+    least-loaded router (1: the replica alone, the most conservative)."""
+    if replicas < 1:
+        raise ValueError(f"replicas must be at least 1, got {replicas}")
     deployment = model.deployment
-    mean_in, mean_out = lengths.mean_input, lengths.mean_output
-    steps = max(mean_out - 1.0, 0.01)  # decode steps after the first token (> 0: rho < 1)
+    steps = max(lengths.mean_output - 1.0, 0.01)  # decode steps after the first token (> 0)
     prefills = np.asarray(model.prefill_time(lengths.inputs.astype(np.float64)))
     ep, ep2 = float(prefills.mean()), float(np.mean(prefills**2))
     p99_prefill = float(model.prefill_time(lengths.quantile_input(0.99))[()])
     chunks = math.ceil(lengths.quantile_input(0.99) / deployment.max_batched_tokens)
     overhead = model.profile.request_overhead_ms * 1e-3
 
-    slots = deployment.kv_capacity_tokens // max(1, math.ceil(mean_in + mean_out))
+    # a decoding sequence holds its context plus one partly filled KV block
+    held = lengths.decoding_context
+    slots = deployment.kv_capacity_tokens // max(1, math.ceil(held + KV_BLOCK_TOKENS))
     batch_max = max(1, min(max_seqs, slots))
     # fractional batches are light loads: one sequence decoding part of the time
     batch = np.concatenate((LIGHT_BATCHES, np.arange(1, batch_max + 1, dtype=np.float64)))
     decoding = np.maximum(batch, 1.0)
-    step_raw = np.asarray(model.decode_time(decoding, decoding * (mean_in + mean_out / 2)))
-    rate = batch / (steps * step_raw + batch * ep)
-    rho = rate * ep
-    step = step_raw / (1 - rho)
-    wait = rate * ep2 / (2 * (1 - rho))
-    # conditional mean wait W/rho, exponential tail: P(W > t) = rho exp(-t rho / W)
-    tail = np.log(np.maximum(rho, 0.01) / 0.01)
-    wait99 = np.where(rho > 0.01, wait / np.maximum(rho, 1e-12) * tail, 0.0)
-    busy = 1 - np.exp(-batch)
-    ttft_mean = overhead + ep + wait + busy * step_raw / 2
-    # waiting for a free sequence slot (KV cache or max sequences): M/M/c with c slots
-    hold = ttft_mean + steps * step  # how long a request keeps its slot
-    offered = rate * hold
-    queued = erlang_c(batch_max, offered)
-    headroom = np.maximum(batch_max - offered, 1e-9)
-    slot_wait = queued * hold / headroom
+    context = decoding * held
+    step_raw = np.asarray(model.decode_time(decoding, context))
+    if chunked_prefill:
+        # the decodes ride along in the prefill's iteration: a prompt holds the batch back only
+        # by its iteration's excess over a decode step (weights are read once for both)
+        quantiles = np.quantile(lengths.inputs, (np.arange(PROMPT_POINTS) + 0.5) / PROMPT_POINTS)
+        stall = mixed_iteration(model, quantiles[None, :], decoding[:, None], context[:, None])
+        stall = np.maximum(stall - step_raw[:, None], 0.0)
+        xp, xp2 = stall.mean(axis=1), (stall**2).mean(axis=1)
+        q99 = lengths.quantile_input(0.99)
+        ride = mixed_iteration(model, np.full_like(decoding, q99), decoding, context) - p99_prefill
+        prompt99 = p99_prefill + chunks * np.maximum(ride, 0.0)
+    else:  # prefill-first: the prompt's iteration runs alone and the batch waits it out
+        xp, xp2 = np.full_like(batch, ep), np.full_like(batch, ep2)
+        prompt99 = np.full_like(batch, p99_prefill)
+    rate = batch / (steps * step_raw + batch * xp)
+    step = step_raw / (1 - rate * xp)
+    rho = rate * ep  # the GPU's share spent on prompts: their M/G/1 queue
+    idle = np.maximum(1 - rho, 1e-9)  # (rho >= 1 is flagged infeasible below)
+    # how many requests the fleet holds, and what an arrival finds on its replica
+    fleet = fleet_occupancy(rate, rate[len(LIGHT_BATCHES) :], replicas)
+    wait = fleet.prefill_share * rate * ep2 / (2 * idle)
+    # M/G/1: an arrival waits with probability rho, the wait given that has mean W / rho and an
+    # exponential tail; joining the least-loaded replica, it meets prefills only in prefill_share
+    waits = fleet.prefill_share * rho
+    tail = np.log(np.maximum(waits, 0.01) / 0.01)
+    wait99 = np.where(waits > 0.01, ep2 / (2 * ep * idle) * tail, 0.0)
+    in_progress = fleet.all_busy * step_raw / 2  # the iteration the arrival's replica is in
+    slot_wait = fleet.slot_wait / fleet.slot_rate
     slot_wait99 = np.where(
-        queued > 0.01, hold / headroom * np.log(np.maximum(queued, 0.01) / 0.01), 0.0
+        fleet.slot_wait > 0.01,
+        np.log(np.maximum(fleet.slot_wait, 0.01) / 0.01) / fleet.slot_rate,
+        0.0,
     )
-    ttft_mean = ttft_mean + slot_wait
+    ttft_mean = overhead + ep + wait + in_progress + slot_wait
     # P99 of the sum of independent delays: the means plus the root-sum-square of each one's
     # excess of its P99 over its mean (adding P99s would assume they all peak together)
-    prompt99 = p99_prefill + (chunks * step_raw if chunked_prefill else 0.0)
     excess = np.sqrt(
         (prompt99 - ep) ** 2
         + (wait99 - wait) ** 2
         + (slot_wait99 - slot_wait) ** 2
-        + (busy * step_raw / 2) ** 2
+        + in_progress**2
     )
     ttft99 = ttft_mean + excess
     e2e99 = ttft_mean + max(lengths.quantile_output(0.99) - 1, 0) * step
 
-    fluctuation = batch + Z99 * np.sqrt(batch)
-    # index of the grid's step at the fluctuated batch (whole batches start after the light ones)
-    index99 = len(LIGHT_BATCHES) + np.minimum(np.ceil(fluctuation).astype(np.intp), batch_max) - 1
+    # index of the grid's step at the replica's P99 batch (whole batches follow the light ones)
+    index99 = len(LIGHT_BATCHES) + fleet.batch99 - 1
     decode_steps = np.maximum(lengths.outputs, 1).astype(np.float64) - 1
     decode_steps = decode_steps[decode_steps > 0]  # TPOT needs two output tokens
     if len(decode_steps) > TPOT_MIX_POINTS:  # the mix, by equally likely quantiles
@@ -178,19 +212,17 @@ def replica_capacity(
         )
 
     def tpot99_at(i: int) -> float:
+        # prefills land on a decoding request's replica only when every replica holds work
+        landing = float(rate[i] * step[i] * fleet.landing_share[i])
         return tpot_p99(
-            float(step_raw[index99[i]]), float(rate[i] * step[i]), decode_steps, ep, ep2
+            float(step_raw[index99[i]]), landing, decode_steps, float(xp[i]), float(xp2[i])
         )
 
     ok = {
         "ttft": ttft99 <= (slo.ttft_s or math.inf),
         "e2e": e2e99 <= (slo.e2e_s or math.inf),
-        # room for the batch to fluctuate, and for queues: near saturation (the last 15% of
-        # the replica's throughput) P99 TTFT grows several-fold within a few percent of load;
-        # 0.9 still gave 1.1-1.4x the TTFT target in simulation without chunked prefill
-        "batch": ((fluctuation <= batch_max) | (batch <= 1))
-        & (offered < batch_max)
-        & (rate <= MAX_UTILIZATION * rate[-1]),
+        # the queue for sequence slots is stable only below the full batch's throughput
+        "batch": (fleet.full_load < 1) & (rho < 1),
     }
     feasible = np.logical_and.reduce(list(ok.values()))
     # the largest batch below the first infeasible one (latencies grow with the load)
@@ -228,16 +260,101 @@ def replica_capacity(
     )
 
 
-def erlang_c(servers: int, load: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Probability that an arrival waits in an M/M/c queue with ``servers`` servers and
-    ``load`` Erlangs offered (1 where the load reaches the servers)."""
-    blocking = np.ones_like(load)
-    for k in range(1, servers + 1):  # Erlang B, the stable recursion
-        blocking = load * blocking / (k + load * blocking)
-    below = load < servers
-    waiting = servers * blocking / np.where(below, servers - load * (1 - blocking), 1.0)
-    result: NDArray[np.float64] = np.where(below, np.clip(waiting, 0.0, 1.0), 1.0)
-    return result
+def mixed_iteration(
+    model: LatencyModel,
+    prompt: NDArray[np.float64],
+    batch: NDArray[np.float64],
+    context: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Seconds of one iteration that prefills ``prompt`` tokens while ``batch`` sequences
+    holding ``context`` tokens decode a step (chunked prefill; arrays broadcast)."""
+    cost = model.cost(
+        prompt + batch, prompt * (prompt + 1) / 2 + context + batch, context, 1 + batch
+    )
+    return np.asarray(cost.total, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """What the fleet holds at each arrival rate of :func:`fleet_occupancy` (arrays over the
+    rates), and what an arriving request finds on the replica the router gives it."""
+
+    all_busy: NDArray[np.float64]  # every replica holds work: the arrival's replica is busy
+    prefill_share: NDArray[np.float64]  # its replica's chance to be prefilling, relative to one
+    landing_share: NDArray[np.float64]  # share of a replica's arrivals that join a busy one
+    slot_wait: NDArray[np.float64]  # P(every sequence slot of the fleet is taken)
+    slot_rate: NDArray[np.float64]  # the wait for a slot, given one, is exponential at this rate
+    batch99: NDArray[np.intp]  # the replica's 99th-percentile batch (whole sequences, >= 1)
+    full_load: NDArray[np.float64]  # arrivals / the full replicas' completions (< 1: stable)
+
+
+OCCUPANCY_CELLS = 4_000_000  # states x rates computed at once (memory bound)
+
+
+def fleet_occupancy(
+    arrival_rate: NDArray[np.float64], completion_rate: NDArray[np.float64], replicas: int
+) -> Occupancy:
+    """Requests in a fleet of ``replicas`` behind a least-loaded (join-the-shortest-queue)
+    router, as a birth-death chain on the fleet's total ``N``.
+
+    ``arrival_rate``: requests/s per replica. ``completion_rate[k - 1]``: requests/s a replica
+    completes with ``k`` sequences decoding (``k = 1 .. slots``); past its slots the rest wait.
+    The router keeps the replicas within one request of each other, so with ``N = n q + m`` the
+    fleet completes ``m c(q + 1) + (n - m) c(q)``: a pooled queue whose service rate grows with
+    what it holds, M/M/infinity (Poisson) at light load and a single saturating server near
+    the full batch. An arrival waits for a slot when every slot is taken, behind the requests
+    queued at its own replica (no jockeying): a geometric number of completions at the full
+    replica's rate, an exponential wait. With one replica this is the replica's own queue;
+    with more, an arrival goes to an idle replica while there is one.
+    """
+    n = replicas
+    slots = len(completion_rate)
+    states = n * slots
+    per_replica = np.concatenate(([0.0], completion_rate, completion_rate[-1:]))
+    quotient, remainder = np.divmod(np.arange(1, states + 1), n)
+    fleet_rate = remainder * per_replica[quotient + 1] + (n - remainder) * per_replica[quotient]
+    full_rate = float(completion_rate[-1])
+    arrivals = np.asarray(arrival_rate, dtype=np.float64)
+    load = arrivals / full_rate  # past the slots the chain is geometric with this ratio
+    stable = load < 1
+    ratio = np.where(stable, load, 0.5)  # unstable rates get placeholders, flagged by full_load
+    all_busy = np.empty_like(arrivals)
+    present = np.empty_like(arrivals)  # P(N >= 1)
+    spread = np.empty_like(arrivals)  # E[min(N, n)] / n: a given replica is busy
+    slot_wait = np.empty_like(arrivals)
+    batch99 = np.empty(len(arrivals), dtype=np.intp)
+    rows = max(1, OCCUPANCY_CELLS // (states + 1))
+    log_fleet_rate = np.log(fleet_rate)
+    for first in range(0, len(arrivals), rows):
+        part = slice(first, first + rows)
+        log_arrival = np.log(np.maximum(n * arrivals[part], 1e-300))[:, None]
+        log_p = np.zeros((len(log_arrival), states + 1))
+        log_p[:, 1:] = np.cumsum(log_arrival - log_fleet_rate, axis=1)
+        weight = np.exp(log_p - log_p.max(axis=1, keepdims=True))
+        queued = weight[:, -1] / (1 - ratio[part])  # N >= every slot, the geometric tail
+        total = weight[:, :-1].sum(axis=1) + queued
+        p = weight / total[:, None]
+        below = p[:, : min(n, states + 1)].sum(axis=1)  # some replica is idle
+        all_busy[part] = 1 - below
+        present[part] = 1 - p[:, 0]
+        held = np.minimum(np.arange(states + 1), n)
+        spread[part] = ((p * held).sum(axis=1) + (queued / total - p[:, -1]) * n) / n
+        slot_wait[part] = queued / total
+        # the replica's batch is ceil(N / n) (at most its slots); its 99th percentile
+        cdf = np.cumsum(p, axis=1)
+        reach = np.argmax(cdf >= 0.99, axis=1)
+        reach = np.where(cdf[:, -1] >= 0.99, reach, states)
+        batch99[part] = np.maximum(-(-reach // n), 1)
+    stay = 1 - ratio**n  # a waiting request's completions left: geometric with this chance
+    return Occupancy(
+        all_busy=all_busy,
+        prefill_share=np.where(spread > 0, all_busy / np.maximum(spread, 1e-300), 1.0),
+        landing_share=np.where(present > 0, all_busy / np.maximum(present, 1e-300), 1.0),
+        slot_wait=np.where(stable, slot_wait, 1.0),
+        slot_rate=np.where(stable, stay * full_rate, 1e-12),
+        batch99=np.minimum(batch99, slots),
+        full_load=load,
+    )
 
 
 def tpot_p99(
