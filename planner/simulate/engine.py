@@ -186,6 +186,15 @@ Finished = tuple[int, float, float, float, int, int, int, int, int]
 _IDLE, _ITER, _SEGMENT = 0, 1, 2
 
 
+class PrefixListener(Protocol):
+    """Told when a block enters or leaves a replica's prefix cache (the fleet's block index
+    for prefix-affinity routing)."""
+
+    def cached(self, block: int, replica: int) -> None: ...
+
+    def evicted(self, block: int, replica: int) -> None: ...
+
+
 class Replica:
     """One engine instance. The fleet calls :meth:`advance` to move it to a time and
     :meth:`submit` to hand it a request; finished requests go to ``on_finish``."""
@@ -226,6 +235,8 @@ class Replica:
         self.iteration_decodes = False
         self.prefix_cache: OrderedDict[int, None] = OrderedDict()
         self.prefix_capacity = config.prefix_cache_tokens // max(1, prefix_block_tokens)
+        # set by a prefix-affinity fleet; None (no cost) otherwise
+        self.prefix_listener: PrefixListener | None = None
         self.outstanding_tokens = 0
         self.static_batch: list[Sequence] = []
 
@@ -336,13 +347,18 @@ class Replica:
                 if block not in cache:
                     break
                 hits += 1
+            listener = self.prefix_listener
             for block in seq.blocks:
                 if block in cache:
                     cache.move_to_end(block)
                 else:
                     cache[block] = None
+                    if listener is not None:
+                        listener.cached(block, self.index)
             while len(cache) > self.prefix_capacity:
-                cache.popitem(last=False)
+                block, _ = cache.popitem(last=False)
+                if listener is not None:
+                    listener.evicted(block, self.index)
             cached = hits * self.prefix_block_tokens
         elif cfg.prefix_hit_rate > 0:
             cached = int(seq.input_tokens * cfg.prefix_hit_rate)

@@ -9,9 +9,12 @@ columnar chunks.
 
 Cost per event is O(log replicas), not O(replicas): a heap of replica wake-ups (each replica's
 next iteration end) says which replicas to advance, and a lazy-deletion heap of (outstanding
-work, replica index) gives the least-loaded replica. Results are those of advancing every
-replica and scanning every replica: replicas due at the same time advance in index order (the
-order finished requests come out in), and ties in load go to the lowest index.
+work, replica index) gives the least-loaded replica. Prefix-affinity routing asks an index of
+which replicas hold each prefix block (kept up to date by the replicas' prefix caches), so it
+costs the request's matched blocks times the replicas holding them. Results are those of
+advancing every replica and scanning every replica: replicas due at the same time advance in
+index order (the order finished requests come out in), and ties in load or in cached blocks go
+to the lowest index.
 """
 
 from __future__ import annotations
@@ -106,6 +109,38 @@ class Member:
         return self.down == math.inf and not self.draining
 
 
+class PrefixIndex:
+    """Which live replicas hold each block in their prefix cache, told by the replicas (see
+    engine.PrefixListener) as blocks enter and leave their caches."""
+
+    __slots__ = ("holders",)
+
+    def __init__(self) -> None:
+        self.holders: dict[int, set[int]] = {}  # block -> indexes of the replicas holding it
+
+    def cached(self, block: int, replica: int) -> None:
+        holders = self.holders.get(block)
+        if holders is None:
+            self.holders[block] = {replica}
+        else:
+            holders.add(replica)
+
+    def evicted(self, block: int, replica: int) -> None:
+        holders = self.holders[block]
+        holders.discard(replica)
+        if not holders:
+            del self.holders[block]  # the index stays as big as the caches, not the trace
+
+    def watch(self, replica: Replica) -> None:
+        replica.prefix_listener = self
+
+    def forget(self, replica: Replica) -> None:
+        """A retired replica's blocks leave the index; it tells the index nothing more."""
+        replica.prefix_listener = None
+        for block in replica.prefix_cache:
+            self.evicted(block, replica.index)
+
+
 @dataclass
 class FleetStats:
     launched: int = 0
@@ -180,6 +215,7 @@ class Fleet:
         self._routable_at = 0.0
         self._routable_until = math.inf
         self._track_loads = False  # least-loaded routing over more than one replica
+        self._prefix_index = PrefixIndex() if config.router == "prefix-affinity" else None
         # stale entries allowed in each heap before it is rebuilt from the live values
         self._wakes_limit = 64
         self._loads_limit = 64
@@ -195,6 +231,8 @@ class Fleet:
         replica = Replica(
             index, self.times, self.engine, self._finished, self.workload.prefix_block_tokens
         )
+        if self._prefix_index is not None:
+            self._prefix_index.watch(replica)
         member = Member(replica, purchase, launched=now, ready=now + delay)
         self.members.append(member)
         self.live.append(member)
@@ -234,6 +272,8 @@ class Fleet:
         member.wake = math.inf
         self.live.remove(member)
         self._candidates = None
+        if self._prefix_index is not None:
+            self._prefix_index.forget(member.replica)
         hours = (now - member.launched) / 3600 * self.config.gpus_per_replica
         self.stats.gpu_hours[member.purchase] = (
             self.stats.gpu_hours.get(member.purchase, 0.0) + hours
@@ -546,20 +586,39 @@ class Fleet:
         self._touch(chosen)
 
     def _affinity(self, seq: Sequence, candidates: list[Member], least: Member) -> Member:
-        best, best_hits = least, 0
-        assert seq.blocks is not None
+        """The candidate whose prefix cache holds the longest run of the request's leading
+        blocks (the first in ``candidates`` order among equals; ``least`` when none holds the
+        first block), unless it is busier than ``least`` by more than the slack. The block
+        index narrows the holders block by block: the cost is the matched blocks times the
+        replicas holding them, not the number of replicas."""
+        assert seq.blocks is not None and self._prefix_index is not None
+        holders = self._prefix_index.holders
         blocks = seq.blocks
-        for member in candidates:
-            cache = member.replica.prefix_cache
-            hits = 0
-            for block in blocks:
-                if block not in cache:
-                    break
-                hits += 1
-            if hits > best_hits:
-                best, best_hits = member, hits
-                if hits == len(blocks):
-                    break  # no later replica can beat every block
+        first = holders.get(blocks[0])
+        if first is None:
+            return least
+        members = self.members
+        # the router's own candidate list is in index order and flags its members routable;
+        # any other list (a subclass's) is taken as given
+        routable = candidates is self._routable
+        if routable:
+            matched = {i for i in first if members[i].routable}
+        else:
+            matched = first.intersection(m.replica.index for m in candidates)
+        if not matched:
+            return least
+        for k in range(1, len(blocks)):
+            held = holders.get(blocks[k])
+            if held is None:
+                break
+            deeper = matched & held  # iterates over the smaller set
+            if not deeper:
+                break
+            matched = deeper
+        if routable:
+            best = members[min(matched)]
+        else:
+            best = next(m for m in candidates if m.replica.index in matched)
         slack = self.config.prefix_affinity_slack
         if best.replica.outstanding > least.replica.outstanding + slack:
             return least
