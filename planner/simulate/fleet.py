@@ -110,8 +110,10 @@ class Member:
 
 
 class PrefixIndex:
-    """Which live replicas hold each block in their prefix cache, told by the replicas (see
-    engine.PrefixListener) as blocks enter and leave their caches."""
+    """Which replicas hold each block in their prefix cache, told by the replicas (see
+    engine.PrefixListener) as blocks enter and leave their caches. Only replicas the router
+    may pick are in it: a replica that drains or retires is forgotten for good, and one not
+    yet ready has served nothing, so its cache is empty."""
 
     __slots__ = ("holders",)
 
@@ -135,7 +137,9 @@ class PrefixIndex:
         replica.prefix_listener = self
 
     def forget(self, replica: Replica) -> None:
-        """A retired replica's blocks leave the index; it tells the index nothing more."""
+        """A draining or retired replica's blocks leave the index; it tells it nothing more."""
+        if replica.prefix_listener is not self:
+            return  # forgotten when it started draining
         replica.prefix_listener = None
         for block in replica.prefix_cache:
             self.evicted(block, replica.index)
@@ -288,6 +292,8 @@ class Fleet:
             for member in sorted(live, key=lambda m: -m.launched)[: len(live) - target]:
                 member.draining = True
                 self._candidates = None
+                if self._prefix_index is not None:
+                    self._prefix_index.forget(member.replica)
                 self._retire_if_drained(member, now)
 
     def _retire_if_drained(self, member: Member, now: float) -> None:
@@ -597,14 +603,10 @@ class Fleet:
         first = holders.get(blocks[0])
         if first is None:
             return least
-        members = self.members
-        # the router's own candidate list is in index order and flags its members routable;
-        # any other list (a subclass's) is taken as given
+        # the index holds only the router's own candidates (in index order); any other list
+        # (a subclass's) is taken as given
         routable = candidates is self._routable
-        if routable:
-            matched = {i for i in first if members[i].routable}
-        else:
-            matched = first.intersection(m.replica.index for m in candidates)
+        matched = first if routable else first.intersection(m.replica.index for m in candidates)
         if not matched:
             return least
         for k in range(1, len(blocks)):
@@ -616,7 +618,7 @@ class Fleet:
                 break
             matched = deeper
         if routable:
-            best = members[min(matched)]
+            best = self.members[min(matched)]
         else:
             best = next(m for m in candidates if m.replica.index in matched)
         slack = self.config.prefix_affinity_slack

@@ -1,8 +1,8 @@
 """Prefix-affinity routing's block index (planner.simulate.fleet.PrefixIndex): after every
-arrival, replica advance and fleet event of a run it holds exactly the blocks in the live
-replicas' prefix caches (small caches, so blocks are evicted all the time; spot interruptions,
-autoscaling and schedules, so replicas retire), and every affinity choice is the one a scan of
-every candidate's cache makes."""
+arrival, replica advance and fleet event of a run it holds exactly the blocks in the prefix
+caches of the replicas that are up (live, not draining; small caches, so blocks are evicted
+all the time; spot interruptions, autoscaling and schedules, so replicas drain and retire),
+and every affinity choice is the one a scan of every candidate's cache makes."""
 
 from __future__ import annotations
 
@@ -85,7 +85,8 @@ class CountingIndex(PrefixIndex):
         super().evicted(block, replica)
 
     def forget(self, replica: Replica) -> None:
-        self.forgotten += len(replica.prefix_cache)
+        if replica.prefix_listener is self:  # not already forgotten when it began draining
+            self.forgotten += len(replica.prefix_cache)
         super().forget(replica)
 
 
@@ -103,12 +104,13 @@ class CheckedFleet(Fleet):
     def check_index(self) -> None:
         expected: dict[int, set[int]] = {}
         for member in self.live:
-            for block in member.replica.prefix_cache:
-                expected.setdefault(block, set()).add(member.replica.index)
+            if member.up:
+                for block in member.replica.prefix_cache:
+                    expected.setdefault(block, set()).add(member.replica.index)
         assert self.index.holders == expected
         for member in self.members:
             watched = member.replica.prefix_listener is self.index
-            assert watched == (member.down == float("inf")), "retired replicas leave the index"
+            assert watched == member.up, "draining and retired replicas leave the index"
         self.checks += 1
 
     def _handle_events(self, until: float) -> None:
