@@ -5,10 +5,13 @@ and 4), with the Azure conversation sample's request lengths and P99 targets (de
 2 s / TPOT 200 ms), compare the screen's capacity (requests/s one replica serves within the
 targets) with the simulator's: the highest Poisson arrival rate per replica at which a fleet of
 ``--replicas`` replicas (least-loaded routing) still meets both P99 targets over ``--minutes`` of
-simulated time, found by bisection to 1%. The screen is told the fleet's size (its least-loaded
-router pools the replicas' queues). A ratio below 1: the screen is conservative.
+simulated time (longer where that holds fewer than ``--min-requests`` requests, so that each P99
+rests on enough tail samples at light loads), found by bisection to 1%. The screen is told the
+fleet's size (its least-loaded router pools the replicas' queues). A ratio below 1: the screen is
+conservative.
 
     python benchmarks/screen_accuracy.py [--ttft 2] [--tpot 0.2] [--replicas 4] [--minutes 30]
+        [--min-requests 20000]
         [--json OUT]
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import time
 from datetime import UTC, datetime
@@ -49,14 +53,16 @@ CASES = [
 ]
 BISECTION_TOLERANCE = 0.01  # the simulated capacity to 1% (of itself)
 MAX_BISECTIONS = 12
+MIN_REQUESTS = 20_000  # replaced by --min-requests
 
 
 def meets(
     spec: ServingSpec, rps: float, replicas: int, minutes: float, lengths: Lengths
 ) -> tuple[bool, float, float]:
     profile = choose_profile(load_bundled_profiles(), spec.gpu)
-    hours = minutes / 60
-    curve = RateCurve(datetime(2025, 1, 6, tzinfo=UTC), np.array([rps * replicas * 3600.0]))
+    hours = max(minutes / 60, MIN_REQUESTS / (rps * replicas * 3600.0))
+    hourly = np.full(math.ceil(hours), rps * replicas * 3600.0)
+    curve = RateCurve(datetime(2025, 1, 6, tzinfo=UTC), hourly)
     workload = synthetic(curve, lengths.inputs, lengths.outputs, seed=1)
     workload = workload.window(0.0, hours * 3600)
     result = simulate(
@@ -79,6 +85,8 @@ def one(spec: ServingSpec, replicas: int, minutes: float, lengths: Lengths) -> d
         max_seqs=deployment.max_seqs,
         chunked_prefill=spec.chunked_prefill,
         replicas=replicas,
+        admission=spec.admission_policy()[0],
+        watermark=spec.watermark(),
     )
     # the simulator saturates near the screen's full-batch throughput: bracket above it
     low, high = 0.0, screen.max_rps * 1.2
@@ -104,14 +112,16 @@ def one(spec: ServingSpec, replicas: int, minutes: float, lengths: Lengths) -> d
 
 
 def main() -> None:
+    global TARGET, MIN_REQUESTS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicas", type=int, default=4)
     parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--min-requests", type=int, default=MIN_REQUESTS)
     parser.add_argument("--ttft", type=float, default=2.0, help="P99 TTFT target, seconds")
     parser.add_argument("--tpot", type=float, default=0.2, help="P99 TPOT target, seconds")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    global TARGET
+    MIN_REQUESTS = args.min_requests
     TARGET = SLO(ttft_s=args.ttft, tpot_s=args.tpot)
     frame = pd.read_csv(SAMPLE)
     lengths = Lengths(

@@ -222,9 +222,15 @@ def _screen(
             profiles[gpu] = profile_for(gpu)
         key = (*cand.deployment_key(), cand.max_seqs, cand.chunked_prefill)
         if key not in capacities:
-            model = LatencyModel(cand.serving(constraints).deployment(), profiles[gpu])
+            serving = cand.serving(constraints)
             capacities[key] = replica_capacity(
-                model, lengths, slo, max_seqs=cand.max_seqs, chunked_prefill=cand.chunked_prefill
+                LatencyModel(serving.deployment(), profiles[gpu]),
+                lengths,
+                slo,
+                max_seqs=cand.max_seqs,
+                chunked_prefill=cand.chunked_prefill,
+                admission=serving.admission_policy()[0],
+                watermark=serving.watermark(),
             )
         capacity = capacities[key]
         if capacity.rps > 0:

@@ -18,12 +18,14 @@ the least-loaded router, pooled over ``replicas``). The P99s:
   prompts ahead (exponential tail), the wait for a free sequence slot (exponential, from the
   chain) and the iteration in progress; the P99 of their sum is the sum of their means plus the
   root-sum-square of each one's P99 excess;
-* TPOT: the step at the replica's 99th-percentile batch, plus the prompts that land during each
-  request's decode (a compound Poisson sum, gamma-approximated), the P99 taken over the mix of
-  output lengths (short outputs make the tail);
+* TPOT: the step at the batch a decoding request sees (mean and 99th percentile), plus the
+  prompts that land during its decode (a compound Poisson sum of busy periods,
+  gamma-approximated), the P99 taken over the mix of output lengths (short outputs make the
+  tail), the two tails combined like TTFT's;
 * E2E: mean TTFT plus the P99 output length at the mean step.
 
-The load must stay below the full batch's throughput. The screen ranks; the simulator decides
+The load must stay below the full batch's throughput; the capacity is interpolated between the
+two grid loads where the binding target is crossed. The screen ranks; the simulator decides
 (``verify``). Accuracy against the simulator: ``docs/recommender.md``.
 """
 
@@ -78,6 +80,23 @@ class Lengths:
             return float(self.inputs.mean()) + 1.0
         context = self.inputs + 1 + steps / 2
         return float((steps * context).sum() / steps.sum())
+
+    @property
+    def decoding_need(self) -> float:
+        """Mean whole KV need (prompt, output and a partly filled block) of a sequence in the
+        decode batch, weighted like :attr:`decoding_context`: what a no-evict engine reserves."""
+        steps = np.maximum(self.outputs, 1).astype(np.float64) - 1
+        need = self.inputs + np.maximum(self.outputs, 1) + KV_BLOCK_TOKENS
+        if steps.sum() <= 0:
+            return float(need.mean())
+        return float((steps * need).sum() / steps.sum())
+
+    @property
+    def packing_loss(self) -> float:
+        """KV tokens a no-evict cache leaves free on average while the request at the head of
+        the queue waits for room: half its need, a need met in proportion to its size."""
+        need = (self.inputs + np.maximum(self.outputs, 1) + KV_BLOCK_TOKENS).astype(np.float64)
+        return float((need**2).sum() / (2 * need.sum()))
 
     @property
     def mean_output(self) -> float:
@@ -136,11 +155,18 @@ def replica_capacity(
     max_seqs: int,
     chunked_prefill: bool,
     replicas: int = 1,
+    admission: str = "preempt",
+    watermark: float = 0.0,
 ) -> Capacity:
     """See the module's docstring. ``replicas``: how many replicas share the load behind the
-    least-loaded router (1: the replica alone, the most conservative)."""
+    least-loaded router (1: the replica alone, the most conservative). ``admission`` and
+    ``watermark``: the engine's admission policy (``planner.simulate.engine``): ``no_evict``
+    reserves each sequence's whole KV need, ``preempt`` lets sequences hold what they have
+    written and keeps ``watermark`` of the cache free."""
     if replicas < 1:
         raise ValueError(f"replicas must be at least 1, got {replicas}")
+    if admission not in ("preempt", "no_evict"):
+        raise ValueError(f"admission must be preempt or no_evict, got {admission!r}")
     deployment = model.deployment
     steps = max(lengths.mean_output - 1.0, 0.01)  # decode steps after the first token (> 0)
     prefills = np.asarray(model.prefill_time(lengths.inputs.astype(np.float64)))
@@ -149,9 +175,16 @@ def replica_capacity(
     chunks = math.ceil(lengths.quantile_input(0.99) / deployment.max_batched_tokens)
     overhead = model.profile.request_overhead_ms * 1e-3
 
-    # a decoding sequence holds its context plus one partly filled KV block
+    # a decoding sequence holds its context plus one partly filled KV block; under no-evict
+    # admission it holds its whole need from the start
     held = lengths.decoding_context
-    slots = deployment.kv_capacity_tokens // max(1, math.ceil(held + KV_BLOCK_TOKENS))
+    per_slot = lengths.decoding_need if admission == "no_evict" else held + KV_BLOCK_TOKENS
+    usable = deployment.kv_capacity_tokens * (1.0 - watermark)
+    if admission == "no_evict":
+        # first come, first served: the free space left when the next request's need does not
+        # fit is wasted, on average half a need met in proportion to its size
+        usable -= lengths.packing_loss
+    slots = int(usable // max(1, math.ceil(per_slot)))
     batch_max = max(1, min(max_seqs, slots))
     # fractional batches are light loads: one sequence decoding part of the time
     batch = np.concatenate((LIGHT_BATCHES, np.arange(1, batch_max + 1, dtype=np.float64)))
@@ -211,12 +244,27 @@ def replica_capacity(
             decode_steps, (np.arange(TPOT_MIX_POINTS) + 0.5) / TPOT_MIX_POINTS
         )
 
+    whole_batches = np.arange(1, batch_max + 1, dtype=np.float64)
+    whole_steps = step_raw[len(LIGHT_BATCHES) :]
+
     def tpot99_at(i: int) -> float:
+        """A request's TPOT: the step at the batch it decodes in, plus the prompts landing on
+        its replica meanwhile. The step fluctuates with the replica's batch (mean at the batch
+        a decoding request sees, P99 at the replica's P99 batch); the landings are a compound
+        Poisson sum over the request's decode. Each prompt holds the batch back by a busy
+        period (prompts arriving during a stall stall it further: mean ``x / (1 - rho)``,
+        second moment ``x2 / (1 - rho)^3``). The two tails combine like TTFT's delays: the
+        means plus the root-sum-square of the excesses."""
+        step_mean = float(np.interp(fleet.batch_seen[i], whole_batches, whole_steps))
+        step99 = max(float(step_raw[index99[i]]), step_mean)
         # prefills land on a decoding request's replica only when every replica holds work
-        landing = float(rate[i] * step[i] * fleet.landing_share[i])
-        return tpot_p99(
-            float(step_raw[index99[i]]), landing, decode_steps, float(xp[i]), float(xp2[i])
-        )
+        landing = float(rate[i] * step_mean * fleet.landing_share[i])
+        busy = max(1.0 - float(rate[i] * xp[i]), 1e-9)
+        stall_mean, stall_square = float(xp[i]) / busy, float(xp2[i]) / busy**3
+        stall99 = tpot_p99(0.0, landing, decode_steps, stall_mean, stall_square)
+        stall_per_step = landing * stall_mean
+        spread = math.hypot(step99 - step_mean, max(stall99 - stall_per_step, 0.0))
+        return step_mean + stall_per_step + spread
 
     ok = {
         "ttft": ttft99 <= (slo.ttft_s or math.inf),
@@ -246,15 +294,44 @@ def replica_capacity(
             binding = "tpot"
         elif not ok["e2e"][0]:
             binding = "e2e"
-        i, rps = 0, 0.0
-    else:
-        i, rps = last, float(rate[last])
+        return Capacity(
+            rps=0.0,
+            batch=float(batch[0]),
+            ttft_p99_s=float(ttft99[0]),
+            tpot_p99_s=tpot0,
+            e2e_p99_s=float(e2e99[0]),
+            binding=binding,
+            max_rps=float(rate[-1]),
+        )
+    at = {
+        "rate": rate[last],
+        "batch": batch[last],
+        "ttft": ttft99[last],
+        "tpot": tpot99_at(last),
+        "e2e": e2e99[last],
+    }
+    if binding in METRICS and last + 1 < len(batch) and ok["batch"][last + 1]:
+        # the grid's next batch misses the binding target: the capacity lies between the two
+        # loads, where the target is crossed (latencies are smooth in the load; whole batches
+        # would be a step of 1/B in the capacity, and the light loads are coarser still)
+        after = {
+            "rate": rate[last + 1],
+            "batch": batch[last + 1],
+            "ttft": ttft99[last + 1],
+            "tpot": tpot99_at(last + 1),
+            "e2e": e2e99[last + 1],
+        }
+        target = {"ttft": slo.ttft_s, "tpot": slo.tpot_s, "e2e": slo.e2e_s}[binding]
+        assert target is not None  # a binding latency has a target
+        rise = after[binding] - at[binding]
+        share = min(max((target - at[binding]) / rise, 0.0), 1.0) if rise > 0 else 0.0
+        at = {key: value + share * (after[key] - value) for key, value in at.items()}
     return Capacity(
-        rps=rps,
-        batch=float(batch[i]),
-        ttft_p99_s=float(ttft99[i]),
-        tpot_p99_s=tpot99_at(i),
-        e2e_p99_s=float(e2e99[i]),
+        rps=float(at["rate"]),
+        batch=float(at["batch"]),
+        ttft_p99_s=float(at["ttft"]),
+        tpot_p99_s=float(at["tpot"]),
+        e2e_p99_s=float(at["e2e"]),
         binding=binding,
         max_rps=float(rate[-1]),
     )
@@ -285,6 +362,7 @@ class Occupancy:
     slot_wait: NDArray[np.float64]  # P(every sequence slot of the fleet is taken)
     slot_rate: NDArray[np.float64]  # the wait for a slot, given one, is exponential at this rate
     batch99: NDArray[np.intp]  # the replica's 99th-percentile batch (whole sequences, >= 1)
+    batch_seen: NDArray[np.float64]  # mean batch of the replica a decoding request is in (>= 1)
     full_load: NDArray[np.float64]  # arrivals / the full replicas' completions (< 1: stable)
 
 
@@ -323,6 +401,12 @@ def fleet_occupancy(
     spread = np.empty_like(arrivals)  # E[min(N, n)] / n: a given replica is busy
     slot_wait = np.empty_like(arrivals)
     batch99 = np.empty(len(arrivals), dtype=np.intp)
+    batch_seen = np.empty_like(arrivals)
+    # per state N = n q + m: m replicas decode q + 1 sequences, the others q (past the slots,
+    # every replica is full); sum of the replicas' batches and of their squares
+    whole, extra = np.divmod(np.arange(states + 1), n)
+    batches = np.arange(states + 1, dtype=np.float64)
+    squares = extra * (whole + 1.0) ** 2 + (n - extra) * whole.astype(np.float64) ** 2
     rows = max(1, OCCUPANCY_CELLS // (states + 1))
     log_fleet_rate = np.log(fleet_rate)
     for first in range(0, len(arrivals), rows):
@@ -345,6 +429,13 @@ def fleet_occupancy(
         reach = np.argmax(cdf >= 0.99, axis=1)
         reach = np.where(cdf[:, -1] >= 0.99, reach, states)
         batch99[part] = np.maximum(-(-reach // n), 1)
+        # a decoding request sits in a replica with probability in proportion to its batch
+        beyond = (queued / total - p[:, -1])[:, None]  # N past the slots: every replica full
+        sequences = (p * batches).sum(axis=1) + beyond[:, 0] * n * slots
+        sequences_squared = (p * squares).sum(axis=1) + beyond[:, 0] * n * slots**2
+        batch_seen[part] = np.where(
+            sequences > 0, sequences_squared / np.maximum(sequences, 1e-300), 1.0
+        )
     stay = 1 - ratio**n  # a waiting request's completions left: geometric with this chance
     return Occupancy(
         all_busy=all_busy,
@@ -353,6 +444,7 @@ def fleet_occupancy(
         slot_wait=np.where(stable, slot_wait, 1.0),
         slot_rate=np.where(stable, stay * full_rate, 1e-12),
         batch99=np.minimum(batch99, slots),
+        batch_seen=np.clip(batch_seen, 1.0, slots),
         full_load=load,
     )
 
