@@ -164,7 +164,7 @@ class Sequence:
         self.id = rid
         self.arrival = arrival
         self.input_tokens = input_tokens
-        self.output_tokens = max(1, output_tokens)
+        self.output_tokens = output_tokens if output_tokens > 1 else 1  # max(1, ...), faster
         self.klass = klass
         self.blocks = blocks
         self.generated = 0  # tokens generated so far (the first token counts)
@@ -238,6 +238,17 @@ class Replica:
         self.prefix_listener: PrefixListener | None = None
         self.outstanding_tokens = 0
         self.static_batch: list[Sequence] = []
+        # the hot paths' constants, looked up once (the config is frozen; the step times fixed)
+        self._static = config.policy == "static"
+        self._chunked = config.chunked_prefill
+        self._kv_capacity = config.kv_capacity_tokens
+        self._max_seqs = config.max_seqs
+        self._max_batched_tokens = config.max_batched_tokens
+        self._watermark_tokens = config.watermark_tokens
+        self._decode_base = times.decode_base
+        self._gamma = times.gamma
+        self._iteration = times.iteration
+        self._request_overhead = times.request_overhead
 
     # --- what the router sees --------------------------------------------------------------
 
@@ -253,20 +264,23 @@ class Replica:
 
     def submit(self, seq: Sequence, now: float) -> None:
         """A request arrives at ``now`` (the replica has been advanced to ``now``)."""
-        if _whole_need(seq) > self.config.kv_capacity_tokens:
+        # _whole_need(seq), inlined: once per request
+        if seq.input_tokens + seq.output_tokens + BLOCK_TOKENS > self._kv_capacity:
             # even alone it could never finish: the engine refuses it (vLLM: too long)
             seq.state = 3
             self.on_finish(_record(seq, math.nan, 0.0), self.index)
             return
         self.waiting.append(seq)
         self.outstanding_tokens += seq.input_tokens + seq.output_tokens
-        if self.activity == _IDLE:
-            self.clock = max(self.clock, now)
+        activity = self.activity
+        if activity == _IDLE:
+            if now > self.clock:  # max(self.clock, now)
+                self.clock = now
             self._plan()
-        elif self.activity == _SEGMENT:
+        elif activity == _SEGMENT:
             self._cut_segment(now)
         elif (
-            self.config.policy == "static"
+            self._static
             and not self.static_batch
             and len(self.waiting) >= self.config.static_max_batch
         ):
@@ -310,15 +324,19 @@ class Replica:
     def _admit(self) -> None:
         """Move waiting requests, oldest first, into prefill while the batch and the KV cache
         allow; the first that does not fit stops admission (no request overtakes another)."""
-        cfg = self.config
-        capacity = cfg.kv_capacity_tokens
-        watermark = cfg.watermark_tokens
-        while self.waiting and self.batch + len(self.prefilling) < cfg.max_seqs:
-            seq = self.waiting[0]
+        capacity = self._kv_capacity
+        max_seqs = self._max_seqs
+        waiting = self.waiting
+        prefilling = self.prefilling
+        batch = self.batch  # admission moves requests into prefill only: the batch stays
+        # the decodes' share of _kv_used(), inlined (all integers: the order does not matter)
+        decoding_kv = self.ctx_base + batch * self.steps + batch * BLOCK_TOKENS
+        while waiting and batch + len(prefilling) < max_seqs:
+            seq = waiting[0]
             if self.no_evict:
                 # reserve what it will hold at its last step, on top of what the running
                 # requests reserved: every admitted request can finish, so none is preempted
-                need = _whole_need(seq)
+                need = seq.input_tokens + seq.output_tokens + BLOCK_TOKENS  # _whole_need
                 if self.committed + need > capacity:
                     break  # wait for a request to finish (it fits alone: submit checked)
                 self.committed += need
@@ -326,15 +344,15 @@ class Replica:
                 # vLLM keeps ``watermark`` of the blocks free after an admission, so the running
                 # decodes have room to grow; a request that would be alone is admitted whenever
                 # it fits, or it could wait forever
-                room = capacity - watermark if self.batch or self.prefilling else capacity
-                if self._kv_used() + seq.prefill_total + BLOCK_TOKENS > room:
+                room = capacity - self._watermark_tokens if batch or prefilling else capacity
+                if decoding_kv + self.reserved + seq.prefill_total + BLOCK_TOKENS > room:
                     break  # wait for blocks to free up (it fits alone: submit checked)
-            self.waiting.popleft()
+            waiting.popleft()
             seq.state = 1
             if seq.prefill_done == 0:
                 self._apply_prefix_cache(seq)
             self.reserved += seq.prefill_total
-            self.prefilling.append(seq)
+            prefilling.append(seq)
 
     def _apply_prefix_cache(self, seq: Sequence) -> None:
         cfg = self.config
@@ -362,12 +380,16 @@ class Replica:
         elif cfg.prefix_hit_rate > 0:
             cached = int(seq.input_tokens * cfg.prefix_hit_rate)
         # at least the last prompt token is computed, to produce the first output token
-        seq.cached = min(cached, seq.input_tokens - 1) if seq.generated == 0 else 0
+        if seq.generated == 0:
+            last = seq.input_tokens - 1
+            seq.cached = last if last < cached else cached  # min(cached, last)
+        else:
+            seq.cached = 0
         seq.prefill_done = seq.cached
 
     def _plan(self) -> None:
         """Start the next iteration or decode segment at ``self.clock``, or go idle."""
-        if self.config.policy == "static":
+        if self._static:
             self._plan_static()
             return
         if self.waiting:
@@ -380,84 +402,120 @@ class Replica:
             self.activity, self.activity_end = _IDLE, math.inf
 
     def _start_prefill_iteration(self) -> None:
-        cfg = self.config
-        chunked = cfg.chunked_prefill
-        if chunked:  # the decodes riding along need a token of KV each
-            while self.batch and cfg.kv_capacity_tokens - self._kv_used() < self.batch:
+        chunked = self._chunked
+        batch = self.batch
+        if chunked and batch:  # the decodes riding along need a token of KV each
+            capacity = self._kv_capacity
+            # _kv_used() inlined: once per iteration
+            while batch and (
+                capacity
+                - (self.ctx_base + batch * self.steps + batch * BLOCK_TOKENS + self.reserved)
+                < batch
+            ):
                 self._preempt_newest()
-        budget = cfg.max_batched_tokens - (self.batch if chunked else 0)
+                batch = self.batch
+        budget = self._max_batched_tokens - (batch if chunked else 0)
         work: list[tuple[Sequence, int]] = []
         tokens = pairs = kv = 0.0
         finishing = 0
         for seq in self.prefilling:
-            left = seq.prefill_total - seq.prefill_done
-            take = min(left, budget) if chunked else left
-            if take <= 0 or (not chunked and work and take > budget):
-                break
-            work.append((seq, take))
             done = seq.prefill_done
+            left = seq.prefill_total - done
+            if chunked:
+                take = budget if budget < left else left  # min(left, budget)
+                if take <= 0:
+                    break
+            else:
+                take = left
+                if take <= 0 or (work and take > budget):
+                    break
+            work.append((seq, take))
             tokens += take
             pairs += take * done + take * (take + 1) / 2
             kv += done
-            finishing += take == left
+            if take == left:
+                finishing += 1
             budget -= take
             if budget <= 0:
                 break
         logits = float(finishing)
-        if chunked and self.batch:  # the decodes ride along
-            ctx = self.ctx_base + self.batch * self.steps
-            tokens += self.batch
-            pairs += ctx + self.batch
+        if chunked and batch:  # the decodes ride along
+            ctx = self.ctx_base + batch * self.steps
+            tokens += batch
+            pairs += ctx + batch
             kv += ctx
-            logits += self.batch
+            logits += batch
         self.iteration_work = work
-        self.iteration_decodes = chunked and self.batch > 0
-        self._begin(_ITER, self.times.iteration(tokens, pairs, kv, logits))
+        self.iteration_decodes = chunked and batch > 0
+        seconds = self._iteration(tokens, pairs, kv, logits)
+        self.activity_busy = True
+        self.activity = _ITER
+        clock = self.clock
+        self.activity_start = clock
+        self.activity_end = clock + seconds
 
     def _start_segment(self) -> None:
         """Plan decode steps up to the next completion or KV exhaustion."""
+        running = self.running
+        capacity = self._kv_capacity
         while True:
-            finish_step = self._next_finish_step()
-            steps = finish_step - self.steps
-            room = self.config.kv_capacity_tokens - self._kv_used()
-            if room >= self.batch:
-                steps = min(steps, room // self.batch)
+            # _next_finish_step() inlined: drop stale heap entries (see _live), read the top
+            while running:
+                entry = running[0]
+                seq = entry[3]
+                if seq.state == 2 and seq.gen == entry[2]:
+                    break
+                heapq.heappop(running)
+            steps = running[0][0] - self.steps
+            batch = self.batch
+            # _kv_used() inlined
+            room = capacity - (
+                self.ctx_base + batch * self.steps + batch * BLOCK_TOKENS + self.reserved
+            )
+            if room >= batch:
+                fit = room // batch
+                if fit < steps:  # min(steps, fit)
+                    steps = fit
                 break
             self._preempt_newest()
             if not self.batch:
                 self._plan()
                 return
-        self.segment_steps = max(1, steps)
-        self._begin(_SEGMENT, self._segment_seconds(self.segment_steps))
-
-    def _segment_seconds(self, k: int) -> float:
-        b = self.batch
-        ctx = self.ctx_base + b * self.steps
-        return k * self.times.decode_base(b) + self.times.gamma * (k * ctx + b * k * (k - 1) / 2)
+        k = self.segment_steps = steps if steps > 1 else 1  # max(1, steps)
+        # k steps of D0[B] + gamma * context, the context growing by B a step (closed form)
+        ctx = self.ctx_base + batch * self.steps
+        seconds = k * self._decode_base(batch) + self._gamma * (k * ctx + batch * k * (k - 1) / 2)
+        self.activity_busy = True
+        self.activity = _SEGMENT
+        clock = self.clock
+        self.activity_start = clock
+        self.activity_end = clock + seconds
 
     def _cut_segment(self, now: float) -> None:
         """A request arrived mid-segment: end the segment at the first step boundary >= now."""
-        elapsed = now - self.activity_start
+        start = self.activity_start
+        elapsed = now - start
         b = self.batch
-        base = self.times.decode_base(b)
+        base = self._decode_base(b)
         ctx = self.ctx_base + b * self.steps
-        a = self.times.gamma * b / 2
-        lin = base + self.times.gamma * ctx - a
+        gamma = self._gamma
+        a = gamma * b / 2
+        lin = base + gamma * ctx - a
         # smallest k with a k^2 + lin k >= elapsed
         if a > 0:
             k = math.ceil((-lin + math.sqrt(lin * lin + 4 * a * elapsed)) / (2 * a) - 1e-9)
         else:
             k = math.ceil(elapsed / lin - 1e-9) if lin > 0 else 1
-        k = max(1, min(self.segment_steps, k))
-        if k < self.segment_steps:
+        planned = self.segment_steps
+        # max(1, min(planned, k)), written out
+        if k > planned:
+            k = planned
+        if k < 1:
+            k = 1
+        if k < planned:
             self.segment_steps = k
-            self.activity_end = self.activity_start + self._segment_seconds(k)
-
-    def _begin(self, kind: int, seconds: float) -> None:
-        self.activity_busy = True
-        self.activity = kind
-        self.activity_start = self.clock
-        self.activity_end = self.clock + seconds
+            # the same closed form as _start_segment's, for k steps
+            self.activity_end = start + (k * base + gamma * (k * ctx + b * k * (k - 1) / 2))
 
     def _finish_activity(self) -> None:
         end = self.activity_end
