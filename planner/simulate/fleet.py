@@ -360,30 +360,35 @@ class Fleet:
         are touched, in index order (as a loop over every replica would finish them)."""
         wakes = self._wakes
         members = self.members
+        heappop = heapq.heappop
         due: list[int] = []
         while wakes and wakes[0][0] <= t:
-            when, index = heapq.heappop(wakes)
+            when, index = heappop(wakes)
             member = members[index]
             if member.wake == when:  # else stale: the wake-up moved or the replica retired
                 member.wake = -1.0  # a duplicate entry for the same time is now stale
                 due.append(index)
         if len(due) > 1:
             due.sort()
+        inf = math.inf
         for index in due:
             member = members[index]
             replica = member.replica
             replica.advance(t)  # may retire a drained replica
-            if member.down != math.inf:
+            if member.down != inf:
                 continue
             # the wake-up always moves (the due iteration ended); the load only when a request
             # finished (advancing otherwise moves requests between the replica's queues)
             wake = member.wake = replica.next_event()
-            if wake != math.inf:
-                heapq.heappush(wakes, (wake, replica.index))
+            if wake != inf:
+                heapq.heappush(wakes, (wake, index))
                 if len(wakes) > self._wakes_limit:
                     self._compact_wakes()
             if member.finished_some:
-                self._touch_load(member)
+                # _touch_load(member), inlined: once per finished request's iteration
+                member.finished_some = False
+                if member.routable and self._track_loads:
+                    self._touch_load(member)
 
     def _touch(self, member: Member) -> None:
         """The replica's next event and load may have moved: queue the new values."""
@@ -394,10 +399,15 @@ class Fleet:
         if wake != member.wake:
             member.wake = wake
             if wake != math.inf:
-                heapq.heappush(self._wakes, (wake, replica.index))
-                if len(self._wakes) > self._wakes_limit:
+                wakes = self._wakes
+                heapq.heappush(wakes, (wake, replica.index))
+                if len(wakes) > self._wakes_limit:
                     self._compact_wakes()
-        self._touch_load(member)
+        # _touch_load(member) when it has a load to queue, else just its part: once per request
+        if member.routable and self._track_loads:
+            self._touch_load(member)
+        else:
+            member.finished_some = False
 
     def _touch_load(self, member: Member) -> None:
         member.finished_some = False
@@ -485,7 +495,8 @@ class Fleet:
         rejected = finish != finish  # NaN: the replica refused it
         if rejected:
             self.stats.rejected_too_long += 1
-        self._records.append(
+        records = self._records
+        records.append(
             (
                 rid,
                 arrival,
@@ -501,7 +512,7 @@ class Fleet:
                 False,
             )
         )
-        if len(self._records) >= CHUNK_ROWS:
+        if len(records) >= CHUNK_ROWS:
             self._flush()
         member = self.members[replica]
         member.finished_some = True
@@ -578,16 +589,17 @@ class Fleet:
         if not candidates:
             self.pending.append(seq)
             return
-        router = self.config.router
         if len(candidates) == 1:
             chosen = candidates[0]
-        elif router == "round-robin":
-            self._rr += 1
-            chosen = candidates[self._rr % len(candidates)]
         else:
-            chosen = self._least_loaded(candidates)
-            if router == "prefix-affinity" and seq.blocks:
-                chosen = self._affinity(seq, candidates, chosen)
+            router = self.config.router
+            if router == "round-robin":
+                self._rr += 1
+                chosen = candidates[self._rr % len(candidates)]
+            else:
+                chosen = self._least_loaded(candidates)
+                if router == "prefix-affinity" and seq.blocks:
+                    chosen = self._affinity(seq, candidates, chosen)
         chosen.replica.submit(seq, now)
         self._touch(chosen)
 
@@ -688,21 +700,24 @@ class Fleet:
         events = self.events
         wakes = self._wakes
         limited = bool(cfg.rate_limits)  # without limits every request is admitted
+        advance_to = self._advance_to
+        route = self._route
         for j, t in enumerate(arrivals):
-            i = first + j
             if events and events[0][0] <= t:
                 self._handle_events(t)
             if wakes and wakes[0][0] <= t:
-                self._advance_to(t)
-            seq = Sequence(i, t, inputs[j], outputs[j], classes[j], blocks[i] if blocks else None)
-            if limited and not self._admit(classes[j], t):
+                advance_to(t)
+            i = first + j
+            klass = classes[j]
+            seq = Sequence(i, t, inputs[j], outputs[j], klass, blocks[i] if blocks else None)
+            if limited and not self._admit(klass, t):
                 self.stats.rejected_by_rate_limit += 1
                 self._reject(seq, cache_hit=False)
             elif cache_hits is not None and cache_hits[j]:
                 self.stats.response_cache_hits += 1
                 self._reject(seq, cache_hit=True)
             else:
-                self._route(seq, t)
+                route(seq, t)
             if t >= self._next_sample:
                 self._sample(t)
                 self._next_sample = t + self.sample_every_s
