@@ -301,7 +301,18 @@ class Replica:
                 self.activity, self.activity_end = _IDLE, math.inf
             else:
                 self._finish_activity()
-            self._plan()
+            # _plan() inlined: once per iteration or segment
+            if self._static:
+                self._plan_static()
+                continue
+            if self.waiting:
+                self._admit()
+            if self.prefilling:
+                self._start_prefill_iteration()
+            elif self.batch:
+                self._start_segment()
+            else:
+                self.activity, self.activity_end = _IDLE, math.inf
 
     def next_event(self) -> float:
         return self.activity_end if self.activity != _IDLE else math.inf
