@@ -249,6 +249,8 @@ class Replica:
         self._gamma = times.gamma
         self._iteration = times.iteration
         self._request_overhead = times.request_overhead
+        # without a what-if hit rate, a request caches nothing unless its blocks meet a cache
+        self._no_hit_rate = not config.prefix_hit_rate > 0
 
     # --- what the router sees --------------------------------------------------------------
 
@@ -288,20 +290,29 @@ class Replica:
 
     def advance(self, until: float) -> None:
         """Run every iteration that ends by ``until``."""
-        while self.activity != _IDLE and self.activity_end <= until:
-            # _finish_activity() inlined for decode segments, the most frequent activity
-            if self.activity == _SEGMENT:
-                end = self.activity_end
-                self.busy_s += end - self.activity_start  # a segment is always busy
-                self.clock = end
+        # finishing the activity and _plan() are inlined: this loop runs once per iteration
+        # or decode segment
+        while (activity := self.activity) != _IDLE and self.activity_end <= until:
+            end = self.activity_end
+            if self.activity_busy:  # False while a static batch waits for its window
+                self.busy_s += end - self.activity_start
+            self.clock = end
+            if activity == _SEGMENT:
                 steps = self.steps = self.steps + self.segment_steps
                 # a cut segment ends no decode: skip the call (the heap's top is its minimum)
                 if self.running[0][0] <= steps:
                     self._complete_decodes(end)
-                self.activity, self.activity_end = _IDLE, math.inf
-            else:
-                self._finish_activity()
-            # _plan() inlined: once per iteration or segment
+            else:  # an iteration
+                if self.static_batch:
+                    for seq in self.static_batch:
+                        self._finish(seq, end)
+                    self.static_batch = []
+                if self.iteration_decodes:
+                    self.steps += 1
+                    if self.running[0][0] <= self.steps:  # the heap top may be stale: check
+                        self._complete_decodes(end)
+                self._complete_prefills(end)
+            self.activity, self.activity_end = _IDLE, math.inf
             if self._static:
                 self._plan_static()
                 continue
@@ -372,7 +383,16 @@ class Replica:
             waiting.popleft()
             seq.state = 1
             if seq.prefill_done == 0:
-                self._apply_prefix_cache(seq)
+                if self._no_hit_rate and (seq.blocks is None or self.prefix_capacity <= 0):
+                    # _apply_prefix_cache(seq) without a cache to ask, inlined: nothing cached
+                    # (min(0, prompt - 1), as there)
+                    if seq.generated == 0:
+                        last = seq.input_tokens - 1
+                        seq.prefill_done = seq.cached = last if last < 0 else 0
+                    else:
+                        seq.prefill_done = seq.cached = 0
+                else:
+                    self._apply_prefix_cache(seq)
             self.reserved += seq.prefill_total
             prefilling.append(seq)
 
@@ -538,26 +558,6 @@ class Replica:
             self.segment_steps = k
             # the same closed form as _start_segment's, for k steps
             self.activity_end = start + (k * base + gamma * (k * ctx + b * k * (k - 1) / 2))
-
-    def _finish_activity(self) -> None:
-        end = self.activity_end
-        if self.activity_busy:
-            self.busy_s += end - self.activity_start
-        self.clock = end
-        if self.activity == _SEGMENT:
-            self.steps += self.segment_steps
-            self._complete_decodes(end)
-        elif self.activity == _ITER:
-            if self.static_batch:
-                for seq in self.static_batch:
-                    self._finish(seq, end)
-                self.static_batch = []
-            if self.iteration_decodes:
-                self.steps += 1
-                if self.running[0][0] <= self.steps:  # the heap top may be stale: check
-                    self._complete_decodes(end)
-            self._complete_prefills(end)
-        self.activity, self.activity_end = _IDLE, math.inf
 
     def _complete_prefills(self, now: float) -> None:
         done_prompts = []
