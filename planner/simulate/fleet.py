@@ -702,18 +702,18 @@ class Fleet:
         limited = bool(cfg.rate_limits)  # without limits every request is admitted
         advance_to = self._advance_to
         route = self._route
-        for j, t in enumerate(arrivals):
+        for i, t, tokens_in, tokens_out, klass in zip(
+            range(first, last), arrivals, inputs, outputs, classes, strict=True
+        ):
             if events and events[0][0] <= t:
                 self._handle_events(t)
             if wakes and wakes[0][0] <= t:
                 advance_to(t)
-            i = first + j
-            klass = classes[j]
-            seq = Sequence(i, t, inputs[j], outputs[j], klass, blocks[i] if blocks else None)
+            seq = Sequence(i, t, tokens_in, tokens_out, klass, blocks[i] if blocks else None)
             if limited and not self._admit(klass, t):
                 self.stats.rejected_by_rate_limit += 1
                 self._reject(seq, cache_hit=False)
-            elif cache_hits is not None and cache_hits[j]:
+            elif cache_hits is not None and cache_hits[i - first]:
                 self.stats.response_cache_hits += 1
                 self._reject(seq, cache_hit=True)
             else:
