@@ -545,7 +545,8 @@ class Replica:
         running = self.running
         capacity = self._kv_capacity
         while True:
-            # _next_finish_step() inlined: drop stale heap entries (see _live), read the top
+            # the next finish step: drop stale heap entries (of runs preempted or ended), read
+            # the top; in line here, the one place it is needed
             while running:
                 entry = running[0]
                 seq = entry[3]
@@ -635,12 +636,6 @@ class Replica:
                 heapq.heappush(running, (finish_step, seq.id, gen, seq))
                 admit_order.append(seq)
         self.iteration_work = []
-
-    def _next_finish_step(self) -> int:
-        running = self.running
-        while running and not _live(running[0]):
-            heapq.heappop(running)
-        return running[0][0]
 
     def _complete_decodes(self, now: float) -> None:
         running = self.running
@@ -762,11 +757,6 @@ def _whole_need(seq: Sequence) -> int:
     prompt and output plus the partly filled block every decoding sequence is allowed (block
     rounding, conservatively). The most a replica ever serves (see :meth:`Replica.submit`)."""
     return seq.input_tokens + seq.output_tokens + BLOCK_TOKENS
-
-
-def _live(entry: tuple[int, int, int, Sequence]) -> bool:
-    seq = entry[3]
-    return seq.state == 2 and seq.gen == entry[2]
 
 
 def _record(seq: Sequence, finish: float, overhead: float) -> Finished:
