@@ -40,6 +40,7 @@ from numpy.typing import NDArray
 from scipy.special import gammaincc
 
 from planner.latency.model import LatencyModel
+from planner.simulate.engine import ADMISSION_POLICIES, whole_kv_need
 from planner.simulate.engine import BLOCK_TOKENS as KV_BLOCK_TOKENS
 from planner.simulate.metrics import SLO
 from planner.simulate.workload import HOUR_S
@@ -82,28 +83,39 @@ class Lengths:
     def decoding_context(self) -> float:
         """Mean context (prompt and output so far) of a sequence in the decode batch: a request
         decoding D steps is there for D of them, so longer outputs weigh more."""
-        steps = np.maximum(self.outputs, 1).astype(np.float64) - 1
-        if steps.sum() <= 0:
-            return float(self.inputs.mean()) + 1.0
-        context = self.inputs + 1 + steps / 2
-        return float((steps * context).sum() / steps.sum())
+        steps = self._decode_steps
+        return self._decode_weighted(self.inputs + 1 + steps / 2, float(self.inputs.mean()) + 1.0)
 
     @property
     def decoding_need(self) -> float:
-        """Mean whole KV need (prompt, output and a partly filled block) of a sequence in the
-        decode batch, weighted like :attr:`decoding_context`: what a no-evict engine reserves."""
-        steps = np.maximum(self.outputs, 1).astype(np.float64) - 1
-        need = self.inputs + np.maximum(self.outputs, 1) + KV_BLOCK_TOKENS
-        if steps.sum() <= 0:
-            return float(need.mean())
-        return float((steps * need).sum() / steps.sum())
+        """Mean whole KV need of a sequence in the decode batch, weighted like
+        :attr:`decoding_context`: what a no-evict engine reserves."""
+        needs = self._whole_needs
+        return self._decode_weighted(needs, float(needs.mean()))
 
     @property
     def packing_loss(self) -> float:
         """KV tokens a no-evict cache leaves free on average while the request at the head of
         the queue waits for room: half its need, a need met in proportion to its size."""
-        need = (self.inputs + np.maximum(self.outputs, 1) + KV_BLOCK_TOKENS).astype(np.float64)
-        return float((need**2).sum() / (2 * need.sum()))
+        needs = self._whole_needs
+        return float((needs**2).sum() / (2 * needs.sum()))
+
+    @property
+    def _decode_steps(self) -> NDArray[np.float64]:
+        return np.maximum(self.outputs, 1).astype(np.float64) - 1
+
+    @property
+    def _whole_needs(self) -> NDArray[np.float64]:
+        outputs = np.maximum(self.outputs, 1)
+        return np.asarray(whole_kv_need(self.inputs, outputs), dtype=np.float64)
+
+    def _decode_weighted(self, values: NDArray[np.float64], without_decodes: float) -> float:
+        """Mean of ``values`` over the sequences in the decode batch (each weighted by its
+        decode steps); ``without_decodes`` when no request decodes at all."""
+        steps = self._decode_steps
+        if steps.sum() <= 0:
+            return without_decodes
+        return float((steps * values).sum() / steps.sum())
 
     @property
     def mean_output(self) -> float:
@@ -172,8 +184,8 @@ def replica_capacity(
     written and keeps ``watermark`` of the cache free."""
     if replicas < 1:
         raise ValueError(f"replicas must be at least 1, got {replicas}")
-    if admission not in ("preempt", "no_evict"):
-        raise ValueError(f"admission must be preempt or no_evict, got {admission!r}")
+    if admission not in ADMISSION_POLICIES:
+        raise ValueError(f"admission must be one of {ADMISSION_POLICIES}, got {admission!r}")
     deployment = model.deployment
     steps = max(lengths.mean_output - 1.0, 0.01)  # decode steps after the first token (> 0)
     prefills = np.asarray(model.prefill_time(lengths.inputs.astype(np.float64)))

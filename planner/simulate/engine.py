@@ -23,7 +23,7 @@ import math
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -266,7 +266,7 @@ class Replica:
         self.steps = 0  # decode steps this replica has run
         self.ctx_base = 0  # sum over decoding sequences of (context at admission - admit step)
         self.reserved = 0  # KV tokens reserved by prompts being prefilled
-        # no_evict: the whole need (see _whole_need) of every sequence admitted and not finished
+        # no_evict: the whole need (whole_kv_need) of every sequence admitted and not finished
         self.no_evict = config.admission == "no_evict" and config.policy == "continuous"
         self.committed = 0
         self.activity = _IDLE
@@ -310,7 +310,7 @@ class Replica:
 
     def submit(self, seq: Sequence, now: float) -> None:
         """A request arrives at ``now`` (the replica has been advanced to ``now``)."""
-        # _whole_need(seq), inlined: once per request
+        # whole_kv_need(...), inlined: once per request
         if seq.input_tokens + seq.output_tokens + BLOCK_TOKENS > self._kv_capacity:
             # even alone it could never finish: the engine refuses it (vLLM: too long)
             seq.state = 3
@@ -413,7 +413,7 @@ class Replica:
             if self.no_evict:
                 # reserve what it will hold at its last step, on top of what the running
                 # requests reserved: every admitted request can finish, so none is preempted
-                need = seq.input_tokens + seq.output_tokens + BLOCK_TOKENS  # _whole_need
+                need = seq.input_tokens + seq.output_tokens + BLOCK_TOKENS  # whole_kv_need
                 if self.committed + need > capacity:
                     break  # wait for a request to finish (it fits alone: submit checked)
                 self.committed += need
@@ -682,7 +682,7 @@ class Replica:
         inputs = seq.input_tokens
         outputs = seq.output_tokens
         if self.no_evict:
-            self.committed -= inputs + outputs + BLOCK_TOKENS  # _whole_need(seq)
+            self.committed -= inputs + outputs + BLOCK_TOKENS  # whole_kv_need
         self.outstanding_tokens -= inputs + outputs
         overhead = self._request_overhead
         # _record(seq, now, overhead), inlined: once per request
@@ -752,11 +752,13 @@ class Replica:
         self.iteration_decodes = False
 
 
-def _whole_need(seq: Sequence) -> int:
+def whole_kv_need(input_tokens: Any, output_tokens: Any) -> Any:
     """KV tokens a request holds at its last decode step, in the simulator's accounting: its
     prompt and output plus the partly filled block every decoding sequence is allowed (block
-    rounding, conservatively). The most a replica ever serves (see :meth:`Replica.submit`)."""
-    return seq.input_tokens + seq.output_tokens + BLOCK_TOKENS
+    rounding, conservatively). The most a replica ever serves (see :meth:`Replica.submit`),
+    and what a no-evict admission reserves. Ints or arrays; the replica's hot paths write it
+    out in line."""
+    return input_tokens + output_tokens + BLOCK_TOKENS
 
 
 def _record(seq: Sequence, finish: float, overhead: float) -> Finished:
