@@ -394,12 +394,13 @@ def test_an_interrupted_runner_kills_its_workers_at_once(slow_verify: None) -> N
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert time.perf_counter() - started < 15  # not the two minutes the tasks would take
+    # the pool's manager thread ended with the runner: Python 3.11's exit hook raced its
+    # closing pipe ("Bad file descriptor" at exit) when it was left running
+    managers = [t for t in threading.enumerate() if isinstance(t, _ExecutorManagerThread)]
+    assert not [t for t in managers if t.is_alive()]
     workers = [p for p in me.children(recursive=True) if p.pid not in before]
     _gone, alive = psutil.wait_procs(workers, timeout=5)
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
-    # the pool's manager thread has ended too: Python 3.11's exit hook raced its closing pipe
-    managers = [t for t in threading.enumerate() if isinstance(t, _ExecutorManagerThread)]
-    assert not [t for t in managers if t.is_alive()]
 
 
 # --- more hostile values, found by the sweep -----------------------------------------------
