@@ -14,12 +14,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Re-install only when the project's metadata changed.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# Re-install only when the project's metadata changed, or the replica loop that setup.py compiles
+# (an edited engine.py runs as pure Python until it is rebuilt).
+COMPILED := setup.py planner/simulate/engine.py
+$(VENV)/.installed: pyproject.toml $(COMPILED) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-dev: pyproject.toml $(COMPILED) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $@ $(VENV)/.installed
 
@@ -80,4 +82,4 @@ profiles: $(VENV)/.installed
 	$(CALIBRATE) --name sglang-default --engine sglang $(OPERATORS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build planner/simulate/*.so

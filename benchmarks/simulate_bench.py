@@ -16,15 +16,19 @@
    ``--per-replica-rps`` per replica on 1, 60 and 1,000 replicas: CPU microseconds per request
    with the block index and with the old scan of every replica's cache, alternated (target:
    flat in the replicas).
+6. ``--builds``: the replica loop compiled (mypyc, see setup.py) and as pure Python
+   (``PLANNER_PURE_PYTHON=1``), alternated in child processes: CPU seconds of 1.'s one-replica
+   run, best of ``--repeats`` each, and the speed-up.
 
     python benchmarks/simulate_bench.py [--requests 300000] [--week] [--scaling] [--trace]
-        [--prefix] [--json OUT]
+        [--prefix] [--builds] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -40,6 +44,7 @@ import pandas as pd
 
 from planner.latency.model import LatencyModel
 from planner.latency.profile import choose_profile, load_bundled_profiles
+from planner.simulate import engine
 from planner.simulate.engine import RooflineStepTimes, Sequence
 from planner.simulate.fleet import Fleet, FleetConfig, Member
 from planner.simulate.run import ServingSpec, simulate
@@ -84,6 +89,56 @@ def run(n: int, rate: float, replicas: int, out: Path | None) -> dict[str, Any]:
         "p50_tpot_ms": summary["tpot"]["p50"] * 1e3,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
+
+
+def replica_cpu(n: int, rate: float) -> dict[str, Any]:
+    """CPU seconds of the replica loop alone (``Fleet.run``, no summary) on one replica."""
+    workload = poisson_workload(n, rate)
+    deployment = SERVING.deployment()
+    model = LatencyModel(deployment, choose_profile(load_bundled_profiles(), "H100-SXM"))
+    times = RooflineStepTimes(model, deployment.max_seqs)
+    fleet = FleetConfig(replicas={"on-demand": 1})
+    simulation = Fleet(workload, times, SERVING.engine_config(deployment), fleet, lambda _: None)
+    began = time.process_time()
+    simulation.run()
+    cpu = time.process_time() - began
+    return {"build": engine.IMPLEMENTATION, "requests": n, "rate_rps": rate, "cpu_s": cpu}
+
+
+def builds(n: int, repeats: int) -> list[dict[str, Any]]:
+    """:func:`replica_cpu` of both builds at 10 and 20 requests/s, alternated, best of
+    ``repeats``; each in a fresh interpreter, where the environment picks the build."""
+    best: dict[tuple[str, float], dict[str, Any]] = {}
+    for _ in range(repeats):
+        for pure in (False, True):
+            env = {k: v for k, v in os.environ.items() if k != "PLANNER_PURE_PYTHON"}
+            if pure:
+                env["PLANNER_PURE_PYTHON"] = "1"
+            for rate in (10.0, 20.0):
+                child = subprocess.run(
+                    [sys.executable, __file__, "--cpu-child", str(n), str(rate)],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                result = json.loads(child.stdout.strip().splitlines()[-1])
+                key = (result["build"], rate)
+                if key not in best or result["cpu_s"] < best[key]["cpu_s"]:
+                    best[key] = result
+    return list(best.values())
+
+
+def print_builds(results: list[dict[str, Any]]) -> None:
+    pure = {r["rate_rps"]: r["cpu_s"] for r in results if r["build"] == "pure Python"}
+    print(f"{'build':>12} {'rate':>6} {'CPU s':>7} {'us/req':>7} {'req/CPU s':>10} {'speed-up':>8}")
+    for r in results:
+        n, cpu = r["requests"], r["cpu_s"]
+        speedup = pure.get(r["rate_rps"], math.nan) / cpu
+        print(
+            f"{r['build']:>12} {r['rate_rps']:>6g} {cpu:>7.2f} {cpu / n * 1e6:>7.2f} "
+            f"{n / cpu:>10,.0f} {speedup:>8.2f}"
+        )
 
 
 def conversation_trace(scale: float) -> Workload:
@@ -322,13 +377,29 @@ def main() -> None:
     parser.add_argument("--prefix-repeats", type=int, default=2)
     parser.add_argument("--trace-scale", type=float, default=50.0)
     parser.add_argument("--trace-replicas", type=int, default=60)
+    parser.add_argument("--builds", action="store_true", help="compiled vs pure Python only")
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # n rate replicas
+    parser.add_argument("--cpu-child", nargs=2, help=argparse.SUPPRESS)  # n rate
     parser.add_argument("--trace-child", nargs=2, help=argparse.SUPPRESS)  # scale replicas
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.trace_child:
         scale, replicas = float(args.trace_child[0]), int(args.trace_child[1])
         print(json.dumps(run_trace(scale, replicas)))
+        return
+    if args.cpu_child:
+        print(json.dumps(replica_cpu(int(args.cpu_child[0]), float(args.cpu_child[1]))))
+        return
+    if args.builds:
+        compared = builds(args.requests, args.repeats)
+        print(
+            f"one replica, {args.requests:,} requests: replica loop CPU time, best of "
+            f"{args.repeats}, builds alternated"
+        )
+        print_builds(compared)
+        if args.json:
+            args.json.write_text(json.dumps(compared, indent=2))
         return
     if args.child:
         n, rate, replicas = int(args.child[0]), float(args.child[1]), int(args.child[2])
@@ -360,6 +431,7 @@ def main() -> None:
         week = json.loads(child.stdout.strip().splitlines()[-1])
         week["process_wall_s"] = time.perf_counter() - began
         results.append(week)
+    print(f"replica loop: {engine.IMPLEMENTATION}")
     columns = ("requests", "rate", "replicas", "sim h", "wall s", "req/wall s", "P99 TTFT ms")
     print(" ".join(f"{c:>11}" for c in (*columns, "peak MiB")))
     for r in results:

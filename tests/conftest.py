@@ -10,12 +10,14 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from planner.store import Store, open_store
+from tests.pure_engine import use_pure_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "tests" / "fixtures" / "traces"
@@ -115,3 +117,9 @@ def demo_store_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("demo-store") / "planner.db"
     load_demo(f"sqlite:///{path}", quick=True)
     return path
+
+
+@pytest.fixture
+def pure_engine(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The replica loop as pure Python for this test: one that subclasses or patches it."""
+    return use_pure_engine(monkeypatch)

@@ -18,11 +18,15 @@ the next completion, KV exhaustion or arrival, and cut short when a request arri
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import math
+import os
+import warnings
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -775,3 +779,36 @@ def _record(seq: Sequence, finish: float, overhead: float) -> Finished:
         seq.cached,
         seq.preemptions,
     )
+
+
+#: Which build of this module runs: "compiled" (mypyc, see setup.py) or "pure Python".
+IMPLEMENTATION = "pure Python"
+
+
+def _compiled_twin(source: Path) -> Any:
+    """The mypyc build of this module's ``source``, or None: not built, turned off by
+    ``PLANNER_PURE_PYTHON``, or built from another version of it (an edit since the install)."""
+    if os.environ.get("PLANNER_PURE_PYTHON"):
+        return None
+    try:
+        from planner.simulate import _engine_native  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    if (
+        getattr(_engine_native, "SOURCE_SHA256", None)
+        != hashlib.sha256(source.read_bytes()).hexdigest()
+    ):
+        warnings.warn(
+            f"planner: the compiled simulator was built from another version of {source}; "
+            "running the pure-Python one (reinstall planner to rebuild it)",
+            stacklevel=2,
+        )
+        return None
+    return _engine_native
+
+
+# Only the module under its own name switches: the compiled copy runs this too, under its own.
+if __name__ == "planner.simulate.engine" and (_twin := _compiled_twin(Path(__file__))) is not None:
+    # every name, so that what one build makes (a Sequence, an EngineConfig) meets its own kind
+    globals().update({k: v for k, v in vars(_twin).items() if not k.startswith("__")})
+    IMPLEMENTATION = "compiled"

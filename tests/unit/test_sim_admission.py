@@ -6,6 +6,7 @@ wiring from the engine catalog to the simulation and the recommender."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from datetime import UTC, datetime
@@ -77,6 +78,7 @@ def test_preempt_overfills_and_preempts_where_no_evict_waits() -> None:
     assert first[2] < finish[0] <= first[3]
 
 
+@pytest.mark.usefixtures("pure_engine")  # subclasses the replica
 def test_no_evict_reserves_the_whole_need_at_admission() -> None:
     probe: list[tuple[int, int, int]] = []
     config = EngineConfig(kv_capacity_tokens=4000, admission="no_evict")
@@ -185,7 +187,7 @@ def test_served_throughput_has_no_cliff_near_capacity(policy: str) -> None:
 
 def test_the_watermark_cuts_preemptions_near_capacity() -> None:
     with_watermark = sweep(SWEEP_POLICIES["preempt"])
-    without = sweep(EngineConfig(**{**SWEEP_POLICIES["preempt"].__dict__, "watermark": 0.0}))
+    without = sweep(dataclasses.replace(SWEEP_POLICIES["preempt"], watermark=0.0))
     assert sum(p for _, _, p in without) > 3 * sum(p for _, _, p in with_watermark)
 
 

@@ -570,6 +570,7 @@ def test_chunked_prefill_iterations_respect_kv_capacity() -> None:
     probe.drain()
 
 
+@pytest.mark.usefixtures("pure_engine")  # patches a replica method
 def test_recomputed_request_runs_no_extra_decode_step(monkeypatch: pytest.MonkeyPatch) -> None:
     stints: dict[int, list[int]] = {}
     leave = Replica._leave_batch

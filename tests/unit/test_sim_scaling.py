@@ -355,6 +355,7 @@ def replica_calls(replicas: int, monkeypatch: pytest.MonkeyPatch) -> float:
     return calls / len(w)
 
 
+@pytest.mark.usefixtures("pure_engine")  # counts replica method calls
 def test_replica_work_per_request_does_not_grow_with_replicas(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
