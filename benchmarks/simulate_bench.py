@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -362,6 +363,19 @@ def print_prefix(results: list[dict[str, Any]]) -> None:
         print(" ".join(f"{c:>12}" for c in cells))
 
 
+def show(
+    title: str,
+    results: list[dict[str, Any]],
+    table: Callable[[list[dict[str, Any]]], None],
+    out: Path | None,
+) -> None:
+    """One comparison's title and table, and its rows as JSON to ``out`` when given."""
+    print(title)
+    table(results)
+    if out:
+        out.write_text(json.dumps(results, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300_000)
@@ -392,14 +406,11 @@ def main() -> None:
         print(json.dumps(replica_cpu(int(args.cpu_child[0]), float(args.cpu_child[1]))))
         return
     if args.builds:
-        compared = builds(args.requests, args.repeats)
-        print(
+        title = (
             f"one replica, {args.requests:,} requests: replica loop CPU time, best of "
             f"{args.repeats}, builds alternated"
         )
-        print_builds(compared)
-        if args.json:
-            args.json.write_text(json.dumps(compared, indent=2))
+        show(title, builds(args.requests, args.repeats), print_builds, args.json)
         return
     if args.child:
         n, rate, replicas = int(args.child[0]), float(args.child[1]), int(args.child[2])
@@ -408,14 +419,12 @@ def main() -> None:
         return
     if args.prefix:
         prefix = prefix_scaling(args.prefix_requests, args.per_replica_rps, args.prefix_repeats)
-        print(
+        title = (
             f"prefix-affinity: {args.prefix_requests:,} conversation turns at "
             f"{args.per_replica_rps:g} requests/s per replica, CPU time, best of "
             f"{args.prefix_repeats}"
         )
-        print_prefix(prefix)
-        if args.json:
-            args.json.write_text(json.dumps(prefix, indent=2))
+        show(title, prefix, print_prefix, args.json)
         return
     results = []
     for n, rate, replicas in [(args.requests, 10.0, 1), (args.requests, 20.0, 1)]:
