@@ -277,7 +277,7 @@ def replica_capacity(
         means plus the root-sum-square of the excesses."""
         step_mean = float(np.interp(fleet.batch_seen[i], whole_batches, whole_steps))
         step99 = max(float(step_raw[index99[i]]), step_mean)
-        # prefills land on a decoding request's replica only when every replica holds work
+        # prefills land only on the least-loaded replicas (fleet_occupancy's landing_share)
         landing = float(rate[i] * step_mean * fleet.landing_share[i])
         busy = max(1.0 - float(rate[i] * xp[i]), 1e-9)
         stall_mean, stall_square = float(xp[i]) / busy, float(xp2[i]) / busy**3
@@ -378,7 +378,8 @@ class Occupancy:
 
     all_busy: NDArray[np.float64]  # every replica holds work: the arrival's replica is busy
     prefill_share: NDArray[np.float64]  # its replica's chance to be prefilling, relative to one
-    landing_share: NDArray[np.float64]  # share of a replica's arrivals that join a busy one
+    landing_share: NDArray[np.float64]  # a replica's arrivals, relative, that land beside a
+    # decoding request (the least-loaded router sends fewer to the busier replicas)
     slot_wait: NDArray[np.float64]  # P(every sequence slot of the fleet is taken)
     slot_rate: NDArray[np.float64]  # the wait for a slot, given one, is exponential at this rate
     batch99: NDArray[np.intp]  # the replica's 99th-percentile batch (whole sequences, >= 1)
@@ -417,11 +418,11 @@ def fleet_occupancy(
     stable = load < 1
     ratio = np.where(stable, load, 0.5)  # unstable rates get placeholders, flagged by full_load
     all_busy = np.empty_like(arrivals)
-    present = np.empty_like(arrivals)  # P(N >= 1)
     spread = np.empty_like(arrivals)  # E[min(N, n)] / n: a given replica is busy
     slot_wait = np.empty_like(arrivals)
     batch99 = np.empty(len(arrivals), dtype=np.intp)
     batch_seen = np.empty_like(arrivals)
+    landing_share = np.empty_like(arrivals)
     # per state N = n q + m: m replicas decode q + 1 sequences, the others q (past the slots,
     # every replica is full); sum of the replicas' batches and of their squares
     whole, extra = np.divmod(np.arange(states + 1), n)
@@ -440,7 +441,6 @@ def fleet_occupancy(
         p = weight / total[:, None]
         below = p[:, : min(n, states + 1)].sum(axis=1)  # some replica is idle
         all_busy[part] = 1 - below
-        present[part] = 1 - p[:, 0]
         held = np.minimum(np.arange(states + 1), n)
         spread[part] = ((p * held).sum(axis=1) + (queued / total - p[:, -1]) * n) / n
         slot_wait[part] = queued / total
@@ -456,11 +456,19 @@ def fleet_occupancy(
         batch_seen[part] = np.where(
             sequences > 0, sequences_squared / np.maximum(sequences, 1e-300), 1.0
         )
+        # arrivals go to the least-loaded replicas: with N = n q + m, the n - m replicas at q
+        # take them all (every replica when m = 0), nothing lands on the m at q + 1; summed over
+        # the sequences decoding, n x arrivals x q, so a decoding request meets n q / N of a
+        # replica's arrivals (the busier replicas, where size-biased requests sit, get fewer)
+        landed = (p * whole).sum(axis=1) + beyond[:, 0] * slots
+        landing_share[part] = np.where(
+            sequences > 0, n * landed / np.maximum(sequences, 1e-300), 1.0
+        )
     stay = 1 - ratio**n  # a waiting request's completions left: geometric with this chance
     return Occupancy(
         all_busy=all_busy,
         prefill_share=np.where(spread > 0, all_busy / np.maximum(spread, 1e-300), 1.0),
-        landing_share=np.where(present > 0, all_busy / np.maximum(present, 1e-300), 1.0),
+        landing_share=landing_share,
         slot_wait=np.where(stable, slot_wait, 1.0),
         slot_rate=np.where(stable, stay * full_rate, 1e-12),
         batch99=np.minimum(batch99, slots),
