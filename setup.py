@@ -44,10 +44,18 @@ def native_extensions() -> list[Any]:
         + f'\nSOURCE_SHA256 = "{stamp}"\n'.encode()
     )
     try:
-        # no config file: the project's strict settings are for its own type-check, and the
-        # build environment lacks the libraries (numpy, pandas) the imports lead to
+        # the copy alone, whatever the build environment holds: no config file (the project's
+        # strict settings are for its own type-check), imports as Any (the build environment
+        # lacks numpy and the rest; the loop's speed is in its own classes) and no cache (one
+        # left by the project's type-check would lend the types it saw then)
         extensions: list[Any] = mypycify(
-            ["--config-file=", "--ignore-missing-imports", "--follow-imports=silent", str(COPY)],
+            [
+                "--config-file=",
+                "--follow-imports=skip",
+                "--ignore-missing-imports",
+                f"--cache-dir={os.devnull}",
+                str(COPY),
+            ],
             opt_level="3",
         )
     except BaseException as error:  # mypyc exits with SystemExit on a type error

@@ -66,7 +66,7 @@ class RooflineStepTimes:
 
     def __init__(self, model: LatencyModel, max_batch: int) -> None:
         self.model = model
-        batches = np.arange(max_batch + 1, dtype=np.float64)
+        batches = np.arange(max_batch + 1.0)  # 0.0, 1.0, ..., max_batch
         base = model.decode_time(batches, 0.0)
         # decode_time(B, C) = base(B) + gamma * C exactly: attention is the only context term and
         # its FLOPs and bytes both scale with (C + B).
