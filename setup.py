@@ -2,7 +2,7 @@
 
 ``planner/simulate/engine.py`` is the one source of the replica loop. At build time a copy of it,
 stamped with the source's SHA-256, is compiled with mypyc as ``planner.simulate._engine_native``
-(2-2.5x the simulated requests per second; results bit for bit the same). ``engine.py`` switches
+(1.7-2.7x the simulated requests per second; results bit for bit the same). ``engine.py`` switches
 to the compiled copy only when the stamp matches its own source, so an edited ``engine.py`` is
 never shadowed by an older build. The build is optional: without a C compiler, or with
 ``PLANNER_PURE_PYTHON=1`` set, planner installs and runs as pure Python.
