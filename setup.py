@@ -58,7 +58,7 @@ def native_extensions() -> list[Any]:
             ],
             opt_level="3",
         )
-    except BaseException as error:  # mypyc exits with SystemExit on a type error
+    except (Exception, SystemExit) as error:  # mypyc exits with SystemExit on a type error
         print(f"planner: mypyc failed ({error}); the simulator stays pure Python", file=sys.stderr)
         return []
     finally:

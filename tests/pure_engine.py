@@ -20,19 +20,13 @@ PURE_NAME = "planner.simulate._engine_pure"
 NATIVE_NAME = "planner.simulate._engine_native"
 
 
-def engine_source() -> str:
-    """Path of ``engine.py``, the one source of both builds."""
-    spec = importlib.util.find_spec("planner.simulate.engine")
-    assert spec is not None and spec.origin is not None
-    return spec.origin
-
-
 @cache
 def load_pure_engine() -> ModuleType:
     """``engine.py`` imported as pure Python under a name of its own (it never switches there)."""
     if engine.IMPLEMENTATION == "pure Python":
         return engine
-    spec = importlib.util.spec_from_file_location(PURE_NAME, engine_source())
+    # the switch lends every name but the module's own dunders: __file__ is still engine.py
+    spec = importlib.util.spec_from_file_location(PURE_NAME, engine.__file__)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[PURE_NAME] = module  # dataclasses look their module up while they are made

@@ -18,7 +18,7 @@ import planner.simulate.engine as engine
 from planner.simulate.engine import EngineConfig
 from planner.simulate.fleet import Fleet, FleetConfig
 from planner.simulate.workload import Workload
-from tests.pure_engine import NATIVE_NAME, engine_source, use_pure_engine
+from tests.pure_engine import NATIVE_NAME, use_pure_engine
 from tests.unit.test_sim_scaling import fleets, run, scenarios
 
 # .ci/run builds the compiled engine and sets this: there, a pure-Python fallback is a failure
@@ -61,10 +61,10 @@ def test_the_builds_agree_on_random_fleets(
 @compiled_only
 def test_a_build_from_another_source_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     native = sys.modules[NATIVE_NAME]
-    assert engine._compiled_twin(Path(engine_source())) is native
+    assert engine._compiled_twin(Path(engine.__file__)) is native
     monkeypatch.setattr(native, "SOURCE_SHA256", "0" * 64)  # as if engine.py had been edited
     with pytest.warns(UserWarning, match="built from another version"):
-        assert engine._compiled_twin(Path(engine_source())) is None
+        assert engine._compiled_twin(Path(engine.__file__)) is None
 
 
 def test_pure_python_can_be_asked_for() -> None:
