@@ -14,8 +14,9 @@ whose predicted P99s meet the targets. How many requests a replica holds, and wh
 finds on its replica, come from :func:`fleet_occupancy` (a birth-death chain of the fleet behind
 the least-loaded router, pooled over ``replicas``). The P99s:
 
-* TTFT: the prompt's prefill (the P99 prompt in its shared iteration), the M/G/1 wait for
-  prompts ahead (exponential tail), the wait for a free sequence slot (exponential, from the
+* TTFT: the prompt's prefill (the P99 prompt in its shared iteration), the wait for prompts
+  ahead (:func:`prompt_queue`: M/G/1 on one replica, fewer and shorter waits behind the
+  least-loaded router; exponential tail), the wait for a free sequence slot (exponential, from the
   chain) and the iteration in progress; the P99 of their sum is the sum of their means plus the
   root-sum-square of each one's P99 excess;
 * TPOT: the step at the batch a decoding request sees (mean and 99th percentile), plus the
@@ -49,13 +50,21 @@ LIGHT_BATCHES = np.array([0.05, 0.1, 0.2, 0.35, 0.5, 0.7])  # loads below one se
 TPOT_MIX_POINTS = 256  # output-length quantiles the TPOT tail is averaged over
 PROMPT_POINTS = 32  # prompt-length quantiles a prefill's stall of the batch is averaged over
 METRICS = ("ttft", "tpot", "e2e")
-# Behind the least-loaded router an arrival also avoids replicas with prompts queued (each one
-# counts as outstanding work), so the wait for prompts ahead shrinks as the fleet grows: in the
-# simulator its P99 excess fell like n^-0.31 to n^-0.5 from 1 to 8 busy replicas on three
-# deployments, and the M/G/1 queue below matched 2 replicas. With this factor the screen's
-# capacity at the simulator's P99 TTFT is 0.89-1.15x the simulated load for 1 to 8 replicas
-# (without it 0.56-1.43x; docs/recommender.md)
-PROMPT_QUEUE_POOLING = 0.25  # the wait scales as (2 / replicas) ** this
+# The prompt queue an arrival meets, fitted to the simulator (benchmarks/prompt_queue.py;
+# docs/recommender.md). A lone replica's M/G/1 wait runs this much longer than Pollaczek-
+# Khinchine's (chunked prompts, the iteration in progress):
+LONE_REPLICA_WAIT = 2**0.25
+# Behind the least-loaded router a replica that has just taken a request holds one more than
+# the rest, so the next arrivals go elsewhere: each replica's arrivals come more evenly than
+# Poisson, by a smoothing s(n) = SMOOTHING * (1 - n^-SMOOTHING_DECAY) (0 for one replica):
+SMOOTHING, SMOOTHING_DECAY = 0.54, 1.17
+# - the share of arrivals that wait for prompts ahead is one replica's times 1 - s(n) + BUSIER
+#   rho (at most 1), and the queue they meet seldom holds more than the prompt in service: the
+#   M/G/1 wait's growth 1 / (1 - rho) flattens to (1 - rho) ** -((2 / n) ** BACKLOG_DECAY);
+BUSIER, BACKLOG_DECAY = 0.35, 0.6
+# - the arrivals in a window expecting m of them vary by m (1 - s(n) m / (m + COUNT_SCALE))
+#   instead of Poisson's m (their index of dispersion falls from 1 toward 1 - s(n))
+COUNT_SCALE = 1.5
 
 
 @dataclass(frozen=True)
@@ -226,16 +235,15 @@ def replica_capacity(
     rate = batch / (steps * step_raw + batch * xp)
     step = step_raw / (1 - rate * xp)
     rho = rate * ep  # the GPU's share spent on prompts: their M/G/1 queue
-    idle = np.maximum(1 - rho, 1e-9)  # (rho >= 1 is flagged infeasible below)
     # how many requests the fleet holds, and what an arrival finds on its replica
     fleet = fleet_occupancy(rate, rate[len(LIGHT_BATCHES) :], replicas)
-    pooling = (2 / replicas) ** PROMPT_QUEUE_POOLING
-    wait = pooling * fleet.prefill_share * rate * ep2 / (2 * idle)
-    # M/G/1: an arrival waits with probability rho, the wait given that has mean W / rho and an
-    # exponential tail; joining the least-loaded replica, it meets prefills only in prefill_share
-    waits = fleet.prefill_share * rho
+    # an arrival waits for prompts ahead with probability `waits`, and then for an exponential
+    # time with mean `queued` (one prompt's residual E[p^2] / 2 E[p], stretched by the backlog)
+    waits, backlog = prompt_queue(rho, fleet.prefill_share, replicas)
+    queued = backlog * ep2 / (2 * ep)
+    wait = waits * queued
     tail = np.log(np.maximum(waits, 0.01) / 0.01)
-    wait99 = pooling * np.where(waits > 0.01, ep2 / (2 * ep * idle) * tail, 0.0)
+    wait99 = np.where(waits > 0.01, queued * tail, 0.0)
     in_progress = fleet.all_busy * step_raw / 2  # the iteration the arrival's replica is in
     slot_wait = fleet.slot_wait / fleet.slot_rate
     slot_wait99 = np.where(
@@ -271,7 +279,8 @@ def replica_capacity(
         """A request's TPOT: the step at the batch it decodes in, plus the prompts landing on
         its replica meanwhile. The step fluctuates with the replica's batch (mean at the batch
         a decoding request sees, P99 at the replica's P99 batch); the landings are a compound
-        Poisson sum over the request's decode. Each prompt holds the batch back by a busy
+        sum over the request's decode (Poisson on one replica, more even behind the
+        least-loaded router: :func:`jsq_smoothing`). Each prompt holds the batch back by a busy
         period (prompts arriving during a stall stall it further: mean ``x / (1 - rho)``,
         second moment ``x2 / (1 - rho)^3``). The two tails combine like TTFT's delays: the
         means plus the root-sum-square of the excesses."""
@@ -281,7 +290,9 @@ def replica_capacity(
         landing = float(rate[i] * step_mean * fleet.landing_share[i])
         busy = max(1.0 - float(rate[i] * xp[i]), 1e-9)
         stall_mean, stall_square = float(xp[i]) / busy, float(xp2[i]) / busy**3
-        stall99 = tpot_p99(0.0, landing, decode_steps, stall_mean, stall_square)
+        stall99 = tpot_p99(
+            0.0, landing, decode_steps, stall_mean, stall_square, jsq_smoothing(replicas)
+        )
         stall_per_step = landing * stall_mean
         spread = math.hypot(step99 - step_mean, max(stall99 - stall_per_step, 0.0))
         return step_mean + stall_per_step + spread
@@ -355,6 +366,35 @@ def replica_capacity(
         binding=binding,
         max_rps=float(rate[-1]),
     )
+
+
+def prompt_queue(
+    rho: NDArray[np.float64], prefill_share: NDArray[np.float64], replicas: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The prompt queue an arrival meets at its replica: the probability that it waits for
+    prompts ahead, and how much the wait given that exceeds one prompt's residual.
+
+    ``rho``: a replica's share of time on prompts; ``prefill_share``: how much more often than
+    the fleet's average an arrival meets a busy replica (:func:`fleet_occupancy`). One replica is
+    an M/G/1 queue (it waits with probability ``rho``, for ``1 / (1 - rho)`` residuals) with the
+    fitted ``LONE_REPLICA_WAIT``. Behind the least-loaded router the replica that has just taken
+    a prompt holds one request more than the rest, so arrivals join it less often, and less
+    often still with more replicas to choose from (:func:`jsq_smoothing`); the queue seldom
+    holds a second prompt, so the backlog's growth with ``rho`` flattens. Both are fitted to the
+    simulator over 5 deployments, 2-8 replicas and ``rho`` 0.07-0.42 (docs/recommender.md).
+    """
+    idle = np.maximum(1 - rho, 1e-9)  # (rho >= 1 is flagged infeasible by the caller)
+    waits = prefill_share * rho
+    if replicas == 1:
+        return waits, LONE_REPLICA_WAIT / idle
+    avoided = 1 - jsq_smoothing(replicas) + BUSIER * rho
+    return waits * np.minimum(avoided, 1.0), idle ** -((2 / replicas) ** BACKLOG_DECAY)
+
+
+def jsq_smoothing(replicas: int) -> float:
+    """How much more evenly than Poisson the least-loaded router spreads arrivals over
+    ``replicas`` (0: Poisson, one replica); fitted to the simulator (see the constants)."""
+    return SMOOTHING * (1 - math.pow(replicas, -SMOOTHING_DECAY))
 
 
 def mixed_iteration(
@@ -483,13 +523,17 @@ def tpot_p99(
     decode_steps: NDArray[np.float64],
     mean_prefill: float,
     mean_square_prefill: float,
+    smoothing: float = 0.0,
 ) -> float:
     """P99 of time per output token over the mix of output lengths.
 
     A request decoding ``n`` steps takes ``base_step`` per step plus the prefills that arrive
-    meanwhile (``arrivals_per_step x n`` of them, Poisson); their total is a compound Poisson
-    sum, approximated by the gamma with its mean and variance. Short outputs make the tail: one
-    long prompt's prefill over a few steps. Returns the t with ``mean_i P(TPOT_i > t) = 1%``.
+    meanwhile (``m = arrivals_per_step x n`` of them); their total is a compound sum,
+    approximated by the gamma with its mean and variance. The arrivals are Poisson with
+    ``smoothing`` 0, more even than that behind the least-loaded router (:func:`jsq_smoothing`:
+    their count varies by ``m (1 - smoothing m / (m + COUNT_SCALE))``). Short outputs make the
+    tail: one long prompt's prefill over a few steps. Returns the t with ``mean_i P(TPOT_i > t)
+    = 1%``.
     """
     if not len(decode_steps):
         return base_step
@@ -497,7 +541,9 @@ def tpot_p99(
     if arrivals_per_step <= 0 or mean_prefill <= 0:
         return base_step
     mean = arrivals * mean_prefill
-    variance = arrivals * mean_square_prefill
+    # Var = E[m] Var[X] + Var[m] E[X]^2, with Var[m] = E[m] x the count's index of dispersion
+    dispersion = 1 - smoothing * arrivals / (arrivals + COUNT_SCALE)
+    variance = arrivals * (mean_square_prefill - (1 - dispersion) * mean_prefill**2)
     shape, scale = mean**2 / variance, variance / mean
 
     def exceed(t: float) -> float:

@@ -4,9 +4,11 @@ price sheets and the catalog allow, and how far the screen is from the simulator
 
 from __future__ import annotations
 
+import itertools
 import math
 from datetime import UTC, datetime
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,11 +21,15 @@ from planner.latency.model import LatencyModel
 from planner.latency.profile import Profile, choose_profile, load_bundled_profiles
 from planner.recommend.inputs import Constraints
 from planner.recommend.screen import (
+    COUNT_SCALE,
+    LONE_REPLICA_WAIT,
     Capacity,
     Lengths,
     fleet_occupancy,
     hourly_instances,
     hourly_replicas,
+    jsq_smoothing,
+    prompt_queue,
     replica_capacity,
     tpot_p99,
 )
@@ -516,6 +522,72 @@ def test_a_fleet_screens_more_capacity_per_replica_than_one_replica() -> None:
     assert pooled.miss(slo) is None
 
 
+def test_one_replicas_prompt_queue_is_mg1() -> None:
+    rho, share = np.array([0.1, 0.3, 0.6]), np.array([1.0, 0.9, 1.0])
+    waits, backlog = prompt_queue(rho, share, 1)
+    assert waits == pytest.approx(share * rho)  # an arrival waits while a prompt is served
+    assert backlog == pytest.approx(LONE_REPLICA_WAIT / (1 - rho))  # the M/G/1 backlog
+
+
+def test_the_least_loaded_router_meets_fewer_and_shorter_prompt_queues() -> None:
+    rho, share = np.linspace(0.05, 0.9, 18), np.ones(18)
+    fleets = [prompt_queue(rho, share, n) for n in (1, 2, 4, 8, 64)]
+    for (waits, backlog), (more_waits, more_backlog) in itertools.pairwise(fleets):
+        assert np.all(more_waits <= waits) and np.all(more_backlog <= backlog)
+        assert np.all(more_waits[rho < 0.5] < waits[rho < 0.5])  # (near 1 both wait always)
+    assert np.all(fleets[-1][0] > 0.4 * rho)  # the avoided share levels off, never to zero
+    assert np.all(fleets[-1][1] >= 1)  # at least the prompt in service
+
+
+def waiting_share(frame: pd.DataFrame, model: LatencyModel) -> float:
+    """Share of requests whose TTFT exceeds their own prefill by more than two decode steps:
+    those that waited for prompts ahead (the iteration in progress delays any by up to one)."""
+    own = np.asarray(model.prefill_time(frame["input_tokens"].to_numpy(np.float64)))
+    beyond = frame["ttft_s"].to_numpy() - model.profile.request_overhead_ms * 1e-3 - own
+    return float(np.mean(beyond > 2 * float(model.decode_time(1.0, 1000.0))))
+
+
+def dispersion(frame: pd.DataFrame, mean_count: float) -> float:
+    """Variance / mean of one replica's (replica 0's) arrivals in windows expecting
+    ``mean_count`` of them."""
+    times = np.sort(frame.loc[frame["replica"] == 0, "arrival_s"].to_numpy())
+    window = mean_count * (times[-1] - times[0]) / len(times)
+    starts = np.random.default_rng(0).uniform(times[0], times[-1] - window, 20_000)
+    counts = np.searchsorted(times, starts + window) - np.searchsorted(times, starts)
+    return float(counts.var() / counts.mean())
+
+
+def test_prompt_queue_and_smoothing_match_the_simulated_fleet(tmp_path: Path) -> None:
+    """At the same load per replica, 4 replicas behind the least-loaded router wait for prompts
+    ahead less often than one replica, by the ratio the screen's prompt_queue gives (within
+    15%: the fit's spread, benchmarks/prompt_queue.py), and each replica's arrivals come more
+    evenly than Poisson, as jsq_smoothing says."""
+    spec = serving()
+    model = latency_model(spec)
+    inputs, outputs = demo_lengths()
+    mean_prefill = float(np.mean(model.prefill_time(inputs.astype(np.float64))))
+    rps = 0.25 / mean_prefill  # a quarter of each replica's time on prompts
+    shares, frames = [], []
+    for replicas in (1, 4):
+        curve = RateCurve(START, np.array([rps * replicas * HOUR_S]))
+        work = synthetic(curve, inputs, outputs, seed=1).window(0.0, 20_000 / (rps * replicas))
+        out = tmp_path / f"{replicas}.parquet"
+        fleet = FleetConfig(replicas={"on-demand": replicas})
+        simulate(work, spec, fleet, profile(), slos={}, requests_out=out)
+        frames.append(pd.read_parquet(out))
+        shares.append(waiting_share(frames[-1], model))
+    assert shares[0] > 0.15  # one replica waits about as often as rho says
+    rho = np.array([rps * mean_prefill])
+    screened = prompt_queue(rho, np.ones(1), 4)[0] / prompt_queue(rho, np.ones(1), 1)[0]
+    assert shares[1] / shares[0] == pytest.approx(float(screened[0]), rel=0.15)
+    assert shares[1] / shares[0] < 0.8  # and the router's avoidance is real
+    for mean_count in (1.0, 4.0):
+        assert dispersion(frames[0], mean_count) == pytest.approx(1.0, abs=0.06)  # Poisson
+        smoothed = 1 - jsq_smoothing(4) * mean_count / (mean_count + COUNT_SCALE)
+        assert dispersion(frames[1], mean_count) == pytest.approx(smoothed, abs=0.06)
+    assert dispersion(frames[1], 4.0) < 0.8
+
+
 def test_tpot_tail_comes_from_short_outputs() -> None:
     steps = np.array([1.0, 10.0, 100.0, 1000.0])
     assert tpot_p99(0.02, 0.0, steps, 0.1, 0.02) == 0.02  # no prefills land: the bare step
@@ -524,3 +596,6 @@ def test_tpot_tail_comes_from_short_outputs() -> None:
     assert 0.02 < light < heavy
     # the same stall rate spread over long outputs only: a much lighter tail
     assert tpot_p99(0.02, 0.05, np.array([1000.0] * 4), 0.1, 0.02) < heavy / 2
+    # prompts landing more evenly than Poisson (behind the least-loaded router): a lighter tail
+    assert tpot_p99(0.02, 0.05, steps, 0.1, 0.02, smoothing=0.0) == heavy
+    assert 0.02 < tpot_p99(0.02, 0.05, steps, 0.1, 0.02, smoothing=0.5) < heavy
