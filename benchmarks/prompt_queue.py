@@ -33,6 +33,7 @@ from planner.latency.model import LatencyModel
 from planner.latency.profile import choose_profile, load_bundled_profiles
 from planner.recommend.screen import (
     COUNT_SCALE,
+    Capacity,
     Lengths,
     jsq_smoothing,
     prompt_queue,
@@ -59,6 +60,22 @@ def lengths() -> Lengths:
 
 def model_of(spec: ServingSpec) -> LatencyModel:
     return LatencyModel(spec.deployment(), choose_profile(load_bundled_profiles(), spec.gpu))
+
+
+def screen(
+    spec: ServingSpec, model: LatencyModel, sample: Lengths, slo: SLO, replicas: int = 1
+) -> Capacity:
+    """The screen's capacity of one replica of ``spec`` in a fleet of ``replicas``."""
+    return replica_capacity(
+        model,
+        sample,
+        slo,
+        max_seqs=spec.deployment().max_seqs,
+        chunked_prefill=spec.chunked_prefill,
+        replicas=replicas,
+        admission=spec.admission_policy()[0],
+        watermark=spec.watermark(),
+    )
 
 
 def served(
@@ -110,14 +127,7 @@ def sweep(sample: Lengths, requests: int) -> list[dict[str, Any]]:
     for index in SWEEP_CASES:
         spec = CASES[index]
         model = model_of(spec)
-        deployment = spec.deployment()
-        full = replica_capacity(
-            model,
-            sample,
-            SLO(ttft_s=None, tpot_s=None),
-            max_seqs=deployment.max_seqs,
-            chunked_prefill=spec.chunked_prefill,
-        ).max_rps
+        full = screen(spec, model, sample, SLO(ttft_s=None, tpot_s=None)).max_rps
         mean_prefill = float(np.mean(model.prefill_time(sample.inputs.astype(np.float64))))
         for load in LOADS:
             rps = load * full
@@ -154,27 +164,17 @@ def fleet_sizes(sample: Lengths, requests: int) -> list[dict[str, Any]]:
     for index, rps in FLEET_POINTS:
         spec = CASES[index]
         model = model_of(spec)
-        deployment = spec.deployment()
         for replicas in FLEETS:
             frame = served(spec, sample, rps, replicas, requests)
             ttft = float(np.quantile(frame["ttft_s"], 0.99))
-            screen = replica_capacity(
-                model,
-                sample,
-                SLO(ttft_s=ttft, tpot_s=None),
-                max_seqs=deployment.max_seqs,
-                chunked_prefill=spec.chunked_prefill,
-                replicas=replicas,
-                admission=spec.admission_policy()[0],
-                watermark=spec.watermark(),
-            )
+            capacity = screen(spec, model, sample, SLO(ttft_s=ttft, tpot_s=None), replicas)
             rows.append(
                 {
                     "deployment": describe(spec),
                     "rps": rps,
                     "replicas": replicas,
                     "sim_p99_ttft_s": round(ttft, 3),
-                    "ratio": round(screen.rps / rps, 3),
+                    "ratio": round(capacity.rps / rps, 3),
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
