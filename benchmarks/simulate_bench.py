@@ -8,7 +8,8 @@
    in a child process.
 3. ``--scaling``: the same arrivals at a load scaled with the fleet (``--per-replica-rps`` per
    replica) on 1, 10, 60, 300 and 1,000 replicas: simulated requests per wall second and
-   microseconds per request, each as a ratio to one replica (target: flat in the replicas).
+   microseconds per request, each as a ratio to one replica (target: flat in the replicas), and
+   how often the fleet wakes a replica per request (profiled) with the microseconds per wake-up.
 4. ``--trace``: the bundled Azure conversation trace (19,365 requests in an hour) at 50 times
    its load on 60 replicas, in a child process: simulated requests per second of the whole
    process's wall time, interpreter start and imports included (target: at least 30,000).
@@ -27,9 +28,11 @@
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import math
 import os
+import pstats
 import resource
 import subprocess
 import sys
@@ -193,6 +196,19 @@ def trace_in_child(scale: float, replicas: int) -> dict[str, Any]:
     return result
 
 
+def replica_wakeups(n: int, rate: float, replicas: int) -> float:
+    """Times the fleet advances a replica, per request (a profiled run: calls, not time). One
+    replica is advanced once per arrival, through every iteration since; many lightly loaded
+    replicas are each woken once per iteration or decode segment."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run(n, rate, replicas, None)
+    profiler.disable()
+    calls = pstats.Stats(profiler).stats  # type: ignore[attr-defined]  # (undeclared in typeshed)
+    names = ("advance", "<method 'advance' of 'Replica' objects>")  # pure Python, compiled
+    return float(sum(value[1] for key, value in calls.items() if key[2] in names) / n)
+
+
 def scaling(n: int, per_replica_rps: float) -> list[dict[str, Any]]:
     """``n`` requests at ``per_replica_rps`` per replica on each fleet size: the cost of one
     simulated request should not depend on how many replicas serve it."""
@@ -200,6 +216,9 @@ def scaling(n: int, per_replica_rps: float) -> list[dict[str, Any]]:
     for replicas in SCALING_REPLICAS:
         result = run(n, per_replica_rps * replicas, replicas, None)
         result["us_per_request"] = result["wall_s"] / n * 1e6
+        rate = per_replica_rps * replicas
+        result["wakeups_per_request"] = replica_wakeups(min(n, 20_000), rate, replicas)
+        result["us_per_wakeup"] = result["us_per_request"] / result["wakeups_per_request"]
         results.append(result)
     for result in results:
         result["cost_vs_one_replica"] = result["us_per_request"] / results[0]["us_per_request"]
@@ -207,7 +226,18 @@ def scaling(n: int, per_replica_rps: float) -> list[dict[str, Any]]:
 
 
 def print_scaling(results: list[dict[str, Any]]) -> None:
-    columns = ("replicas", "rate", "requests", "wall s", "req/wall s", "us/req", "vs 1", "P99 TTFT")
+    columns = (
+        "replicas",
+        "rate",
+        "requests",
+        "wall s",
+        "req/wall s",
+        "us/req",
+        "vs 1",
+        "wakeups/req",
+        "us/wakeup",
+        "P99 TTFT",
+    )
     print(" ".join(f"{c:>11}" for c in columns))
     for r in results:
         cells = (
@@ -218,6 +248,8 @@ def print_scaling(results: list[dict[str, Any]]) -> None:
             f"{r['requests_per_wall_s']:,.0f}",
             f"{r['us_per_request']:.1f}",
             f"{r['cost_vs_one_replica']:.2f}",
+            f"{r['wakeups_per_request']:.2f}",
+            f"{r['us_per_wakeup']:.2f}",
             f"{r['p99_ttft_ms']:.1f}",
         )
         print(" ".join(f"{c:>11}" for c in cells))
