@@ -183,8 +183,9 @@ class Sequence:
         self.state = 0  # 0 waiting, 1 prefilling, 2 decoding, 3 done
 
 
-# (id, arrival, first_token, finish, class, input, output, cached, preemptions)
-Finished = tuple[int, float, float, float, int, int, int, int, int]
+# What leaves a replica, a row per request: (id, arrival, first_token, finish, replica, class,
+# input, output, cached, preemptions). A refused request has NaN times and replica -1.
+Finished = tuple[int, float, float, float, int, int, int, int, int, int]
 
 _IDLE, _ITER, _SEGMENT = 0, 1, 2
 
@@ -200,7 +201,8 @@ class PrefixListener(Protocol):
 
 class Replica:
     """One engine instance. The fleet calls :meth:`advance` to move it to a time and
-    :meth:`submit` to hand it a request; finished requests go to ``on_finish``."""
+    :meth:`submit` to hand it a request; finished (and refused) requests are appended to
+    ``records``, a list the fleet may share between its replicas."""
 
     # slots: more attributes than CPython 3.11 shares keys for, read in every hot path
     __slots__ = (
@@ -226,24 +228,33 @@ class Replica:
         "committed",
         "config",
         "ctx_base",
+        "draining",
+        "finished_some",
         "index",
         "iteration_decodes",
         "iteration_work",
+        "last_out",
+        "load",
+        "load_slot",
         "no_evict",
-        "on_finish",
         "outstanding_tokens",
         "prefilling",
         "prefix_block_tokens",
         "prefix_cache",
         "prefix_capacity",
         "prefix_listener",
+        "records",
+        "refused",
         "reserved",
+        "routable",
         "running",
         "segment_steps",
         "static_batch",
         "steps",
         "times",
         "waiting",
+        "wake",
+        "wake_slot",
     )
 
     def __init__(
@@ -251,13 +262,26 @@ class Replica:
         index: int,
         times: StepTimes,
         config: EngineConfig,
-        on_finish: Callable[[Finished, int], None],
+        records: list[Finished] | None = None,
         prefix_block_tokens: int = 512,
     ) -> None:
         self.index = index
+        # the fleet's marks (see Dispatch): the wake-up as queued and its slot in the wake-up
+        # heap (-1: not there), its load as queued and its slot in the load heap, whether the
+        # router may pick it, whether it is draining. First, beside the index: the compiled
+        # class lays its fields out in this order, and the heaps read these of cold replicas.
+        self.wake = math.inf
+        self.wake_slot = -1
+        self.load = -1
+        self.load_slot = -1
+        self.routable = False
+        self.draining = False
         self.times = times
         self.config = config
-        self.on_finish = on_finish
+        self.records: list[Finished] = [] if records is None else records
+        self.refused = 0  # requests too long for the KV cache, refused at submit
+        self.last_out = 0.0  # when the last request left, as the client sees it
+        self.finished_some = False  # a request left since the fleet last looked (Dispatch)
         self.prefix_block_tokens = prefix_block_tokens
         self.clock = 0.0
         self.busy_s = 0.0
@@ -318,7 +342,24 @@ class Replica:
         if seq.input_tokens + seq.output_tokens + BLOCK_TOKENS > self._kv_capacity:
             # even alone it could never finish: the engine refuses it (vLLM: too long)
             seq.state = 3
-            self.on_finish(_record(seq, math.nan, 0.0), self.index)
+            self.refused += 1
+            self.last_out = self.clock
+            self.finished_some = True
+            nan = math.nan
+            self.records.append(
+                (
+                    seq.id,
+                    seq.arrival,
+                    nan,
+                    nan,
+                    -1,
+                    seq.klass,
+                    seq.input_tokens,
+                    seq.output_tokens,
+                    seq.cached,
+                    seq.preemptions,
+                )
+            )
             return
         self.waiting.append(seq)
         self.outstanding_tokens += seq.input_tokens + seq.output_tokens
@@ -688,21 +729,23 @@ class Replica:
         if self.no_evict:
             self.committed -= inputs + outputs + BLOCK_TOKENS  # whole_kv_need
         self.outstanding_tokens -= inputs + outputs
+        # the client sees the first token and the end after the time outside the engine
         overhead = self._request_overhead
-        # _record(seq, now, overhead), inlined: once per request
-        self.on_finish(
+        out = self.last_out = now + overhead
+        self.finished_some = True
+        self.records.append(
             (
                 seq.id,
                 seq.arrival,
                 seq.first_token + overhead,
-                now + overhead,
+                out,
+                self.index,
                 seq.klass,
                 inputs,
                 outputs,
                 seq.cached,
                 seq.preemptions,
-            ),
-            self.index,
+            )
         )
 
     # --- static batching -------------------------------------------------------------------
@@ -765,20 +808,247 @@ def whole_kv_need(input_tokens: Any, output_tokens: Any) -> Any:
     return input_tokens + output_tokens + BLOCK_TOKENS
 
 
-def _record(seq: Sequence, finish: float, overhead: float) -> Finished:
-    """What leaves the replica; ``finish`` NaN means refused. ``overhead`` (the request's time
-    outside the engine) delays what the client sees: its first token and its end."""
-    return (
-        seq.id,
-        seq.arrival,
-        seq.first_token + overhead,
-        finish + overhead,
-        seq.klass,
-        seq.input_tokens,
-        seq.output_tokens,
-        seq.cached,
-        seq.preemptions,
-    )
+# --- the fleet's indexes over its replicas ------------------------------------------------
+
+
+class Dispatch:
+    """Which replicas a fleet must advance, and which one the least-loaded router picks: a heap
+    of the replicas with a wake-up due (each one's next iteration or segment end), ordered by
+    that time, and a heap of the replicas the router may pick, ordered by (load, index). Both
+    are indexed (a replica knows its slot), so a replica's key moves in place in O(log
+    replicas), with no stale entries. They live beside the replica loop to be compiled with it:
+    the heaps compare the replicas' own float and int fields, and a wake-up costs little more
+    than an iteration inside :meth:`Replica.advance`, so the cost of a request stays flat in the
+    number of replicas.
+
+    The fleet keeps the rest (purchases, readiness, events); replicas carry the marks the
+    heaps need (``wake``, ``wake_slot``, ``routable``, ``load``, ``load_slot``, ``draining``).
+    Replicas due by the same time advance in index order, and ties in load go to the lowest
+    index, as a loop over every replica would have it."""
+
+    def __init__(self, load: str) -> None:
+        """``load``: what least-loaded routing compares, "outstanding" (requests) or
+        "outstanding_tokens"; "" when the router does not ask."""
+        self.replicas: list[Replica] = []  # every replica ever added, by index
+        self.records: list[Finished] = []  # what every replica finished, in order
+        self.wakes: list[Replica] = []  # heap by wake-up time
+        self.loads: list[Replica] = []  # heap by (load, index), of routable replicas
+        self.routable: list[Replica] = []
+        self.by_tokens = load == "outstanding_tokens"
+        self.least_loaded_routing = load != ""
+        self.track_loads = False  # least-loaded routing over more than one replica
+        self.wakeups = 0  # replicas advanced because an event of theirs was due (benchmarks)
+
+    def add(self, replica: Replica) -> None:
+        """A replica just launched (its index is the number added before it)."""
+        assert replica.index == len(self.replicas)
+        replica.records = self.records
+        self.replicas.append(replica)
+
+    def next_wake(self) -> float:
+        """The earliest next event of any replica (math.inf when all are idle)."""
+        wakes = self.wakes
+        return wakes[0].wake if wakes else math.inf
+
+    def advance_due(self, t: float) -> list[Replica]:
+        """Run every replica's iterations that end by ``t``; only replicas with an event due
+        are touched, in index order. Returns the draining replicas this left empty (for the
+        fleet to retire: they are out of the heaps)."""
+        wakes = self.wakes
+        due: list[int] = []
+        while wakes and wakes[0].wake <= t:
+            due.append(self._pop_wake().index)
+        if len(due) > 1:
+            due.sort()
+        self.wakeups += len(due)
+        replicas = self.replicas
+        drained: list[Replica] = []
+        for index in due:
+            replica = replicas[index]
+            replica.advance(t)
+            if replica.activity != _IDLE:
+                # the wake-up always moves: the due iteration ended
+                replica.wake = replica.activity_end
+                self._push_wake(replica)
+            else:
+                replica.wake = math.inf
+            if replica.finished_some:
+                # the load moves only when a request left (advancing otherwise moves requests
+                # between the replica's queues)
+                replica.finished_some = False
+                if replica.draining and replica.outstanding == 0:
+                    drained.append(replica)
+                elif replica.routable and self.track_loads:
+                    self._queue_load(replica)
+        return drained
+
+    def submit(self, replica: Replica, seq: Sequence, now: float) -> None:
+        """Hand ``seq`` to ``replica`` (advanced to ``now``); queue its new wake-up and load."""
+        replica.submit(seq, now)
+        wake = replica.activity_end if replica.activity != _IDLE else math.inf
+        if wake != replica.wake:
+            self.set_wake(replica, wake)
+        replica.finished_some = False
+        if replica.routable and self.track_loads:
+            self._queue_load(replica)
+
+    def set_wake(self, replica: Replica, wake: float) -> None:
+        """Queue the replica's next event at ``wake`` (math.inf: none, out of the heap)."""
+        slot = replica.wake_slot
+        before = replica.wake
+        replica.wake = wake
+        if slot < 0:
+            if wake != math.inf:
+                self._push_wake(replica)
+        elif wake == math.inf:
+            self._remove_wake(replica)
+        elif wake < before:
+            self._wake_up(replica, slot)
+        else:
+            self._wake_down(replica, slot)
+
+    def set_routable(self, replicas: list[Replica]) -> None:
+        """The replicas the router may pick from now on (the fleet's candidates)."""
+        for replica in self.routable:
+            replica.routable = False
+            replica.load_slot = -1
+        for replica in replicas:
+            replica.routable = True
+        self.routable = replicas
+        # one candidate needs no index: the router takes it without asking
+        self.track_loads = self.least_loaded_routing and len(replicas) > 1
+        loads = self.loads
+        loads.clear()
+        if not self.track_loads:
+            return
+        by_tokens = self.by_tokens
+        for replica in replicas:
+            replica.load = replica.outstanding_tokens if by_tokens else replica.outstanding
+        # a sorted list is a heap
+        loads.extend(sorted(replicas, key=_load_order))
+        for slot, replica in enumerate(loads):
+            replica.load_slot = slot
+
+    def least_loaded(self) -> int:
+        """The index of the routable replica with the least load; the lowest among equals."""
+        return self.loads[0].index
+
+    # --- the wake-up heap: by ``wake`` (ties need no order: every replica due advances) ----
+
+    def _push_wake(self, replica: Replica) -> None:
+        wakes = self.wakes
+        wakes.append(replica)
+        self._wake_up(replica, len(wakes) - 1)
+
+    def _pop_wake(self) -> Replica:
+        wakes = self.wakes
+        root = wakes[0]
+        last = wakes.pop()
+        root.wake_slot = -1
+        if last is not root:
+            self._wake_down(last, 0)
+        return root
+
+    def _remove_wake(self, replica: Replica) -> None:
+        wakes = self.wakes
+        slot = replica.wake_slot
+        last = wakes.pop()
+        replica.wake_slot = -1
+        if last is not replica:
+            self._wake_up(last, slot)
+            self._wake_down(last, last.wake_slot)
+
+    def _wake_up(self, replica: Replica, slot: int) -> None:
+        """Put ``replica`` at ``slot``, then move it toward the root while it is due sooner."""
+        wakes = self.wakes
+        wake = replica.wake
+        while slot > 0:
+            parent_slot = (slot - 1) >> 1
+            parent = wakes[parent_slot]
+            if parent.wake <= wake:
+                break
+            wakes[slot] = parent
+            parent.wake_slot = slot
+            slot = parent_slot
+        wakes[slot] = replica
+        replica.wake_slot = slot
+
+    def _wake_down(self, replica: Replica, slot: int) -> None:
+        """Put ``replica`` at ``slot``, then move it away from the root while it is due later."""
+        wakes = self.wakes
+        n = len(wakes)
+        wake = replica.wake
+        while True:
+            child_slot = 2 * slot + 1
+            if child_slot >= n:
+                break
+            child = wakes[child_slot]
+            if child_slot + 1 < n and wakes[child_slot + 1].wake < child.wake:
+                child_slot += 1
+                child = wakes[child_slot]
+            if wake <= child.wake:
+                break
+            wakes[slot] = child
+            child.wake_slot = slot
+            slot = child_slot
+        wakes[slot] = replica
+        replica.wake_slot = slot
+
+    # --- the load heap: by (load, index) ----------------------------------------------------
+
+    def _queue_load(self, replica: Replica) -> None:
+        load = replica.outstanding_tokens if self.by_tokens else replica.outstanding
+        before = replica.load
+        if load == before:
+            return
+        replica.load = load
+        if load < before:
+            self._load_up(replica, replica.load_slot)
+        else:
+            self._load_down(replica, replica.load_slot)
+
+    def _load_up(self, replica: Replica, slot: int) -> None:
+        loads = self.loads
+        while slot > 0:
+            parent_slot = (slot - 1) >> 1
+            parent = loads[parent_slot]
+            if _lighter(parent, replica):
+                break
+            loads[slot] = parent
+            parent.load_slot = slot
+            slot = parent_slot
+        loads[slot] = replica
+        replica.load_slot = slot
+
+    def _load_down(self, replica: Replica, slot: int) -> None:
+        loads = self.loads
+        n = len(loads)
+        while True:
+            child_slot = 2 * slot + 1
+            if child_slot >= n:
+                break
+            child = loads[child_slot]
+            if child_slot + 1 < n:
+                right = loads[child_slot + 1]
+                if _lighter(right, child):
+                    child_slot += 1
+                    child = right
+            if _lighter(replica, child):
+                break
+            loads[slot] = child
+            child.load_slot = slot
+            slot = child_slot
+        loads[slot] = replica
+        replica.load_slot = slot
+
+
+def _load_order(replica: Replica) -> tuple[int, int]:
+    return (replica.load, replica.index)
+
+
+def _lighter(a: Replica, b: Replica) -> bool:
+    """``a`` comes before ``b`` in the load heap: less load, or as much and a lower index."""
+    return a.load < b.load or (a.load == b.load and a.index < b.index)
 
 
 #: Which build of this module runs: "compiled" (mypyc, see setup.py) or "pure Python".

@@ -8,8 +8,9 @@ response cache and the router decide where the request goes. Finished requests s
 columnar chunks.
 
 Cost per event is O(log replicas), not O(replicas): a heap of replica wake-ups (each replica's
-next iteration end) says which replicas to advance, and a lazy-deletion heap of (outstanding
-work, replica index) gives the least-loaded replica. Prefix-affinity routing asks an index of
+next iteration end) says which replicas to advance, and a heap of replicas by (outstanding
+work, index) gives the least-loaded replica; both are engine.Dispatch, compiled with the
+replica loop. Prefix-affinity routing asks an index of
 which replicas hold each prefix block (kept up to date by the replicas' prefix caches), so it
 costs the request's matched blocks times the replicas holding them. Results are those of
 advancing every replica and scanning every replica: replicas due at the same time advance in
@@ -19,22 +20,52 @@ to the lowest index.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from planner.common.text import shown
 from planner.errors import UsageError
-from planner.simulate.engine import EngineConfig, Finished, Replica, Sequence, StepTimes
+from planner.simulate.engine import Dispatch, EngineConfig, Replica, Sequence, StepTimes
 from planner.simulate.workload import Workload
 
 ROUTERS = ("round-robin", "least-requests", "least-tokens", "prefix-affinity")
 CHUNK_ROWS = 100_000
+
+
+_gc_lock = threading.Lock()
+_gc_runs = 0  # simulations running with the collector paused (threads: the dashboard)
+_gc_was_enabled = False
+
+
+@contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while simulations run, and back on (if it was)
+    when the last concurrent one ends. The loop makes no reference cycles (requests, records
+    and the replicas' queues form trees, freed by reference counting as they go), so the
+    collector only costs: each of its passes walks every request in flight, and a fleet holds
+    a thousand replicas' worth of them (at 1,000 replicas, about a third of the run;
+    docs/benchmarks.md)."""
+    global _gc_runs, _gc_was_enabled
+    with _gc_lock:
+        if _gc_runs == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_runs += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_runs -= 1
+            if _gc_runs == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 @dataclass(frozen=True)
@@ -94,15 +125,14 @@ class Member:
     launched: float
     ready: float
     down: float = math.inf
-    draining: bool = False
     idle_since: float = 0.0
     busy_mark: float = 0.0  # busy seconds at the last autoscaler tick
-    # the fleet's indexes: the replica's next event as queued in the wake-up heap (-1 while
-    # being advanced), whether the router may pick it, and its load as queued in the load heap
-    wake: float = math.inf
-    routable: bool = False
-    load: int = -1
-    finished_some: bool = False  # a request left since the load was queued: it fell
+
+    @property
+    def draining(self) -> bool:
+        """Taking no new requests, retired once empty (the mark is the replica's: Dispatch
+        reads it)."""
+        return self.replica.draining
 
     @property
     def up(self) -> bool:
@@ -199,30 +229,25 @@ class Fleet:
         self.pending: list[Sequence] = []  # arrived while no replica was up
         self.stats = FleetStats()
         self._rr = 0
-        self._records: list[tuple[Any, ...]] = []
         self._buckets = {
             c: [burst, 0.0] for c, (_, burst) in config.rate_limits.items()
         }  # class -> [tokens, last refill]
         self._next_sample = 0.0
         self._low_since: float | None = None
-        self._wakes: list[tuple[float, int]] = []  # (next event, replica index), stale allowed
-        self._loads: list[tuple[int, int]] = []  # (load, replica index) of routable replicas
-        self._load_of: Callable[[Replica], int] | None = {
-            "least-requests": attrgetter("outstanding"),
-            "prefix-affinity": attrgetter("outstanding"),
-            "least-tokens": attrgetter("outstanding_tokens"),
-        }.get(config.router)
+        load = {
+            "least-requests": "outstanding",
+            "prefix-affinity": "outstanding",
+            "least-tokens": "outstanding_tokens",
+        }.get(config.router, "")
+        self.dispatch = Dispatch(load)
+        self._records = self.dispatch.records  # every replica's rows, then the fleet's own
         # routable replicas (up, not draining, ready), valid from _routable_at until
         # _routable_until (the next ready time); None after a replica launches, drains or retires
         self._candidates: list[Member] | None = None
         self._routable: list[Member] = []
         self._routable_at = 0.0
         self._routable_until = math.inf
-        self._track_loads = False  # least-loaded routing over more than one replica
         self._prefix_index = PrefixIndex() if config.router == "prefix-affinity" else None
-        # stale entries allowed in each heap before it is rebuilt from the live values
-        self._wakes_limit = 64
-        self._loads_limit = 64
 
     # --- events ----------------------------------------------------------------------------
 
@@ -233,15 +258,15 @@ class Fleet:
     def _launch(self, now: float, purchase: str, delay: float) -> Member:
         index = len(self.members)
         replica = Replica(
-            index, self.times, self.engine, self._finished, self.workload.prefix_block_tokens
+            index, self.times, self.engine, prefix_block_tokens=self.workload.prefix_block_tokens
         )
+        self.dispatch.add(replica)
         if self._prefix_index is not None:
             self._prefix_index.watch(replica)
         member = Member(replica, purchase, launched=now, ready=now + delay)
         self.members.append(member)
         self.live.append(member)
         self._candidates = None
-        self._wakes_limit = 4 * len(self.members) + 64
         self.stats.launched += 1
         self.stats.peak_replicas = max(self.stats.peak_replicas, len(self.live))
         self._schedule(now + delay, "ready", member)
@@ -262,8 +287,7 @@ class Fleet:
     def _interrupt(self, member: Member, now: float) -> None:
         if member.down != math.inf:
             return
-        member.replica.advance(now)
-        seqs = member.replica.evict()
+        seqs = member.replica.evict()  # advanced to now with every replica (_handle_events)
         self._retire(member, now)
         self.stats.spot_interruptions += 1
         self.stats.rerouted_requests += len(seqs)
@@ -273,7 +297,7 @@ class Fleet:
 
     def _retire(self, member: Member, now: float) -> None:
         member.down = now
-        member.wake = math.inf
+        self.dispatch.set_wake(member.replica, math.inf)  # out of the wake-up heap
         self.live.remove(member)
         self._candidates = None
         if self._prefix_index is not None:
@@ -290,7 +314,7 @@ class Fleet:
         if target < len(live):
             # drain the newest first (they hold the least work)
             for member in sorted(live, key=lambda m: -m.launched)[: len(live) - target]:
-                member.draining = True
+                member.replica.draining = True
                 self._candidates = None
                 if self._prefix_index is not None:
                     self._prefix_index.forget(member.replica)
@@ -353,102 +377,24 @@ class Fleet:
             elif kind == "hour":
                 self._scale_to(payload, t, 0.0)
 
-    # --- the indexes: wake-ups and loads ---------------------------------------------------
+    # --- the indexes: wake-ups and loads (engine.Dispatch) ---------------------------------
 
     def _advance_to(self, t: float) -> None:
         """Run every replica's iterations that end by ``t``: only replicas with an event due
         are touched, in index order (as a loop over every replica would finish them)."""
-        wakes = self._wakes
-        members = self.members
-        heappop = heapq.heappop
-        due: list[int] = []
-        while wakes and wakes[0][0] <= t:
-            when, index = heappop(wakes)
-            member = members[index]
-            if member.wake == when:  # else stale: the wake-up moved or the replica retired
-                member.wake = -1.0  # a duplicate entry for the same time is now stale
-                due.append(index)
-        if len(due) > 1:
-            due.sort()
-        inf = math.inf
-        for index in due:
-            member = members[index]
-            replica = member.replica
-            replica.advance(t)  # may retire a drained replica
-            if member.down != inf:
-                continue
-            # the wake-up always moves (the due iteration ended); the load only when a request
-            # finished (advancing otherwise moves requests between the replica's queues)
-            wake = member.wake = replica.next_event()
-            if wake != inf:
-                heapq.heappush(wakes, (wake, index))
-                if len(wakes) > self._wakes_limit:
-                    self._compact_wakes()
-            if member.finished_some:
-                # _touch_load(member), inlined: once per finished request's iteration
-                member.finished_some = False
-                if member.routable and self._track_loads:
-                    self._touch_load(member)
+        for replica in self.dispatch.advance_due(t):
+            self._retire_drained(self.members[replica.index])
+        if len(self._records) >= CHUNK_ROWS:
+            self._flush()
 
-    def _touch(self, member: Member) -> None:
-        """The replica's next event and load may have moved: queue the new values."""
-        if member.down != math.inf:
-            return
-        replica = member.replica
-        wake = replica.next_event()
-        if wake != member.wake:
-            member.wake = wake
-            if wake != math.inf:
-                wakes = self._wakes
-                heapq.heappush(wakes, (wake, replica.index))
-                if len(wakes) > self._wakes_limit:
-                    self._compact_wakes()
-        # _touch_load(member) when it has a load to queue, else just its part: once per request
-        if member.routable and self._track_loads:
-            self._touch_load(member)
-        else:
-            member.finished_some = False
-
-    def _touch_load(self, member: Member) -> None:
-        member.finished_some = False
-        load_of = self._load_of
-        if member.routable and self._track_loads and load_of is not None:
-            load = load_of(member.replica)
-            if load != member.load:
-                member.load = load
-                heapq.heappush(self._loads, (load, member.replica.index))
-                if len(self._loads) > self._loads_limit:
-                    self._rebuild_loads()
-
-    # both heaps are rebuilt in place: the event loop holds on to the lists
-
-    def _compact_wakes(self) -> None:
-        wakes = self._wakes
-        # a replica being advanced (wake -1) is queued again once advanced
-        wakes[:] = [(m.wake, m.replica.index) for m in self.live if 0 <= m.wake < math.inf]
-        heapq.heapify(wakes)
-
-    def _rebuild_loads(self) -> None:
-        loads = self._loads
-        loads.clear()
-        if not self._track_loads:
-            return
-        assert self._load_of is not None
-        for member in self._routable:
-            member.load = self._load_of(member.replica)
-            loads.append((member.load, member.replica.index))
-        heapq.heapify(loads)
+    def _retire_drained(self, member: Member) -> None:
+        """A draining replica just served its last request: retired when it left."""
+        if member.down == math.inf and member.replica.outstanding == 0:
+            self._retire(member, member.replica.last_out)
 
     def _next_wake(self) -> float:
         """The earliest next event of any live replica (math.inf when all are idle)."""
-        wakes = self._wakes
-        members = self.members
-        while wakes:
-            when, index = wakes[0]
-            if members[index].wake == when:
-                return when
-            heapq.heappop(wakes)
-        return math.inf
+        return self.dispatch.next_wake()
 
     def _candidates_at(self, now: float) -> list[Member]:
         """Replicas the router may pick at ``now``, in index order; recomputed only when the
@@ -456,70 +402,30 @@ class Fleet:
         candidates = self._candidates
         if candidates is not None and self._routable_at <= now < self._routable_until:
             return candidates
-        for member in self._routable:
-            member.routable = False
         candidates = []
         until = math.inf
         for member in self.live:
             if member.draining:
                 continue
             if member.ready <= now:
-                member.routable = True
                 candidates.append(member)
             else:
                 until = min(until, member.ready)
         self._candidates = self._routable = candidates
         self._routable_at, self._routable_until = now, until
-        # one candidate needs no index: the router takes it without asking
-        self._track_loads = self._load_of is not None and len(candidates) > 1
-        self._loads_limit = 4 * len(candidates) + 64
-        self._rebuild_loads()
+        self.dispatch.set_routable([m.replica for m in candidates])
         return candidates
 
     def _least_loaded(self, candidates: list[Member]) -> Member:
         """The routable replica (one of ``candidates``) with the least load; the lowest index
         among equals."""
-        loads = self._loads
-        members = self.members
-        while True:
-            load, index = loads[0]
-            member = members[index]
-            if member.routable and member.load == load:
-                return member
-            heapq.heappop(loads)
+        return self.members[self.dispatch.least_loaded()]
 
     # --- requests --------------------------------------------------------------------------
 
-    def _finished(self, record: Finished, replica: int) -> None:
-        rid, arrival, first, finish, klass, inp, out, cached, preemptions = record
-        rejected = finish != finish  # NaN: the replica refused it
-        if rejected:
-            self.stats.rejected_too_long += 1
-        records = self._records
-        records.append(
-            (
-                rid,
-                arrival,
-                first,
-                finish,
-                -1 if rejected else replica,
-                klass,
-                inp,
-                out,
-                cached,
-                preemptions,
-                rejected,
-                False,
-            )
-        )
-        if len(records) >= CHUNK_ROWS:
-            self._flush()
-        member = self.members[replica]
-        member.finished_some = True
-        if member.draining:
-            self._retire_if_drained(member, finish if not rejected else member.replica.clock)
-
     def _reject(self, seq: Sequence, cache_hit: bool) -> None:
+        """A request no replica serves: rejected (NaN times), or answered from the response
+        cache at once."""
         t = seq.arrival
         first = finish = t if cache_hit else math.nan
         self._records.append(
@@ -534,18 +440,17 @@ class Fleet:
                 seq.output_tokens,
                 0,
                 0,
-                not cache_hit,
-                cache_hit,
             )
         )
         if len(self._records) >= CHUNK_ROWS:
             self._flush()
 
     def _flush(self) -> None:
-        if not self._records:
+        records = self._records
+        if not records:
             return
-        columns = list(zip(*self._records, strict=True))
-        self._records = []
+        columns = list(zip(*records, strict=True))
+        records.clear()  # in place: the replicas append to this list
         names = (
             ("request_id", np.int64),
             ("arrival_s", np.float64),
@@ -557,15 +462,17 @@ class Fleet:
             ("output_tokens", np.int64),
             ("cached_tokens", np.int64),
             ("preemptions", np.int32),
-            ("rejected", np.bool_),
-            ("response_cache_hit", np.bool_),
         )
-        self.on_chunk(
-            {
-                name: np.asarray(col, dtype=dtype)
-                for (name, dtype), col in zip(names, columns, strict=True)
-            }
-        )
+        chunk = {
+            name: np.asarray(col, dtype=dtype)
+            for (name, dtype), col in zip(names, columns, strict=True)
+        }
+        # only a request that was not served has NaN times; only the response cache answers
+        # a request without a replica
+        rejected = np.isnan(chunk["finish_s"])
+        chunk["rejected"] = rejected
+        chunk["response_cache_hit"] = (chunk["replica"] == -1) & ~rejected
+        self.on_chunk(chunk)
 
     def _admit(self, klass: int, now: float) -> bool:
         """Token bucket of the request's class: False when it must be rejected."""
@@ -600,8 +507,9 @@ class Fleet:
                 chosen = self._least_loaded(candidates)
                 if router == "prefix-affinity" and seq.blocks:
                     chosen = self._affinity(seq, candidates, chosen)
-        chosen.replica.submit(seq, now)
-        self._touch(chosen)
+        self.dispatch.submit(chosen.replica, seq, now)
+        if len(self._records) >= CHUNK_ROWS:  # a request too long, refused
+            self._flush()
 
     def _affinity(self, seq: Sequence, candidates: list[Member], least: Member) -> Member:
         """The candidate whose prefix cache holds the longest run of the request's leading
@@ -659,6 +567,10 @@ class Fleet:
     # --- the run ---------------------------------------------------------------------------
 
     def run(self) -> FleetStats:
+        with cyclic_gc_paused():
+            return self._run()
+
+    def _run(self) -> FleetStats:
         w = self.workload
         cfg = self.config
         if cfg.schedule:
@@ -698,7 +610,7 @@ class Fleet:
             else None
         )
         events = self.events
-        wakes = self._wakes
+        wakes = self.dispatch.wakes
         limited = bool(cfg.rate_limits)  # without limits every request is admitted
         advance_to = self._advance_to
         route = self._route
@@ -707,7 +619,7 @@ class Fleet:
         ):
             if events and events[0][0] <= t:
                 self._handle_events(t)
-            if wakes and wakes[0][0] <= t:
+            if wakes and wakes[0].wake <= t:
                 advance_to(t)
             seq = Sequence(i, t, tokens_in, tokens_out, klass, blocks[i] if blocks else None)
             if limited and not self._admit(klass, t):
@@ -745,6 +657,7 @@ class Fleet:
         for seq in self.pending:
             self._reject(seq, cache_hit=False)
         self.stats.rejected_no_replica += len(self.pending)
+        self.stats.rejected_too_long = sum(m.replica.refused for m in self.members)
         self.pending = []
         for member in list(self.live):
             self._retire(member, max(end, member.launched))

@@ -88,7 +88,7 @@ def test_no_evict_reserves_the_whole_need_at_admission() -> None:
             super()._admit()
             probe.append((self.committed, len(self.prefilling), self.batch))
 
-    replica = Watched(0, LINEAR, config, lambda record, index: None)
+    replica = Watched(0, LINEAR, config)
     for i in range(5):
         replica.submit(sim_engine.Sequence(i, 0.0, 400, 600, 0), 0.0)
     while replica.next_event() < float("inf"):
@@ -102,7 +102,7 @@ def test_no_evict_reserves_the_whole_need_at_admission() -> None:
 def test_watermark_keeps_a_share_of_the_cache_free_at_admission() -> None:
     config = EngineConfig(kv_capacity_tokens=100_000, watermark=0.05)
     assert config.watermark_tokens == int(0.05 * (100_000 // BLOCK_TOKENS)) * BLOCK_TOKENS
-    replica = sim_engine.Replica(0, LINEAR, config, lambda record, index: None)
+    replica = sim_engine.Replica(0, LINEAR, config)
     for i in range(40):  # 40 prompts of 3,000 tokens: more than the cache holds
         replica.submit(sim_engine.Sequence(i, 0.0, 3000, 50, 0), 0.0)
     replica.advance(replica.next_event())  # the first prompt's iteration; then admission

@@ -125,17 +125,19 @@ class Probe:
         self.clock_at_finish: list[float] = []
         self.check = check
         self.events = 0
-        self.replica = Replica(0, times, config, self._on_finish, prefix_block_tokens)
+        self.replica = Replica(0, times, config, self.records, prefix_block_tokens)
 
-    def _on_finish(self, record: Finished, index: int) -> None:
-        assert index == 0
-        self.records.append(record)
-        self.clock_at_finish.append(self.replica.clock)
+    def _took_records(self) -> None:
+        """The clock at which the last step's records came out (one activity a step: its end,
+        or the submit that refused a request)."""
+        new = len(self.records) - len(self.clock_at_finish)
+        self.clock_at_finish.extend([self.replica.clock] * new)
 
     def _step(self) -> None:
         self.events += 1
         assert self.events <= MAX_EVENTS, "the replica is stuck: it never runs out of work"
         self.replica.advance(self.replica.next_event())
+        self._took_records()
         if self.check is not None:
             self.check(self.replica)
 
@@ -146,6 +148,7 @@ class Probe:
     def submit(self, seq: Sequence) -> None:
         self.run_until(seq.arrival)
         self.replica.submit(seq, seq.arrival)
+        self._took_records()
         if self.check is not None:
             self.check(self.replica)
 
@@ -297,6 +300,7 @@ def as_columns(records: list[Finished]) -> Columns:
         "arrival_s",
         "first_token_s",
         "finish_s",
+        "replica",
         "class_index",
         "input_tokens",
         "output_tokens",
@@ -333,7 +337,8 @@ def test_replica_invariants(policy: tuple[str, float], s: Scenario) -> None:
             assert record[3] == clock + s.times.request_overhead
 
     linear = s.linear
-    for rid, arrival, first, finish, klass, inp, out, cached, preemptions in records:
+    for rid, arrival, first, finish, replica, klass, inp, out, cached, preemptions in records:
+        assert replica == (-1 if math.isnan(finish) else 0)
         assert (arrival, klass, inp, out) == (
             s.arrival[rid],
             s.classes[rid],
@@ -585,7 +590,7 @@ def test_recomputed_request_runs_no_extra_decode_step(monkeypatch: pytest.Monkey
     probe.submit(Sequence(0, 0.0, 16, 200, 0))
     probe.submit(Sequence(1, 0.0, 16, 200, 0))
     probe.drain()
-    preemptions = {r[0]: r[8] for r in probe.records}
+    preemptions = {r[0]: r[9] for r in probe.records}
     assert preemptions == {0: 0, 1: 1}
     # 200 tokens: one from each prefill (the first and the recomputation), the rest decoded
     assert sum(stints[0]) == 199

@@ -1,12 +1,15 @@
 """The fleet's event heap and least-loaded index (planner.simulate.fleet) give exactly the
 results of the old loop that advanced every replica at every arrival and scanned every replica
 to route: pinned digests computed with that old loop, a reference fleet that still works that
-way, and the per-request cost staying flat as replicas are added."""
+way, both heaps checked against every replica after every step, and the per-request cost
+staying flat as replicas are added. Also the cyclic collector paused while a fleet runs."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import math
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,8 +19,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from planner.simulate.engine import EngineConfig, LinearStepTimes, Replica
-from planner.simulate.fleet import ROUTERS, Autoscaler, Fleet, FleetConfig, Member
+from planner.simulate.engine import EngineConfig, LinearStepTimes, Replica, Sequence
+from planner.simulate.fleet import (
+    ROUTERS,
+    Autoscaler,
+    Fleet,
+    FleetConfig,
+    Member,
+    cyclic_gc_paused,
+)
 from planner.simulate.workload import Workload
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -236,14 +246,17 @@ class EveryReplicaFleet(Fleet):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._wakes.append((-math.inf, -1))  # always due: the arrival loop always advances
+        # a replica always due on top of the wake-up heap: the arrival loop always advances
+        always_due = Replica(-1, TIMES, ENGINE)
+        always_due.wake = -math.inf
+        self.dispatch.wakes.append(always_due)
+        always_due.wake_slot = 0
 
     def _advance_to(self, t: float) -> None:
         for member in tuple(self.live):  # advancing may retire a drained replica
             member.replica.advance(t)
-
-    def _touch(self, member: Member) -> None:
-        pass
+            if member.draining:
+                self._retire_drained(member)
 
     def _next_wake(self) -> float:
         return min((m.replica.next_event() for m in self.live), default=math.inf)
@@ -365,3 +378,126 @@ def test_replica_work_per_request_does_not_grow_with_replicas(
     # scanning and advancing every replica would cost about 800 calls per request here
     assert many < 12
     assert many < 1.2 * few
+
+
+# --- the indexes themselves (engine.Dispatch) --------------------------------------------------
+
+
+class IndexCheckedFleet(Fleet):
+    """Checks both heaps against every replica after every advance, arrival and fleet event:
+    the wake-up heap holds exactly the busy live replicas, each at its next event and in its
+    own slot, in heap order; the load heap exactly the router's candidates, at their loads."""
+
+    checks = load_checks = 0
+
+    def check_indexes(self) -> None:
+        self.checks += 1
+        dispatch = self.dispatch
+        wakes = dispatch.wakes
+        for slot, replica in enumerate(wakes):
+            assert replica.wake_slot == slot
+            assert slot == 0 or wakes[(slot - 1) // 2].wake <= replica.wake
+        queued = {replica.index for replica in wakes}
+        busy = {m.replica.index for m in self.live if m.replica.next_event() < math.inf}
+        assert queued == busy
+        for member in self.members:
+            replica = member.replica
+            if replica.index in queued:
+                assert replica.wake == replica.next_event()
+            else:
+                assert replica.wake_slot == -1
+        if self._candidates is None:
+            return  # the fleet changed: the router recomputes its candidates before it asks
+        loads = dispatch.loads
+        if not dispatch.track_loads:
+            assert not loads
+            return
+        assert {r.index for r in loads} == {m.replica.index for m in self._routable}
+        by_tokens = self.config.router == "least-tokens"
+        for slot, replica in enumerate(loads):
+            assert replica.load_slot == slot and replica.routable
+            actual = replica.outstanding_tokens if by_tokens else replica.outstanding
+            assert replica.load == actual
+            parent = loads[(slot - 1) // 2]
+            assert slot == 0 or (parent.load, parent.index) < (replica.load, replica.index)
+        self.load_checks += 1
+
+    def _advance_to(self, t: float) -> None:
+        super()._advance_to(t)
+        self.check_indexes()
+
+    def _route(self, seq: Sequence, now: float) -> None:
+        super()._route(seq, now)
+        self.check_indexes()
+
+    def _handle_events(self, until: float) -> None:
+        super()._handle_events(until)
+        self.check_indexes()
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(fleets())
+def test_the_heaps_always_hold_every_replica_in_its_place(
+    case: tuple[Workload, EngineConfig, FleetConfig],
+) -> None:
+    fleet = run(IndexCheckedFleet, case).fleet
+    assert isinstance(fleet, IndexCheckedFleet)
+    assert fleet.checks > 0
+
+
+def test_wide_fleet_heaps_stay_consistent() -> None:
+    # 40 replicas with spot churn: deep heaps, replicas leaving from the middle of both
+    fleet = run(IndexCheckedFleet, scenarios()["wide-least-tokens"]).fleet
+    assert isinstance(fleet, IndexCheckedFleet)
+    assert fleet.load_checks > 10_000
+    assert fleet.stats.spot_interruptions > 0
+
+
+# --- the collector paused while a fleet runs ---------------------------------------------------
+
+
+def test_the_cyclic_collector_is_off_during_a_run_and_back_on_after() -> None:
+    seen: list[bool] = []
+    w, engine, config = scenarios()["fixed-least-requests"]
+    fleet = Fleet(w, TIMES, engine, config, on_chunk=lambda _: seen.append(gc.isenabled()))
+    assert gc.isenabled()
+    fleet.run()
+    assert seen and not any(seen)
+    assert gc.isenabled()
+
+
+def test_a_collector_turned_off_by_the_caller_stays_off() -> None:
+    gc.disable()
+    try:
+        with cyclic_gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_concurrent_runs_turn_the_collector_back_on_when_the_last_ends() -> None:
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    states: dict[str, bool] = {}
+
+    def first() -> None:
+        with cyclic_gc_paused():
+            first_in.set()
+            second_in.wait(5)
+        states["after first"] = gc.isenabled()  # the second still runs
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with cyclic_gc_paused():
+            second_in.set()
+            first_out.wait(5)
+            states["second, after first"] = gc.isenabled()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert states == {"after first": False, "second, after first": False}
+    assert gc.isenabled()
