@@ -30,7 +30,7 @@ from planner.simulate.fleet import ROUTERS
 from planner.simulate.inputs import (
     DEFAULT_MAX_REQUESTS,
     MAX_SEQS,
-    REPLICA_VISITS_PER_REQUEST,
+    REQUESTS_PER_REPLICA,
     DemandSource,
     FleetSettings,
     InstancePrices,
@@ -436,8 +436,8 @@ def _estimate(inputs: Inputs) -> None:
     st.caption(
         f"About {inputs.estimate:,.0f} requests through up to {size:,} replicas: about "
         f"{max(seconds, 1):,.0f} s to simulate. Runs over {DEFAULT_MAX_REQUESTS:,} requests "
-        f"(or requests x replicas over {REPLICA_VISITS_PER_REQUEST} times that) are refused, "
-        "as `planner simulate` refuses them."
+        f"(or fleets over {DEFAULT_MAX_REQUESTS // REQUESTS_PER_REPLICA:,} replicas) are "
+        "refused, as `planner simulate` refuses them."
     )
 
 

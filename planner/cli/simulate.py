@@ -184,8 +184,8 @@ def simulate_command(
         "--max-requests",
         min=1,
         help="Refuse, before the work, a run of more requests than this (estimated from the "
-        "dataset and --load-scale, or the rates), or of more than 50 x this many replica "
-        "visits (requests x replicas); raise it to run a bigger simulation anyway.",
+        "dataset and --load-scale, or the rates), or a fleet of more than one replica per 100 "
+        "of them; raise it to run a bigger simulation anyway.",
     ),
     requests: int | None = typer.Option(
         None,

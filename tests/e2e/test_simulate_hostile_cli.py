@@ -55,9 +55,9 @@ def test_unwritable_outputs_fail_before_the_work(
     [
         # runaways: refused up front, with the way out named
         (["--load-scale", "1e9"], "over the limit of 10,000,000 (--max-requests"),
-        (["--replicas", "100000"], "a fleet of up to 100,000 replicas"),
-        (["--autoscale", "--max-replicas", "100000"], "raise --max-requests to run it anyway"),
-        (["--schedule", "2,100000"], "a fleet of up to 100,000 replicas"),
+        (["--replicas", "200000"], "a fleet of up to 200,000 replicas is over the 100,000"),
+        (["--autoscale", "--max-replicas", "200000"], "raise --max-requests to run it anyway"),
+        (["--schedule", "2,200000"], "a fleet of up to 200,000 replicas"),
         (["--max-seqs", "1000000000"], "Invalid value for '--max-seqs'"),
         # every float option: nan, inf, negative, zero
         (["--load-scale", "nan"], "--load-scale nan: expected a positive number"),

@@ -112,7 +112,7 @@ def test_a_run_is_simulate_with_the_same_inputs(conv: Store, tmp_path: Path) -> 
 def test_a_fleet_too_big_is_refused_before_the_store_is_opened(conv: Store) -> None:
     opened, scope = sessions_of(conv)
     huge = replace(WHATIF, fleet=FleetSettings(replicas=1_000), max_requests=10)
-    with pytest.raises(UsageError, match="through a fleet of up to 1,000 replicas"):
+    with pytest.raises(UsageError, match="a fleet of up to 1,000 replicas is over the 1 that"):
         prepare_whatif(huge, scope)
     assert not opened
     too_many = replace(WHATIF, demand=replace(DEMAND, load_scale=1.0), max_requests=1_000)

@@ -16,8 +16,8 @@ from planner.simulate.inputs import (
     FleetSettings,
     ReplicaPrices,
     build_fleet,
+    check_fleet,
     check_settings,
-    check_work,
     curve_window,
     estimated_seconds,
     fleet_size,
@@ -89,11 +89,13 @@ def test_an_hourly_schedule_is_counts_per_hour() -> None:
 
 
 def test_a_run_too_big_for_the_machine_is_refused() -> None:
-    check_work(1_000, 10, max_requests=1_000)  # 10,000 visits of the 50,000 allowed
-    with pytest.raises(UsageError, match="1,000 requests through a fleet of up to 60 replicas"):
-        check_work(1_000, 60, max_requests=1_000)
-    assert estimated_seconds(20_000, 0) == pytest.approx(1.0)
-    assert estimated_seconds(20_000, 50) == pytest.approx(2.0)
+    check_fleet(10, max_requests=1_000)  # one replica per 100 requests allowed
+    with pytest.raises(UsageError, match=r"a fleet of up to 11 replicas is over the 10 that"):
+        check_fleet(11, max_requests=1_000)
+    check_fleet(100_000, max_requests=10_000_000)  # the default allows a large fleet
+    # time grows as O(log replicas): 1,024 replicas cost twice one per request
+    assert estimated_seconds(20_000, 1) == pytest.approx(1.0)
+    assert estimated_seconds(20_000, 1024) == pytest.approx(2.0)
 
 
 def test_prices_cover_every_purchase_option_the_fleet_uses() -> None:
