@@ -995,6 +995,8 @@ class Dispatch:
         replica.wake_slot = slot
 
     # --- the load heap: by (load, index) ----------------------------------------------------
+    # the same sifts as the wake-up heap's, written out for this order: compiled, _lighter is
+    # a direct C call, where an order passed in would go through Python's call protocol
 
     def _queue_load(self, replica: Replica) -> None:
         load = replica.outstanding_tokens if self.by_tokens else replica.outstanding
