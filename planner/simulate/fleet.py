@@ -10,9 +10,9 @@ columnar chunks.
 Cost per event is O(log replicas), not O(replicas): a heap of replica wake-ups (each replica's
 next iteration end) says which replicas to advance, and a heap of replicas by (outstanding
 work, index) gives the least-loaded replica; both are engine.Dispatch, compiled with the
-replica loop. Prefix-affinity routing asks an index of
-which replicas hold each prefix block (kept up to date by the replicas' prefix caches), so it
-costs the request's matched blocks times the replicas holding them. Results are those of
+replica loop. Prefix-affinity routing asks an index of which replicas hold each prefix block
+(kept up to date by the replicas' prefix caches), so it costs the request's matched blocks
+times the replicas holding them. Results are those of
 advancing every replica and scanning every replica: replicas due at the same time advance in
 index order (the order finished requests come out in), and ties in load or in cached blocks go
 to the lowest index.
