@@ -816,10 +816,9 @@ class Dispatch:
     of the replicas with a wake-up due (each one's next iteration or segment end), ordered by
     that time, and a heap of the replicas the router may pick, ordered by (load, index). Both
     are indexed (a replica knows its slot), so a replica's key moves in place in O(log
-    replicas), with no stale entries. They live beside the replica loop to be compiled with it:
-    the heaps compare the replicas' own float and int fields, and a wake-up costs little more
-    than an iteration inside :meth:`Replica.advance`, so the cost of a request stays flat in the
-    number of replicas.
+    replicas), with no stale entries. They live beside the replica loop to be compiled with it,
+    where the heaps compare the replicas' own float and int fields (per request, about twice
+    as fast as Python heaps of tuples; docs/benchmarks.md).
 
     The fleet keeps the rest (purchases, readiness, events); replicas carry the marks the
     heaps need (``wake``, ``wake_slot``, ``routable``, ``load``, ``load_slot``, ``draining``).

@@ -382,15 +382,10 @@ class Fleet:
     def _advance_to(self, t: float) -> None:
         """Run every replica's iterations that end by ``t``: only replicas with an event due
         are touched, in index order (as a loop over every replica would finish them)."""
-        for replica in self.dispatch.advance_due(t):
-            self._retire_drained(self.members[replica.index])
+        for replica in self.dispatch.advance_due(t):  # draining replicas just emptied
+            self._retire_if_drained(self.members[replica.index], replica.last_out)
         if len(self._records) >= CHUNK_ROWS:
             self._flush()
-
-    def _retire_drained(self, member: Member) -> None:
-        """A draining replica just served its last request: retired when it left."""
-        if member.down == math.inf and member.replica.outstanding == 0:
-            self._retire(member, member.replica.last_out)
 
     def _next_wake(self) -> float:
         """The earliest next event of any live replica (math.inf when all are idle)."""

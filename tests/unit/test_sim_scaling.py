@@ -255,8 +255,7 @@ class EveryReplicaFleet(Fleet):
     def _advance_to(self, t: float) -> None:
         for member in tuple(self.live):  # advancing may retire a drained replica
             member.replica.advance(t)
-            if member.draining:
-                self._retire_drained(member)
+            self._retire_if_drained(member, member.replica.last_out)
 
     def _next_wake(self) -> float:
         return min((m.replica.next_event() for m in self.live), default=math.inf)
