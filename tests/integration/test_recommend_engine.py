@@ -31,8 +31,9 @@ from planner.recommend.space import enumerate_candidates
 from planner.recommend.sweep import Screened, Sweep, adopt, size
 from planner.recommend.verify import Runner
 from planner.simulate.metrics import SLO
-from planner.simulate.workload import RateCurve, Workload
+from planner.simulate.workload import RateCurve
 from pricing.model import PricePoint, Provider, PurchaseOption
+from tests.workloads import uniform_workload
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 MODEL = "llama-3.1-8b"
@@ -274,15 +275,7 @@ def bursty_demand(burst: int, gap_s: float, hours: int = 2) -> Demand:
     """Replayed requests arriving ``burst`` at a time (within 50 ms) every ``gap_s`` seconds."""
     starts = np.arange(0.0, hours * 3600.0, gap_s)
     arrival = np.repeat(starts, burst) + np.tile(np.linspace(0.0, 0.05, burst), len(starts))
-    n = len(arrival)
-    workload = Workload(
-        start=START,
-        arrival_s=arrival,
-        input_tokens=np.full(n, 2000, dtype=np.int64),
-        output_tokens=np.full(n, 200, dtype=np.int64),
-        class_index=np.zeros(n, dtype=np.int16),
-        classes=("default",),
-    )
+    workload = uniform_workload(arrival, 2000, 200, start=START)
     return Demand.from_workload(workload, f"bursts of {burst}")
 
 

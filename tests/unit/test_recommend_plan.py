@@ -20,9 +20,10 @@ from planner.recommend.plan import (
     spot_share,
 )
 from planner.recommend.space import Offer
-from planner.simulate.workload import RateCurve, Workload
+from planner.simulate.workload import RateCurve
 from pricing.costs import HOURS_PER_MONTH
 from pricing.model import PricePoint, Provider, PurchaseOption
+from tests.workloads import uniform_workload
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 MODEL = "llama-3.1-8b"
@@ -236,13 +237,8 @@ def two_class_demand() -> Demand:
     # 8 requests in the first hour: 6 batch, 2 chat
     arrival = np.arange(8, dtype=np.float64) * 400.0
     classes = np.array([0, 0, 1, 0, 0, 1, 0, 0], dtype=np.int16)
-    workload = Workload(
-        start=START,
-        arrival_s=arrival,
-        input_tokens=np.full(8, 500, dtype=np.int64),
-        output_tokens=np.full(8, 100, dtype=np.int64),
-        class_index=classes,
-        classes=("batch", "chat"),
+    workload = uniform_workload(
+        arrival, 500, 100, start=START, class_index=classes, classes=("batch", "chat")
     )
     return Demand.from_workload(workload, "two classes")
 

@@ -13,19 +13,13 @@ import pytest
 from planner.errors import UsageError
 from planner.simulate.metrics import SLO, RequestChunk, RequestWriter
 from planner.simulate.workload import RateCurve, Workload, synthetic
+from tests.workloads import uniform_workload
 
 START = datetime(2025, 1, 6, tzinfo=UTC)
 
 
 def _workload(n: int = 10) -> Workload:
-    return Workload(
-        start=START,
-        arrival_s=np.arange(n, dtype=np.float64),
-        input_tokens=np.full(n, 100, dtype=np.int64),
-        output_tokens=np.full(n, 10, dtype=np.int64),
-        class_index=np.zeros(n, dtype=np.int16),
-        classes=("default",),
-    )
+    return uniform_workload(np.arange(n), 100, 10, start=START)
 
 
 def test_a_rate_curve_too_big_to_draw_is_refused_before_drawing() -> None:
