@@ -27,13 +27,18 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import numpy as np
+from librt.vecs import append, pop, vec
+from mypy_extensions import i64
 
 from planner.latency.model import LatencyModel
 
 BLOCK_TOKENS = 16  # vLLM's KV-cache block size
+#: Children per node of the fleet's heaps (Dispatch): half the depth of a binary heap, fewer
+#: moves per sift, and a node's children side by side in memory
+HEAP_ARITY: Final = 4
 ADMISSION_POLICIES = ("preempt", "no_evict")
 VLLM_WATERMARK = 0.01  # vLLM's default share of KV blocks kept free at admission
 
@@ -234,8 +239,6 @@ class Replica:
         "iteration_decodes",
         "iteration_work",
         "last_out",
-        "load",
-        "load_slot",
         "no_evict",
         "outstanding_tokens",
         "prefilling",
@@ -253,8 +256,6 @@ class Replica:
         "steps",
         "times",
         "waiting",
-        "wake",
-        "wake_slot",
     )
 
     def __init__(
@@ -266,14 +267,7 @@ class Replica:
         prefix_block_tokens: int = 512,
     ) -> None:
         self.index = index
-        # the fleet's marks (see Dispatch): the wake-up as queued and its slot in the wake-up
-        # heap (-1: not there), its load as queued and its slot in the load heap, whether the
-        # router may pick it, whether it is draining. First, beside the index: the compiled
-        # class lays its fields out in this order, and the heaps read these of cold replicas.
-        self.wake = math.inf
-        self.wake_slot = -1
-        self.load = -1
-        self.load_slot = -1
+        # the fleet's flags (see Dispatch): whether the router may pick it, whether it drains
         self.routable = False
         self.draining = False
         self.times = times
@@ -811,245 +805,307 @@ def whole_kv_need(input_tokens: Any, output_tokens: Any) -> Any:
 # --- the fleet's indexes over its replicas ------------------------------------------------
 
 
+class IndexedHeap:
+    """A min-heap of replica indexes by (key, index), in unboxed arrays (librt's ``vec``): the
+    keys and indexes slot by slot, and each replica's slot (-1: not in the heap), so a key
+    moves in place in O(log replicas) with no stale entries. Four children to a node: half the
+    depth of a binary heap, and a node's children side by side. A sift reads a few contiguous
+    cache lines, where a heap of replica objects read one line of every replica it passed
+    (docs/benchmarks.md)."""
+
+    def __init__(self) -> None:
+        self.key: vec[float] = vec[float]()
+        self.who: vec[i64] = vec[i64]()
+        self.slot: vec[i64] = vec[i64]()  # by replica index
+
+    def track(self) -> None:
+        """Make room for the next replica index (not in the heap)."""
+        self.slot = append(self.slot, -1)
+
+    def key_of(self, index: i64) -> float:
+        """Replica ``index``'s key (math.inf: not in the heap)."""
+        slot = self.slot[index]
+        return self.key[slot] if slot >= 0 else math.inf
+
+    def set(self, index: i64, key: float) -> None:
+        """Put replica ``index`` in the heap at ``key``, or move it there."""
+        slot = self.slot[index]
+        if slot < 0:
+            self.key = append(self.key, key)
+            self.who = append(self.who, index)
+            self._up(index, key, len(self.key) - 1)
+            return
+        before = self.key[slot]
+        if key < before:
+            self._up(index, key, slot)
+        elif key > before:
+            self._down(index, key, slot)
+
+    def remove(self, index: i64) -> None:
+        """Take replica ``index`` out of the heap; the last entry fills its slot."""
+        slot = self.slot[index]
+        self.slot[index] = -1
+        self.key, key = pop(self.key)
+        self.who, last = pop(self.who)
+        if slot < len(self.key):
+            self._up(last, key, slot)
+            self._down(last, key, self.slot[last])
+
+    def rebuild(self, entries: list[tuple[float, int]]) -> None:
+        """Hold exactly ``entries`` of (key, replica index), replacing what it held."""
+        slots = self.slot
+        for index in self.who:
+            slots[index] = -1
+        entries.sort()  # a sorted array is a heap
+        self.key = vec[float]([key for key, _ in entries])
+        self.who = vec[i64]([index for _, index in entries])
+        for slot, (_, index) in enumerate(entries):
+            slots[index] = slot
+
+    def _up(self, index: i64, key: float, slot: i64) -> None:
+        """Put ``index`` at ``key`` in ``slot``, then move it toward the root while it
+        comes first."""
+        keys = self.key
+        who = self.who
+        slots = self.slot
+        while slot > 0:
+            parent = (slot - 1) // HEAP_ARITY
+            parent_key = keys[parent]
+            parent_index = who[parent]
+            if parent_key < key or (parent_key == key and parent_index < index):
+                break
+            keys[slot] = parent_key
+            who[slot] = parent_index
+            slots[parent_index] = slot
+            slot = parent
+        keys[slot] = key
+        who[slot] = index
+        slots[index] = slot
+
+    def _down(self, index: i64, key: float, slot: i64) -> None:
+        """Put ``index`` at ``key`` in ``slot``, then move it away from the root while a child
+        comes first."""
+        keys = self.key
+        who = self.who
+        slots = self.slot
+        n = len(keys)
+        while True:
+            child = HEAP_ARITY * slot + 1
+            if child >= n:
+                break
+            # the first of the children (their indexes read only on a tie of keys)
+            child_key = keys[child]
+            end = child + HEAP_ARITY if child + HEAP_ARITY < n else n
+            other = child + 1
+            while other < end:
+                other_key = keys[other]
+                if other_key < child_key or (other_key == child_key and who[other] < who[child]):
+                    child = other
+                    child_key = other_key
+                other += 1
+            child_index = who[child]
+            if key < child_key or (key == child_key and index < child_index):
+                break
+            # the moves are written out, not a method: a call per move costs 1,100
+            # instructions a request at 1,000 replicas (cachegrind)
+            keys[slot] = child_key
+            who[slot] = child_index
+            slots[child_index] = slot
+            slot = child
+        keys[slot] = key
+        who[slot] = index
+        slots[index] = slot
+
+
 class Dispatch:
     """Which replicas a fleet must advance, and which one the least-loaded router picks: a heap
-    of the replicas with a wake-up due (each one's next iteration or segment end), ordered by
-    that time, and a heap of the replicas the router may pick, ordered by (load, index). Both
-    are indexed (a replica knows its slot), so a replica's key moves in place in O(log
-    replicas), with no stale entries. They live beside the replica loop to be compiled with it,
-    where the heaps compare the replicas' own float and int fields (per request, about twice
-    as fast as Python heaps of tuples; docs/benchmarks.md).
+    of the replicas with a wake-up due (each one's next iteration or segment end), by that time,
+    and a heap of the replicas the router may pick, by (load, index); both
+    :class:`IndexedHeap`. They live beside the replica loop to be compiled with it.
 
-    The fleet keeps the rest (purchases, readiness, events); replicas carry the marks the
-    heaps need (``wake``, ``wake_slot``, ``routable``, ``load``, ``load_slot``, ``draining``).
-    Replicas due by the same time advance in index order, and ties in load go to the lowest
-    index, as a loop over every replica would have it."""
+    The fleet keeps the rest (purchases, readiness, events); replicas carry the flags the
+    fleet sets (``routable``, ``draining``). Replicas due by the same time advance in index
+    order, and ties in load go to the lowest index, as a loop over every replica would have
+    it."""
 
     def __init__(self, load: str) -> None:
         """``load``: what least-loaded routing compares, "outstanding" (requests) or
         "outstanding_tokens"; "" when the router does not ask."""
         self.replicas: list[Replica] = []  # every replica ever added, by index
         self.records: list[Finished] = []  # what every replica finished, in order
-        self.wakes: list[Replica] = []  # heap by wake-up time
-        self.loads: list[Replica] = []  # heap by (load, index), of routable replicas
+        self.wakes = IndexedHeap()  # the busy replicas by next event
+        self.loads = IndexedHeap()  # the routable replicas by load (when tracked)
+        # the wake-up heap's top (math.inf: empty), kept by every public method that moves
+        # it: the fleet's arrival loop reads it once per request
+        self.soonest = math.inf
         self.routable: list[Replica] = []
         self.by_tokens = load == "outstanding_tokens"
         self.least_loaded_routing = load != ""
         self.track_loads = False  # least-loaded routing over more than one replica
         self.wakeups = 0  # replicas advanced because an event of theirs was due (benchmarks)
+        self.drained: list[Replica] = []  # draining replicas left empty (take_drained)
+        self._due: vec[i64] = vec[i64]()  # advance_due's scratch, one slot per replica
+        self._below: vec[i64] = vec[i64]()
 
     def add(self, replica: Replica) -> None:
         """A replica just launched (its index is the number added before it)."""
         assert replica.index == len(self.replicas)
         replica.records = self.records
         self.replicas.append(replica)
+        self.wakes.track()
+        self.loads.track()
+        self._due = append(self._due, 0)
+        self._below = append(self._below, 0)
 
     def next_wake(self) -> float:
         """The earliest next event of any replica (math.inf when all are idle)."""
-        wakes = self.wakes
-        return wakes[0].wake if wakes else math.inf
+        return self.soonest
 
-    def advance_due(self, t: float) -> list[Replica]:
+    def _moved_top(self) -> None:
+        keys = self.wakes.key
+        self.soonest = keys[0] if len(keys) else math.inf
+
+    def advance_due(self, t: float) -> bool:
         """Run every replica's iterations that end by ``t``; only replicas with an event due
-        are touched, in index order. Returns the draining replicas this left empty (for the
-        fleet to retire: they are out of the heaps)."""
+        are touched, in index order. True when a draining replica was left empty (the fleet
+        retires it: :meth:`take_drained`)."""
         wakes = self.wakes
-        due: list[int] = []
-        while wakes and wakes[0].wake <= t:
-            due.append(self._pop_wake().index)
-        if len(due) > 1:
-            due.sort()
-        self.wakeups += len(due)
+        wake_at = wakes.key
+        n = len(wake_at)
+        if n == 0 or wake_at[0] > t:
+            return False
+        # the due replicas are the top of the heap (a due replica's parent is due too), found
+        # depth first into scratch arrays (one slot per replica: no allocation per call)
+        wake_who = wakes.who
+        due = self._due
+        below = self._below
+        due[0] = wake_who[0]
+        count: i64 = 1
+        pending: i64 = 0
+        slot: i64 = 0
+        while True:
+            child = HEAP_ARITY * slot + 1
+            end = child + HEAP_ARITY if child + HEAP_ARITY < n else n
+            while child < end:
+                if wake_at[child] <= t:
+                    below[pending] = child
+                    pending += 1
+                child += 1
+            if pending == 0:
+                break
+            pending -= 1
+            slot = below[pending]
+            due[count] = wake_who[slot]
+            count += 1
+        if count > 1:
+            _sort_prefix(due, count)
+        self.wakeups += count
         replicas = self.replicas
-        drained: list[Replica] = []
-        for index in due:
+        drained = False
+        for k in range(count):
+            index = due[k]
             replica = replicas[index]
             replica.advance(t)
+            # each key moves in place: later than t (the due iteration ended), or out
             if replica.activity != _IDLE:
-                # the wake-up always moves: the due iteration ended
-                replica.wake = replica.activity_end
-                self._push_wake(replica)
+                wakes.set(index, replica.activity_end)
             else:
-                replica.wake = math.inf
+                wakes.remove(index)
             if replica.finished_some:
                 # the load moves only when a request left (advancing otherwise moves requests
                 # between the replica's queues)
                 replica.finished_some = False
                 if replica.draining and replica.outstanding == 0:
-                    drained.append(replica)
+                    self.drained.append(replica)
+                    drained = True
                 elif replica.routable and self.track_loads:
                     self._queue_load(replica)
+        self._moved_top()
+        return drained
+
+    def advance_before(self, limit: float) -> float:
+        """:meth:`advance_due` at every wake-up before ``limit``, one after another, as a
+        loop over them would (nothing else may happen before ``limit``: no arrival, fleet
+        event or sample). Returns the last wake-up's time (-math.inf: none)."""
+        last = -math.inf
+        while self.soonest < limit:
+            last = self.soonest
+            self.advance_due(last)
+        return last
+
+    def take_drained(self) -> list[Replica]:
+        """The draining replicas left empty since the last call, in the order they emptied
+        (out of both heaps)."""
+        drained = self.drained
+        self.drained = []
         return drained
 
     def submit(self, replica: Replica, seq: Sequence, now: float) -> None:
         """Hand ``seq`` to ``replica`` (advanced to ``now``); queue its new wake-up and load."""
         replica.submit(seq, now)
-        wake = replica.activity_end if replica.activity != _IDLE else math.inf
-        if wake != replica.wake:
-            self.set_wake(replica, wake)
+        self.set_wake(replica, replica.activity_end if replica.activity != _IDLE else math.inf)
         replica.finished_some = False
         if replica.routable and self.track_loads:
             self._queue_load(replica)
 
     def set_wake(self, replica: Replica, wake: float) -> None:
         """Queue the replica's next event at ``wake`` (math.inf: none, out of the heap)."""
-        slot = replica.wake_slot
-        before = replica.wake
-        replica.wake = wake
-        if slot < 0:
-            if wake != math.inf:
-                self._push_wake(replica)
-        elif wake == math.inf:
-            self._remove_wake(replica)
-        elif wake < before:
-            self._wake_up(replica, slot)
+        index: i64 = replica.index
+        if wake != math.inf:
+            self.wakes.set(index, wake)
+        elif self.wakes.slot[index] >= 0:
+            self.wakes.remove(index)
         else:
-            self._wake_down(replica, slot)
+            return
+        self._moved_top()
 
     def set_routable(self, replicas: list[Replica]) -> None:
         """The replicas the router may pick from now on (the fleet's candidates)."""
         for replica in self.routable:
             replica.routable = False
-            replica.load_slot = -1
         for replica in replicas:
             replica.routable = True
         self.routable = replicas
         # one candidate needs no index: the router takes it without asking
         self.track_loads = self.least_loaded_routing and len(replicas) > 1
-        loads = self.loads
-        loads.clear()
-        if not self.track_loads:
-            return
         by_tokens = self.by_tokens
-        for replica in replicas:
-            replica.load = replica.outstanding_tokens if by_tokens else replica.outstanding
-        # a sorted list is a heap
-        loads.extend(sorted(replicas, key=_load_order))
-        for slot, replica in enumerate(loads):
-            replica.load_slot = slot
+        self.loads.rebuild(
+            [
+                (
+                    float(replica.outstanding_tokens if by_tokens else replica.outstanding),
+                    replica.index,
+                )
+                for replica in replicas
+            ]
+            if self.track_loads
+            else []
+        )
 
     def least_loaded(self) -> int:
         """The index of the routable replica with the least load; the lowest among equals."""
-        return self.loads[0].index
-
-    # --- the wake-up heap: by ``wake`` (ties need no order: every replica due advances) ----
-
-    def _push_wake(self, replica: Replica) -> None:
-        wakes = self.wakes
-        wakes.append(replica)
-        self._wake_up(replica, len(wakes) - 1)
-
-    def _pop_wake(self) -> Replica:
-        wakes = self.wakes
-        root = wakes[0]
-        last = wakes.pop()
-        root.wake_slot = -1
-        if last is not root:
-            self._wake_down(last, 0)
-        return root
-
-    def _remove_wake(self, replica: Replica) -> None:
-        wakes = self.wakes
-        slot = replica.wake_slot
-        last = wakes.pop()
-        replica.wake_slot = -1
-        if last is not replica:
-            self._wake_up(last, slot)
-            self._wake_down(last, last.wake_slot)
-
-    def _wake_up(self, replica: Replica, slot: int) -> None:
-        """Put ``replica`` at ``slot``, then move it toward the root while it is due sooner."""
-        wakes = self.wakes
-        wake = replica.wake
-        while slot > 0:
-            parent_slot = (slot - 1) >> 1
-            parent = wakes[parent_slot]
-            if parent.wake <= wake:
-                break
-            wakes[slot] = parent
-            parent.wake_slot = slot
-            slot = parent_slot
-        wakes[slot] = replica
-        replica.wake_slot = slot
-
-    def _wake_down(self, replica: Replica, slot: int) -> None:
-        """Put ``replica`` at ``slot``, then move it away from the root while it is due later."""
-        wakes = self.wakes
-        n = len(wakes)
-        wake = replica.wake
-        while True:
-            child_slot = 2 * slot + 1
-            if child_slot >= n:
-                break
-            child = wakes[child_slot]
-            if child_slot + 1 < n and wakes[child_slot + 1].wake < child.wake:
-                child_slot += 1
-                child = wakes[child_slot]
-            if wake <= child.wake:
-                break
-            wakes[slot] = child
-            child.wake_slot = slot
-            slot = child_slot
-        wakes[slot] = replica
-        replica.wake_slot = slot
-
-    # --- the load heap: by (load, index) ----------------------------------------------------
-    # the same sifts as the wake-up heap's, written out for this order: compiled, _lighter is
-    # a direct C call, where an order passed in would go through Python's call protocol
+        return self.loads.who[0]
 
     def _queue_load(self, replica: Replica) -> None:
-        load = replica.outstanding_tokens if self.by_tokens else replica.outstanding
-        before = replica.load
-        if load == before:
-            return
-        replica.load = load
-        if load < before:
-            self._load_up(replica, replica.load_slot)
-        else:
-            self._load_down(replica, replica.load_slot)
-
-    def _load_up(self, replica: Replica, slot: int) -> None:
-        loads = self.loads
-        while slot > 0:
-            parent_slot = (slot - 1) >> 1
-            parent = loads[parent_slot]
-            if _lighter(parent, replica):
-                break
-            loads[slot] = parent
-            parent.load_slot = slot
-            slot = parent_slot
-        loads[slot] = replica
-        replica.load_slot = slot
-
-    def _load_down(self, replica: Replica, slot: int) -> None:
-        loads = self.loads
-        n = len(loads)
-        while True:
-            child_slot = 2 * slot + 1
-            if child_slot >= n:
-                break
-            child = loads[child_slot]
-            if child_slot + 1 < n:
-                right = loads[child_slot + 1]
-                if _lighter(right, child):
-                    child_slot += 1
-                    child = right
-            if _lighter(replica, child):
-                break
-            loads[slot] = child
-            child.load_slot = slot
-            slot = child_slot
-        loads[slot] = replica
-        replica.load_slot = slot
+        # loads are whole numbers: exact as floats up to 2**53
+        load = float(replica.outstanding_tokens if self.by_tokens else replica.outstanding)
+        self.loads.set(replica.index, load)
 
 
-def _load_order(replica: Replica) -> tuple[int, int]:
-    return (replica.load, replica.index)
-
-
-def _lighter(a: Replica, b: Replica) -> bool:
-    """``a`` comes before ``b`` in the load heap: less load, or as much and a lower index."""
-    return a.load < b.load or (a.load == b.load and a.index < b.index)
+def _sort_prefix(values: vec[i64], count: i64) -> None:
+    """Sort ``values[:count]`` in place: by insertion, as a handful are due at once; a long
+    run (replicas due together after a quiet spell) through list.sort."""
+    if count > 32:
+        ordered = sorted(values[k] for k in range(count))
+        for k in range(count):
+            values[k] = ordered[k]
+        return
+    for k in range(1, count):
+        value = values[k]
+        j = k - 1
+        while j >= 0 and values[j] > value:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = value
 
 
 #: Which build of this module runs: "compiled" (mypyc, see setup.py) or "pure Python".
@@ -1064,6 +1120,13 @@ def _compiled_twin(source: Path) -> Any:
     try:
         from planner.simulate import _engine_native  # type: ignore[attr-defined]
     except ImportError:
+        return None
+    except ValueError as error:  # built against another librt than the one installed
+        warnings.warn(
+            f"planner: the compiled simulator does not load ({error}); running the pure-Python "
+            "one (reinstall planner to rebuild it)",
+            stacklevel=2,
+        )
         return None
     if (
         getattr(_engine_native, "SOURCE_SHA256", None)

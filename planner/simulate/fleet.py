@@ -116,7 +116,7 @@ class FleetConfig:
             raise UsageError("spot interruption rate must be non-negative")
 
 
-@dataclass
+@dataclass(slots=True)  # slots: the router reads one per request, from a large fleet
 class Member:
     """A replica's life in the fleet."""
 
@@ -229,6 +229,9 @@ class Fleet:
         self.pending: list[Sequence] = []  # arrived while no replica was up
         self.stats = FleetStats()
         self._rr = 0
+        # the router, resolved once (read per request)
+        self._round_robin = config.router == "round-robin"
+        self._prefix_affinity = config.router == "prefix-affinity"
         self._buckets = {
             c: [burst, 0.0] for c, (_, burst) in config.rate_limits.items()
         }  # class -> [tokens, last refill]
@@ -382,14 +385,30 @@ class Fleet:
     def _advance_to(self, t: float) -> None:
         """Run every replica's iterations that end by ``t``: only replicas with an event due
         are touched, in index order (as a loop over every replica would finish them)."""
-        for replica in self.dispatch.advance_due(t):  # draining replicas just emptied
-            self._retire_if_drained(self.members[replica.index], replica.last_out)
+        if self.dispatch.advance_due(t):
+            self._retire_drained()
         if len(self._records) >= CHUNK_ROWS:
             self._flush()
+
+    def _retire_drained(self) -> None:
+        """Retire the draining replicas the last advance left empty, as they left it."""
+        for replica in self.dispatch.take_drained():
+            self._retire_if_drained(self.members[replica.index], replica.last_out)
 
     def _next_wake(self) -> float:
         """The earliest next event of any live replica (math.inf when all are idle)."""
         return self.dispatch.next_wake()
+
+    def _advance_before(self, limit: float) -> float:
+        """Run every replica's events before ``limit`` in one compiled loop, when nothing else
+        happens before it (the drain: no arrivals; no fleet event or sample before ``limit``);
+        returns the last event's time (-math.inf: none)."""
+        last = self.dispatch.advance_before(limit)
+        if self.dispatch.drained:
+            self._retire_drained()
+        if len(self._records) >= CHUNK_ROWS:
+            self._flush()
+        return last
 
     def _candidates_at(self, now: float) -> list[Member]:
         """Replicas the router may pick at ``now``, in index order; recomputed only when the
@@ -493,15 +512,13 @@ class Fleet:
             return
         if len(candidates) == 1:
             chosen = candidates[0]
+        elif self._round_robin:
+            self._rr += 1
+            chosen = candidates[self._rr % len(candidates)]
         else:
-            router = self.config.router
-            if router == "round-robin":
-                self._rr += 1
-                chosen = candidates[self._rr % len(candidates)]
-            else:
-                chosen = self._least_loaded(candidates)
-                if router == "prefix-affinity" and seq.blocks:
-                    chosen = self._affinity(seq, candidates, chosen)
+            chosen = self._least_loaded(candidates)
+            if self._prefix_affinity and seq.blocks:
+                chosen = self._affinity(seq, candidates, chosen)
         self.dispatch.submit(chosen.replica, seq, now)
         if len(self._records) >= CHUNK_ROWS:  # a request too long, refused
             self._flush()
@@ -605,7 +622,7 @@ class Fleet:
             else None
         )
         events = self.events
-        wakes = self.dispatch.wakes
+        dispatch = self.dispatch
         limited = bool(cfg.rate_limits)  # without limits every request is admitted
         advance_to = self._advance_to
         route = self._route
@@ -614,7 +631,7 @@ class Fleet:
         ):
             if events and events[0][0] <= t:
                 self._handle_events(t)
-            if wakes and wakes[0].wake <= t:
+            if dispatch.soonest <= t:
                 advance_to(t)
             seq = Sequence(i, t, tokens_in, tokens_out, klass, blocks[i] if blocks else None)
             if limited and not self._admit(klass, t):
@@ -640,6 +657,11 @@ class Fleet:
             next_event = self.events[0][0] if self.events else math.inf
             if self.pending and next_event == math.inf:
                 break  # requests wait for replicas that will never come
+            # the replicas' events up to the next fleet event or sample need no step each
+            until = min(next_event, self._next_sample)
+            if next_replica < until:
+                end = max(end, self._advance_before(until))
+                continue
             t = min(next_replica, next_event)
             if next_event <= next_replica:
                 self._handle_events(t)

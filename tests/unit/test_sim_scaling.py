@@ -17,9 +17,19 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from librt.vecs import append, vec
+from mypy_extensions import i64
 from numpy.typing import NDArray
 
-from planner.simulate.engine import EngineConfig, LinearStepTimes, Replica, Sequence
+from planner.simulate.engine import (
+    HEAP_ARITY,
+    EngineConfig,
+    IndexedHeap,
+    LinearStepTimes,
+    Replica,
+    Sequence,
+    _sort_prefix,
+)
 from planner.simulate.fleet import (
     ROUTERS,
     Autoscaler,
@@ -29,6 +39,7 @@ from planner.simulate.fleet import (
     cyclic_gc_paused,
 )
 from planner.simulate.workload import Workload
+from tests.workloads import uniform_workload
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 TIMES = LinearStepTimes(per_token_s=2e-5, per_iteration_s=4e-3, gamma=1e-7)
@@ -246,11 +257,20 @@ class EveryReplicaFleet(Fleet):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # a replica always due on top of the wake-up heap: the arrival loop always advances
-        always_due = Replica(-1, TIMES, ENGINE)
-        always_due.wake = -math.inf
-        self.dispatch.wakes.append(always_due)
-        always_due.wake_slot = 0
+        self._always_due()
+
+    def _always_due(self) -> None:
+        # the top of the wake-up heap as the arrival loop reads it, always due: it advances at
+        # every arrival (the heap itself, fed by submits and retirements, is not consulted)
+        self.dispatch.soonest = -math.inf
+
+    def _route(self, seq: Sequence, now: float) -> None:
+        super()._route(seq, now)
+        self._always_due()
+
+    def _retire(self, member: Member, now: float) -> None:
+        super()._retire(member, now)
+        self._always_due()
 
     def _advance_to(self, t: float) -> None:
         for member in tuple(self.live):  # advancing may retire a drained replica
@@ -259,6 +279,13 @@ class EveryReplicaFleet(Fleet):
 
     def _next_wake(self) -> float:
         return min((m.replica.next_event() for m in self.live), default=math.inf)
+
+    def _advance_before(self, limit: float) -> float:
+        last = -math.inf
+        while (t := self._next_wake()) < limit:
+            self._advance_to(t)
+            last = t
+        return last
 
     def _candidates_at(self, now: float) -> list[Member]:
         return [m for m in self.live if not m.draining and m.ready <= now]
@@ -382,6 +409,21 @@ def test_replica_work_per_request_does_not_grow_with_replicas(
 # --- the indexes themselves (engine.Dispatch) --------------------------------------------------
 
 
+def checked_heap(heap: IndexedHeap, replicas: int) -> dict[int, float]:
+    """The heap's keys by replica index, once its order and every replica's slot are checked."""
+    keys, who, slots = list(heap.key), list(heap.who), list(heap.slot)
+    assert len(keys) == len(who) and len(slots) == replicas
+    for slot, (key, index) in enumerate(zip(keys, who, strict=True)):
+        assert slots[index] == slot
+        parent = (slot - 1) // HEAP_ARITY
+        assert slot == 0 or (keys[parent], who[parent]) < (key, index)
+    entries = dict(zip(who, keys, strict=True))
+    for index in range(replicas):
+        assert heap.key_of(index) == entries.get(index, math.inf)
+        assert (slots[index] >= 0) == (index in entries)
+    return entries
+
+
 class IndexCheckedFleet(Fleet):
     """Checks both heaps against every replica after every advance, arrival and fleet event:
     the wake-up heap holds exactly the busy live replicas, each at its next event and in its
@@ -392,38 +434,33 @@ class IndexCheckedFleet(Fleet):
     def check_indexes(self) -> None:
         self.checks += 1
         dispatch = self.dispatch
-        wakes = dispatch.wakes
-        for slot, replica in enumerate(wakes):
-            assert replica.wake_slot == slot
-            assert slot == 0 or wakes[(slot - 1) // 2].wake <= replica.wake
-        queued = {replica.index for replica in wakes}
-        busy = {m.replica.index for m in self.live if m.replica.next_event() < math.inf}
-        assert queued == busy
-        for member in self.members:
-            replica = member.replica
-            if replica.index in queued:
-                assert replica.wake == replica.next_event()
-            else:
-                assert replica.wake_slot == -1
+        wakes = checked_heap(dispatch.wakes, len(self.members))
+        busy = {m.replica.index: m.replica.next_event() for m in self.live}
+        assert wakes == {index: t for index, t in busy.items() if t < math.inf}
+        assert dispatch.soonest == min(wakes.values(), default=math.inf)
         if self._candidates is None:
             return  # the fleet changed: the router recomputes its candidates before it asks
-        loads = dispatch.loads
+        loads = checked_heap(dispatch.loads, len(self.members))
         if not dispatch.track_loads:
             assert not loads
             return
-        assert {r.index for r in loads} == {m.replica.index for m in self._routable}
         by_tokens = self.config.router == "least-tokens"
-        for slot, replica in enumerate(loads):
-            assert replica.load_slot == slot and replica.routable
-            actual = replica.outstanding_tokens if by_tokens else replica.outstanding
-            assert replica.load == actual
-            parent = loads[(slot - 1) // 2]
-            assert slot == 0 or (parent.load, parent.index) < (replica.load, replica.index)
+        assert loads == {
+            m.replica.index: m.replica.outstanding_tokens if by_tokens else m.replica.outstanding
+            for m in self._routable
+        }
+        assert all(self.members[index].replica.routable for index in loads)
+        assert dispatch.least_loaded() == min(loads, key=lambda index: (loads[index], index))
         self.load_checks += 1
 
     def _advance_to(self, t: float) -> None:
         super()._advance_to(t)
         self.check_indexes()
+
+    def _advance_before(self, limit: float) -> float:
+        last = super()._advance_before(limit)
+        self.check_indexes()
+        return last
 
     def _route(self, seq: Sequence, now: float) -> None:
         super()._route(seq, now)
@@ -450,6 +487,60 @@ def test_wide_fleet_heaps_stay_consistent() -> None:
     assert isinstance(fleet, IndexCheckedFleet)
     assert fleet.load_checks > 10_000
     assert fleet.stats.spot_interruptions > 0
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["set", "set", "remove", "rebuild"]),
+            st.integers(0, 39),
+            st.sampled_from([0.0, 1.0, 2.0, 2.5, 7.0, 1e9]),  # ties, as loads have
+        ),
+        max_size=300,
+    )
+)
+def test_an_indexed_heap_matches_a_dict(ops: list[tuple[str, int, float]]) -> None:
+    heap, model = IndexedHeap(), dict[int, float]()
+    for _ in range(40):
+        heap.track()
+    for op, index, key in ops:
+        if op == "set":
+            heap.set(index, key)
+            model[index] = key
+        elif op == "remove" and index in model:
+            heap.remove(index)
+            del model[index]
+        elif op == "rebuild":
+            model = {i: key + i % 3 for i in range(index)}
+            heap.rebuild([(k, i) for i, k in model.items()])
+        assert checked_heap(heap, 40) == model
+        if model:
+            assert heap.who[0] == min(model, key=lambda i: (model[i], i))
+
+
+def test_many_replicas_due_at_once_advance_in_index_order() -> None:
+    # 100 replicas given the same request at the same instant finish together: at the next
+    # arrival all are due in one step (past advance_due's insertion sort), then the drain
+    arrivals = np.zeros(201)
+    arrivals[-1] = 30.0
+    case = (uniform_workload(arrivals, 600, 40), ENGINE, FleetConfig({"on-demand": 100}))
+    fast, reference = run(IndexCheckedFleet, case), run(EveryReplicaFleet, case)
+    assert fast.digest() == reference.digest()
+    # finished at the same instants, the rows come in replica order within each instant
+    finish, replica = fast.rows["finish_s"], fast.rows["replica"]
+    assert len(np.unique(finish[:-1])) < 10
+    for instant in np.unique(finish):
+        assert np.all(np.diff(replica[finish == instant]) > 0)
+
+
+def test_the_due_replicas_sort_short_and_long_runs() -> None:
+    rng = np.random.default_rng(3)
+    for count in (2, 5, 32, 33, 400):
+        values = vec[i64](int(v) for v in rng.permutation(1000)[:count])
+        padded = append(values, -7)  # past ``count``: left alone
+        _sort_prefix(padded, count)
+        assert list(padded) == [*sorted(values), -7]
 
 
 # --- the collector paused while a fleet runs ---------------------------------------------------
