@@ -965,15 +965,15 @@ class Dispatch:
         keys = self.wakes.key
         self.soonest = keys[0] if len(keys) else math.inf
 
-    def advance_due(self, t: float) -> bool:
+    def advance_due(self, t: float) -> None:
         """Run every replica's iterations that end by ``t``; only replicas with an event due
-        are touched, in index order. True when a draining replica was left empty (the fleet
-        retires it: :meth:`take_drained`)."""
+        are touched, in index order. Draining replicas this leaves empty wait in ``drained``
+        for the fleet to retire (:meth:`take_drained`)."""
         wakes = self.wakes
         wake_at = wakes.key
         n = len(wake_at)
         if n == 0 or wake_at[0] > t:
-            return False
+            return
         # the due replicas are the top of the heap (a due replica's parent is due too), found
         # depth first into scratch arrays (one slot per replica: no allocation per call)
         wake_who = wakes.who
@@ -1001,7 +1001,6 @@ class Dispatch:
             _sort_prefix(due, count)
         self.wakeups += count
         replicas = self.replicas
-        drained = False
         for k in range(count):
             index = due[k]
             replica = replicas[index]
@@ -1017,11 +1016,9 @@ class Dispatch:
                 replica.finished_some = False
                 if replica.draining and replica.outstanding == 0:
                     self.drained.append(replica)
-                    drained = True
                 elif replica.routable and self.track_loads:
                     self._queue_load(replica)
         self._moved_top()
-        return drained
 
     def advance_before(self, limit: float) -> float:
         """:meth:`advance_due` at every wake-up before ``limit``, one after another, as a

@@ -385,15 +385,17 @@ class Fleet:
     def _advance_to(self, t: float) -> None:
         """Run every replica's iterations that end by ``t``: only replicas with an event due
         are touched, in index order (as a loop over every replica would finish them)."""
-        if self.dispatch.advance_due(t):
-            self._retire_drained()
+        self.dispatch.advance_due(t)
+        self._after_advance()
+
+    def _after_advance(self) -> None:
+        """Retire the draining replicas the last advance left empty, in the order they emptied,
+        and stream out the rows once a chunk is full."""
+        if self.dispatch.drained:
+            for replica in self.dispatch.take_drained():
+                self._retire_if_drained(self.members[replica.index], replica.last_out)
         if len(self._records) >= CHUNK_ROWS:
             self._flush()
-
-    def _retire_drained(self) -> None:
-        """Retire the draining replicas the last advance left empty, as they left it."""
-        for replica in self.dispatch.take_drained():
-            self._retire_if_drained(self.members[replica.index], replica.last_out)
 
     def _next_wake(self) -> float:
         """The earliest next event of any live replica (math.inf when all are idle)."""
@@ -404,10 +406,7 @@ class Fleet:
         happens before it (the drain: no arrivals; no fleet event or sample before ``limit``);
         returns the last event's time (-math.inf: none)."""
         last = self.dispatch.advance_before(limit)
-        if self.dispatch.drained:
-            self._retire_drained()
-        if len(self._records) >= CHUNK_ROWS:
-            self._flush()
+        self._after_advance()
         return last
 
     def _candidates_at(self, now: float) -> list[Member]:
