@@ -519,6 +519,23 @@ def test_an_indexed_heap_matches_a_dict(ops: list[tuple[str, int, float]]) -> No
             assert heap.who[0] == min(model, key=lambda i: (model[i], i))
 
 
+def test_an_indexed_heap_breaks_ties_by_index() -> None:
+    # equal keys, set in descending index order: every sift meets ties, most the wrong way round
+    heap = IndexedHeap()
+    for _ in range(40):
+        heap.track()
+    for index in reversed(range(40)):
+        heap.set(index, 1.0)
+    for index in range(0, 40, 3):
+        heap.set(index, 2.0)  # moves down past equal keys
+    taken = []
+    while len(heap.who):
+        checked_heap(heap, 40)
+        taken.append(heap.who[0])
+        heap.remove(heap.who[0])
+    assert taken == [i for i in range(40) if i % 3] + list(range(0, 40, 3))
+
+
 def test_many_replicas_due_at_once_advance_in_index_order() -> None:
     # 100 replicas given the same request at the same instant finish together: at the next
     # arrival all are due in one step (past advance_due's insertion sort), then the drain
