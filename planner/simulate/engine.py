@@ -19,7 +19,6 @@ the next completion, KV exhaustion or arrival, and cut short when a request arri
 from __future__ import annotations
 
 import hashlib
-import heapq
 import math
 import os
 import warnings
@@ -250,6 +249,7 @@ class Replica:
         "refused",
         "reserved",
         "routable",
+        "run_keys",
         "running",
         "segment_steps",
         "static_batch",
@@ -281,8 +281,12 @@ class Replica:
         self.busy_s = 0.0
         self.waiting: deque[Sequence] = deque()
         self.prefilling: list[Sequence] = []
-        # heap of (finish step, id, admission number, seq); entries of preempted runs are stale
-        self.running: list[tuple[int, int, int, Sequence]] = []
+        # heap of (finish step, id, admission number) -> seq, as heapq would order the tuples:
+        # the sequences in ``running`` and their keys in ``run_keys``, three to an entry,
+        # unboxed (no tuple or int object made or freed per admission); entries of preempted
+        # runs are stale (see _run_push)
+        self.running: list[Sequence] = []
+        self.run_keys: vec[i64] = vec[i64]()
         self.admit_order: list[Sequence] = []  # running, oldest first (preemption takes the last)
         self.batch = 0  # sequences decoding
         self.steps = 0  # decode steps this replica has run
@@ -383,7 +387,7 @@ class Replica:
             if activity == _SEGMENT:
                 steps = self.steps = self.steps + self.segment_steps
                 # a cut segment ends no decode: skip the call (the heap's top is its minimum)
-                if self.running[0][0] <= steps:
+                if self.run_keys[0] <= steps:
                     self._complete_decodes(end)
             else:  # an iteration
                 if self.static_batch:
@@ -392,7 +396,7 @@ class Replica:
                     self.static_batch = []
                 if self.iteration_decodes:
                     self.steps += 1
-                    if self.running[0][0] <= self.steps:  # the heap top may be stale: check
+                    if self.run_keys[0] <= self.steps:  # the heap top may be stale: check
                         self._complete_decodes(end)
                 self._complete_prefills(end)
             self.activity, self.activity_end = _IDLE, math.inf
@@ -413,12 +417,16 @@ class Replica:
 
     def evict(self) -> list[Sequence]:
         """Stop now (a spot interruption): every request inside is returned, progress lost."""
-        decoding = (s for _, _, g, s in self.running if s.state == 2 and s.gen == g)
+        keys = self.run_keys
+        decoding = (
+            s for k, s in enumerate(self.running) if s.state == 2 and s.gen == keys[3 * k + 2]
+        )
         seqs = [*self.waiting, *self.prefilling, *decoding, *self.static_batch]
         self.static_batch = []
         self.waiting.clear()
         self.prefilling.clear()
         self.running.clear()
+        self.run_keys = vec[i64]()
         self.admit_order.clear()
         self.batch = self.ctx_base = self.reserved = self.outstanding_tokens = 0
         self.committed = 0
@@ -587,12 +595,11 @@ class Replica:
             # the next finish step: drop stale heap entries (of runs preempted or ended), read
             # the top; in line here, the one place it is needed
             while running:
-                entry = running[0]
-                seq = entry[3]
-                if seq.state == 2 and seq.gen == entry[2]:
+                seq = running[0]
+                if seq.state == 2 and seq.gen == self.run_keys[2]:
                     break
-                heapq.heappop(running)
-            steps = running[0][0] - self.steps
+                self._run_pop()
+            steps = int(self.run_keys[0]) - self.steps
             batch = self.batch
             # _kv_used() inlined
             room = capacity - (
@@ -651,7 +658,6 @@ class Replica:
                 done_prompts.append(seq)
         if done_prompts:
             prefilling = self.prefilling
-            running = self.running
             admit_order = self.admit_order
             steps = self.steps  # no decode step runs while prompts finish
             for seq in done_prompts:
@@ -672,21 +678,20 @@ class Replica:
                 self.ctx_base += ctx_at_admit - steps
                 self.batch += 1
                 finish_step = steps + seq.output_tokens - generated
-                heapq.heappush(running, (finish_step, seq.id, gen, seq))
+                self._run_push(finish_step, seq.id, gen, seq)
                 admit_order.append(seq)
         self.iteration_work = []
 
     def _complete_decodes(self, now: float) -> None:
         running = self.running
         steps = self.steps
-        heappop = heapq.heappop
         while running:
-            entry = running[0]
-            seq = entry[3]
-            live = seq.state == 2 and seq.gen == entry[2]
-            if live and entry[0] > steps:
+            seq = running[0]
+            keys = self.run_keys
+            live = seq.state == 2 and seq.gen == keys[2]
+            if live and keys[0] > steps:
                 break
-            heappop(running)
+            self._run_pop()
             if not live:
                 continue
             self._leave_batch(seq)
@@ -694,6 +699,93 @@ class Replica:
             self._finish(seq, now)
         if len(self.admit_order) > 2 * self.batch + 16:
             self.admit_order = [s for s in self.admit_order if s.state == 2]
+
+    # The running heap: heapq's own algorithm (heappush, heappop) over (finish step, id,
+    # admission number) entries held as three integers each, so that the heap keeps the
+    # layout heapq gave it (evict returns the sequences in heap order).
+
+    def _run_push(self, finish: i64, rid: i64, gen: i64, seq: Sequence) -> None:
+        """heapq.heappush(running, (finish, rid, gen, seq))."""
+        running = self.running
+        keys = self.run_keys
+        running.append(seq)
+        keys = append(keys, finish)
+        keys = append(keys, rid)
+        keys = append(keys, gen)
+        pos: i64 = len(running) - 1
+        self.run_keys = keys
+        self._run_settle(pos, finish, rid, gen, seq)
+
+    def _run_pop(self) -> None:
+        """heapq.heappop(running), the entry dropped: the last entry fills the root, which
+        moves down to a leaf by the smaller child and back up (heapq's _siftup)."""
+        running = self.running
+        last = running.pop()
+        keys = self.run_keys
+        keys, gen = pop(keys)
+        keys, rid = pop(keys)
+        keys, finish = pop(keys)
+        end: i64 = len(running)
+        if end == 0:
+            self.run_keys = keys
+            return
+        pos: i64 = 0
+        child: i64 = 1
+        while child < end:
+            right = child + 1
+            if right < end:
+                c = 3 * child
+                r = 3 * right
+                # not heap[child] < heap[right]: the right one
+                if not (
+                    keys[c] < keys[r]
+                    or (
+                        keys[c] == keys[r]
+                        and (
+                            keys[c + 1] < keys[r + 1]
+                            or (keys[c + 1] == keys[r + 1] and keys[c + 2] < keys[r + 2])
+                        )
+                    )
+                ):
+                    child = right
+            c = 3 * child
+            q = 3 * pos
+            keys[q] = keys[c]
+            keys[q + 1] = keys[c + 1]
+            keys[q + 2] = keys[c + 2]
+            running[pos] = running[child]
+            pos = child
+            child = 2 * pos + 1
+        self.run_keys = keys
+        self._run_settle(pos, finish, rid, gen, last)
+
+    def _run_settle(self, pos: i64, finish: i64, rid: i64, gen: i64, seq: Sequence) -> None:
+        """Put the entry in the hole at ``pos``, moving it toward the root while it comes
+        first (heapq._siftdown)."""
+        running = self.running
+        keys = self.run_keys
+        while pos > 0:  # heapq._siftdown(heap, 0, pos)
+            parent = (pos - 1) >> 1
+            p = 3 * parent
+            parent_finish = keys[p]
+            parent_id = keys[p + 1]
+            if finish < parent_finish or (
+                finish == parent_finish
+                and (rid < parent_id or (rid == parent_id and gen < keys[p + 2]))
+            ):
+                q = 3 * pos
+                keys[q] = parent_finish
+                keys[q + 1] = parent_id
+                keys[q + 2] = keys[p + 2]
+                running[pos] = running[parent]
+                pos = parent
+                continue
+            break
+        q = 3 * pos
+        keys[q] = finish
+        keys[q + 1] = rid
+        keys[q + 2] = gen
+        running[pos] = seq
 
     def _leave_batch(self, seq: Sequence) -> None:
         self.batch -= 1
