@@ -11,6 +11,7 @@ every run), so a failure is reproducible and never flaky.
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -796,3 +797,33 @@ def test_simulated_light_load_ttft_includes_the_request_overhead() -> None:
     model = steady_state(lm, 467, 256, "qps", qps)
     simulated = steady_load(deployment, profile, 467, 256, qps, 2000, seed=1)
     assert simulated.percentiles["ttft"]["mean"] == pytest.approx(model.ttft_ms, rel=0.1)
+
+
+# --- the running heap ----------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, 6), st.integers(0, 5)),  # push?, finish, id
+        max_size=200,
+    )
+)
+def test_the_running_heap_keeps_heapqs_layout(ops: list[tuple[bool, int, int]]) -> None:
+    # the replica's unboxed heap against heapq over the tuples it replaced: the same entries
+    # in the same places after every push and pop (evict returns the sequences in heap
+    # order), with ties in finish step and id (a sequence readmitted: the same id, a new gen)
+    replica = Replica(0, LINEAR, EngineConfig())
+    reference: list[tuple[int, int, int, Sequence]] = []
+    for gen, (push, finish, rid) in enumerate(ops):
+        if push or not reference:
+            seq = Sequence(rid, 0.0, 10, 10, 0)
+            replica._run_push(finish, rid, gen, seq)
+            heapq.heappush(reference, (finish, rid, gen, seq))
+        else:
+            replica._run_pop()
+            heapq.heappop(reference)
+        keys = list(replica.run_keys)
+        held = [(*keys[3 * k : 3 * k + 3], s) for k, s in enumerate(replica.running)]
+        assert [entry[:3] for entry in held] == [entry[:3] for entry in reference]
+        assert all(a[3] is b[3] for a, b in zip(held, reference, strict=True))
