@@ -1036,6 +1036,7 @@ class Dispatch:
         self.track_loads = False  # least-loaded routing over more than one replica
         self.wakeups = 0  # replicas advanced because an event of theirs was due (benchmarks)
         self.drained: list[Replica] = []  # draining replicas left empty (take_drained)
+        self.round_robin = 0  # the round-robin router's count of requests routed
         self._due: vec[i64] = vec[i64]()  # advance_due's scratch, one slot per replica
         self._below: vec[i64] = vec[i64]()
 
@@ -1121,6 +1122,59 @@ class Dispatch:
             last = self.soonest
             self.advance_due(last)
         return last
+
+    def serve(
+        self,
+        arrivals: list[float],
+        inputs: list[int],
+        outputs: list[int],
+        classes: list[int],
+        blocks: list[tuple[int, ...]] | None,
+        first: i64,
+        start: i64,
+        stop: float,
+        next_sample: float,
+        chunk_rows: i64,
+        round_robin: bool,
+    ) -> i64:
+        """The fleet's arrival loop while nothing but routing happens: from ``start``, each
+        arrival advances the replicas due by its time, becomes a Sequence (its id ``first`` +
+        its position) and goes to the router's pick among :attr:`routable` (which must not be
+        empty): the only one, the next in turn, or the least loaded. Returns the position of the
+        first arrival not routed; it stops before an arrival at or after ``stop`` (a fleet
+        event, or the routable replicas change), after an advance that left a draining replica
+        empty or ``chunk_rows`` rows, and after routing one at or after ``next_sample`` or that
+        filled ``chunk_rows``: what the fleet does then, in the order it would have."""
+        records = self.records
+        routable = self.routable
+        choices: i64 = len(routable)
+        replicas = self.replicas
+        k = start
+        count: i64 = len(arrivals)
+        while k < count:
+            t = arrivals[k]
+            if t >= stop:
+                return k
+            if self.soonest <= t:
+                self.advance_due(t)
+                if self.drained or len(records) >= chunk_rows:
+                    return k
+            rid = first + k
+            seq = Sequence(
+                rid, t, inputs[k], outputs[k], classes[k], blocks[rid] if blocks else None
+            )
+            if choices == 1:
+                replica = routable[0]
+            elif round_robin:
+                turn = self.round_robin = self.round_robin + 1
+                replica = routable[turn % choices]
+            else:
+                replica = replicas[self.loads.who[0]]
+            self.submit(replica, seq, t)
+            k += 1
+            if len(records) >= chunk_rows or t >= next_sample:
+                return k
+        return k
 
     def take_drained(self) -> list[Replica]:
         """The draining replicas left empty since the last call, in the order they emptied

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -202,6 +202,11 @@ class TimelineSample:
 
 
 class Fleet:
+    #: Where only the router decides, the arrival loop runs compiled (Dispatch.serve), past
+    #: the per-arrival methods below; a subclass that overrides _advance_to or _route to see
+    #: every arrival (the tests' references and checks) turns it off.
+    compiled_arrivals: ClassVar[bool] = True
+
     def __init__(
         self,
         workload: Workload,
@@ -228,7 +233,6 @@ class Fleet:
         self._event_seq = 0
         self.pending: list[Sequence] = []  # arrived while no replica was up
         self.stats = FleetStats()
-        self._rr = 0
         # the router, resolved once (read per request)
         self._round_robin = config.router == "round-robin"
         self._prefix_affinity = config.router == "prefix-affinity"
@@ -512,8 +516,8 @@ class Fleet:
         if len(candidates) == 1:
             chosen = candidates[0]
         elif self._round_robin:
-            self._rr += 1
-            chosen = candidates[self._rr % len(candidates)]
+            turn = self.dispatch.round_robin = self.dispatch.round_robin + 1
+            chosen = candidates[turn % len(candidates)]
         else:
             chosen = self._least_loaded(candidates)
             if self._prefix_affinity and seq.blocks:
@@ -623,27 +627,62 @@ class Fleet:
         events = self.events
         dispatch = self.dispatch
         limited = bool(cfg.rate_limits)  # without limits every request is admitted
-        advance_to = self._advance_to
-        route = self._route
-        for i, t, tokens_in, tokens_out, klass in zip(
-            range(first, last), arrivals, inputs, outputs, classes, strict=True
-        ):
+        # the compiled loop hands back each arrival that meets anything else, taken whole here
+        compiled = (
+            self.compiled_arrivals
+            and not limited
+            and cache_hits is None
+            and not self._prefix_affinity
+        )
+        count = last - first
+        k = 0
+        while k < count:
+            if compiled and self._candidates and self._routable_at <= arrivals[k]:
+                stop = min(events[0][0] if events else math.inf, self._routable_until)
+                done = dispatch.serve(
+                    arrivals,
+                    inputs,
+                    outputs,
+                    classes,
+                    blocks,
+                    first,
+                    k,
+                    stop,
+                    self._next_sample,
+                    CHUNK_ROWS,
+                    self._round_robin,
+                )
+                if done > k:  # the last one routed: its rows and sample, as below
+                    k = done
+                    self._after_route(arrivals[k - 1])
+                self._after_advance()  # it may have stopped after an advance
+                if k == count:
+                    break
+            i = first + k
+            t = arrivals[k]
             if events and events[0][0] <= t:
                 self._handle_events(t)
             if dispatch.soonest <= t:
-                advance_to(t)
-            seq = Sequence(i, t, tokens_in, tokens_out, klass, blocks[i] if blocks else None)
-            if limited and not self._admit(klass, t):
+                self._advance_to(t)
+            seq = Sequence(i, t, inputs[k], outputs[k], classes[k], blocks[i] if blocks else None)
+            if limited and not self._admit(classes[k], t):
                 self.stats.rejected_by_rate_limit += 1
                 self._reject(seq, cache_hit=False)
-            elif cache_hits is not None and cache_hits[i - first]:
+            elif cache_hits is not None and cache_hits[k]:
                 self.stats.response_cache_hits += 1
                 self._reject(seq, cache_hit=True)
             else:
-                route(seq, t)
-            if t >= self._next_sample:
-                self._sample(t)
-                self._next_sample = t + self.sample_every_s
+                self._route(seq, t)
+            self._after_route(t)
+            k += 1
+
+    def _after_route(self, t: float) -> None:
+        """After the arrival at ``t``: stream out a full chunk of rows, take a due sample."""
+        if len(self._records) >= CHUNK_ROWS:
+            self._flush()
+        if t >= self._next_sample:
+            self._sample(t)
+            self._next_sample = t + self.sample_every_s
 
     def _drain(self) -> None:
         """Run until every request has finished; then close the books on every replica."""

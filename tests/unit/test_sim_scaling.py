@@ -21,6 +21,7 @@ from librt.vecs import append, vec
 from mypy_extensions import i64
 from numpy.typing import NDArray
 
+from planner.simulate import fleet as fleet_module
 from planner.simulate.engine import (
     HEAP_ARITY,
     EngineConfig,
@@ -197,6 +198,7 @@ class Output:
         chunks: list[dict[str, NDArray[Any]]] = []
         self.samples: list[Any] = []
         fleet.on_chunk = chunks.append
+        self.chunks = chunks
         fleet.on_sample = self.samples.append
         self.stats = fleet.run()
         self.fleet = fleet
@@ -255,6 +257,8 @@ class EveryReplicaFleet(Fleet):
     """The old loop, for reference: every live replica advanced at every arrival and event,
     every replica scanned to route."""
 
+    compiled_arrivals = False  # every arrival through the methods below
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._always_due()
@@ -294,6 +298,80 @@ class EveryReplicaFleet(Fleet):
         if self.config.router == "least-tokens":
             return min(candidates, key=lambda m: m.replica.outstanding_tokens)
         return min(candidates, key=lambda m: m.replica.outstanding)
+
+
+class PythonRouted(Fleet):
+    """Counts the arrivals routed by the fleet's Python loop (the rest went through
+    Dispatch.serve)."""
+
+    routed = 0
+
+    def _route(self, seq: Sequence, now: float) -> None:
+        self.routed += 1
+        super()._route(seq, now)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["fixed-least-requests", "fixed-round-robin", "autoscaled-least-tokens", "wide-least-tokens"],
+)
+def test_the_compiled_arrival_loop_routes_most_arrivals(name: str) -> None:
+    case = scenarios()[name]
+    out = run(PythonRouted, case)
+    assert out.digest() == PINNED[name]
+    assert isinstance(out.fleet, PythonRouted)
+    # the Python loop takes an arrival only at a fleet event, a sample or a change of candidates
+    assert 0 < out.fleet.routed < len(case[0]) / 5
+
+
+class PythonArrivals(Fleet):
+    compiled_arrivals = False
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 37])
+@pytest.mark.parametrize(
+    "name", ["fixed-least-requests", "spot-round-robin", "autoscaled-least-requests", "schedule"]
+)
+def test_the_compiled_arrival_loop_streams_the_same_chunks(
+    name: str, chunk_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a chunk fills every few arrivals: the compiled loop stops after the advance or the
+    # routing (a request too long, refused) that filled it, where the Python loop streams it
+    monkeypatch.setattr(fleet_module, "CHUNK_ROWS", chunk_rows)
+    compiled, python = run(PythonRouted, scenarios()[name]), run(PythonArrivals, scenarios()[name])
+    assert compiled.digest() == python.digest() == PINNED[name]
+    sizes = [len(chunk["request_id"]) for chunk in compiled.chunks]
+    assert len(sizes) > 40
+    assert sizes == [len(chunk["request_id"]) for chunk in python.chunks]
+
+
+def test_a_request_refused_in_the_compiled_loop_is_streamed_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # three requests too long for the KV cache fill a chunk of three rows at routing, before
+    # the first request's row comes out at the next arrival's advance
+    monkeypatch.setattr(fleet_module, "CHUNK_ROWS", 3)
+    w = uniform_workload([0.0, 0.001, 0.002, 0.003, 5.0, 5.001], 1000, 5)
+    w.input_tokens[1:4] = 40_000
+    case = (w, ENGINE, FleetConfig({"on-demand": 2}))
+    compiled, python = run(PythonRouted, case), run(PythonArrivals, case)
+    assert compiled.digest() == python.digest()
+    assert [list(chunk["request_id"]) for chunk in compiled.chunks] == [[1, 2, 3], [0, 4, 5]]
+    assert [list(chunk["request_id"]) for chunk in python.chunks] == [[1, 2, 3], [0, 4, 5]]
+    assert isinstance(compiled.fleet, PythonRouted) and compiled.fleet.routed < len(w) / 2
+
+
+def test_an_arrival_at_a_fleet_event_meets_the_fleet_after_it() -> None:
+    # requests every 0.25 s around the hour, when the schedule goes from 1 replica to 3: the
+    # one arriving at 3600.0 is routed after the scale-out, to a new replica, in both loops
+    w = uniform_workload(np.arange(3590.0, 3610.0, 0.25), 1000, 200)
+    case = (w, ENGINE, FleetConfig(schedule=[1, 3]))
+    compiled, python = run(PythonRouted, case), run(PythonArrivals, case)
+    assert compiled.digest() == python.digest()
+    on_the_hour = int(np.flatnonzero(w.arrival_s == 3600.0)[0])
+    row = int(np.flatnonzero(compiled.rows["request_id"] == on_the_hour)[0])
+    assert compiled.rows["replica"][row] > 0
+    assert isinstance(compiled.fleet, PythonRouted) and compiled.fleet.routed < len(w) / 2
 
 
 @pytest.mark.parametrize("name", ["spot-least-requests", "autoscaled-prefix-affinity"])
@@ -430,6 +508,7 @@ class IndexCheckedFleet(Fleet):
     own slot, in heap order; the load heap exactly the router's candidates, at their loads."""
 
     checks = load_checks = 0
+    compiled_arrivals = False  # checked after every arrival, through _route
 
     def check_indexes(self) -> None:
         self.checks += 1
