@@ -33,6 +33,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from simulate_bench import fleet_sizes
+
 REPO = Path(__file__).resolve().parent.parent
 
 CHILD = """
@@ -148,15 +150,14 @@ def report(runs: dict[str, dict[int, list[float]]], sizes: list[int]) -> dict[st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("revs", nargs="+", help="commits to compare, oldest first; '.': this tree")
-    parser.add_argument("--replicas", default="1,60,1000", help="fleet sizes, comma-separated")
+    parser.add_argument(
+        "--replicas", type=fleet_sizes, default="1,60,1000", help="fleet sizes, comma-separated"
+    )
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--json", type=Path, help="also write the runs and ratios here")
     args = parser.parse_args()
-    try:
-        sizes = sorted(int(size) for size in args.replicas.split(","))
-    except ValueError:
-        parser.error(f"--replicas: expected sizes like 1,60,1000, got {args.replicas!r}")
+    sizes: list[int] = args.replicas
     if len(set(args.revs)) != len(args.revs):
         parser.error("each commit once")
     runs = compare(args.revs, sizes, args.requests, args.rounds)

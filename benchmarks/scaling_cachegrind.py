@@ -31,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from simulate_bench import fleet_sizes
+
 HERE = Path(__file__).resolve().parent
 EVENTS = ("Ir", "D1mr", "D1mw", "DLmr", "DLmw")
 CHILD = """
@@ -113,17 +115,16 @@ def cost(counts: dict[str, float], event: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicas", default="1,60,1000", help="fleet sizes, comma-separated")
+    parser.add_argument(
+        "--replicas", type=fleet_sizes, default="1,60,1000", help="fleet sizes, comma-separated"
+    )
     parser.add_argument("--per-replica-rps", type=float, default=5.0)
     parser.add_argument("--extra", type=int, default=100_000, help="requests between the runs")
     parser.add_argument("--ll", default="1048576,16,64", help="the cache behind L1: size,ways,line")
     parser.add_argument("--top", type=int, default=12, help="functions of the surplus shown")
     parser.add_argument("--json", type=Path, help="also write the counts here")
     args = parser.parse_args()
-    try:
-        sizes = sorted(int(size) for size in args.replicas.split(","))
-    except ValueError:
-        parser.error(f"--replicas: expected sizes like 1,60,1000, got {args.replicas!r}")
+    sizes: list[int] = args.replicas
     if shutil.which("valgrind") is None:
         sys.exit("scaling_cachegrind: needs valgrind (Debian: apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="cachegrind-") as tmp:

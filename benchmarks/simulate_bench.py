@@ -58,6 +58,14 @@ SCALING_REPLICAS = (1, 10, 60, 300, 1000)
 PREFIX_REPLICAS = (1, 60, 1000)
 
 
+def fleet_sizes(text: str) -> list[int]:
+    """An argparse type: fleet sizes like ``1,60,1000``, smallest first."""
+    try:
+        return sorted(int(size) for size in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes like 1,60,1000, got {text!r}") from None
+
+
 def poisson_workload(n: int, rate: float, seed: int = 0) -> Workload:
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(1 / rate, n))
