@@ -34,7 +34,8 @@ from mypy_extensions import i64
 
 from planner.latency.model import LatencyModel
 
-BLOCK_TOKENS = 16  # vLLM's KV-cache block size
+# Final: the compiled build reads these as constants, not from the module's dict at each use
+BLOCK_TOKENS: Final = 16  # vLLM's KV-cache block size
 #: Children per node of the fleet's heaps (Dispatch): half the depth of a binary heap, fewer
 #: moves per sift, and a node's children side by side in memory
 HEAP_ARITY: Final = 4
@@ -191,7 +192,10 @@ class Sequence:
 # input, output, cached, preemptions). A refused request has NaN times and replica -1.
 Finished = tuple[int, float, float, float, int, int, int, int, int, int]
 
-_IDLE, _ITER, _SEGMENT = 0, 1, 2
+# what a replica is doing (Replica.activity)
+_IDLE: Final = 0
+_ITER: Final = 1  # an iteration (prefill, with decodes riding along if chunked), or a static batch
+_SEGMENT: Final = 2  # decode steps summed in closed form
 
 
 class PrefixListener(Protocol):
