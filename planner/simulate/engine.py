@@ -23,7 +23,6 @@ import math
 import os
 import warnings
 from collections import OrderedDict, deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -78,11 +77,88 @@ class RooflineStepTimes:
         self.gamma = float(model.decode_time(1, 1_000_000.0) - model.decode_time(1, 0.0)) / 1e6
         self._base = [0.0, *(float(b) for b in base[1:])]
         self.request_overhead = model.profile.request_overhead_ms * 1e-3
-        # the model's own method, not a wrapper around it: one call less per iteration
-        self.iteration: Callable[[float, float, float, float], float] = model.iteration_seconds
+        # LatencyModel.iteration_seconds' constants, for its formula compiled here (below)
+        m = model.deployment.model
+        self._moe = m.is_moe
+        self._experts = float(m.experts)
+        self._experts_per_token = float(m.experts_per_token)
+        self._half = float(model.gemm_half_tokens)
+        self._matmul_flops = float(model.matmul_flops)
+        self._proj_flops_per_token = float(model.proj_flops_per_token)
+        self._proj_read_s = float(model._proj_read_s)
+        self._expert_flops_per_token = float(model.expert_flops_per_token)
+        self._router_flops_per_token = float(model.router_flops_per_token)
+        self._expert_bytes = float(model.expert_bytes)
+        self._bandwidth = float(model.bandwidth)
+        self._expert_read_s = float(model._expert_read_s)
+        self._attn_fixed = float(model.attn_fixed)
+        self._attn_flops_per_pair = float(model.attn_flops_per_pair)
+        self._attn_flops = float(model.attn_flops)
+        self._kv_bytes_per_token = float(model.kv_bytes_per_token)
+        self._kv_bandwidth = float(model.kv_bandwidth)
+        self._lm_flops_per_token = float(model.lm_flops_per_token)
+        self._lm_flops = float(model.lm_flops)
+        self._lm_read_s = float(model._lm_read_s)
+        self._allreduces = float(model.allreduces)
+        self._allreduce_s = float(model._allreduce_s)
+        self._allreduce_bytes_per_token = float(model.allreduce_bytes_per_token)
+        self._link_bandwidth = float(model.link_bandwidth)
+        self._overhead_s = float(model._overhead_s)
 
     def decode_base(self, batch: int) -> float:
         return self._base[batch]
+
+    def iteration(self, tokens: float, attn_pairs: float, kv_read: float, logits: float) -> float:
+        """``LatencyModel.iteration_seconds``, compiled with the replica loop: once per
+        iteration, where the interpreted method cost about a quarter of a simulated request.
+        The same operations in the same order on the same values (every int the formula
+        meets is converted to float exactly as Python's mixed arithmetic does), so the same
+        float bit for bit (tests/unit/test_sim_engine.py checks it on random iterations)."""
+        if tokens <= 0:
+            return 0.0
+        half = self._half
+        matmul_flops = self._matmul_flops
+        projections = (tokens + half) * self._proj_flops_per_token / matmul_flops
+        weights_s = self._proj_read_s
+        if weights_s > projections:
+            projections = weights_s
+        if self._moe:
+            experts = self._experts
+            per_token = self._experts_per_token
+            touched: float = experts * (1 - (1 - per_token / experts) ** tokens)
+            per_expert = tokens * per_token / touched if touched > 0 else 1.0
+            mlp_flops = (per_expert + half) * touched * self._expert_flops_per_token + (
+                tokens * self._router_flops_per_token
+            )
+            mlp = mlp_flops / matmul_flops
+            weights_s = touched * self._expert_bytes / self._bandwidth
+        else:
+            per_expert = tokens * self._experts_per_token
+            mlp_flops = (per_expert + half) * self._expert_flops_per_token + (
+                tokens * self._router_flops_per_token
+            )
+            mlp = mlp_flops / matmul_flops
+            weights_s = self._expert_read_s
+        if weights_s > mlp:
+            mlp = weights_s
+        attention = (
+            self._attn_fixed
+            + attn_pairs * self._attn_flops_per_pair / self._attn_flops
+            + (kv_read + tokens) * self._kv_bytes_per_token / self._kv_bandwidth
+        )
+        if logits > 0:
+            lm_head = (logits + half) * self._lm_flops_per_token / self._lm_flops
+            weights_s = self._lm_read_s
+            if weights_s > lm_head:
+                lm_head = weights_s
+        else:
+            lm_head = 0.0
+        total = projections + mlp + attention + lm_head
+        if self._allreduces:
+            total += self._allreduces * (
+                self._allreduce_s + tokens * self._allreduce_bytes_per_token / self._link_bandwidth
+            )
+        return total + self._overhead_s
 
 
 @dataclass(frozen=True)

@@ -710,6 +710,47 @@ def test_roofline_step_times_are_the_latency_models(model: str, tp: int) -> None
         )
 
 
+@pytest.mark.parametrize(
+    ("model", "precision", "tp"),
+    [
+        ("llama-3.1-8b", "fp8", 1),
+        ("llama-3.1-8b", "bf16", 2),
+        ("mixtral-8x7b", "bf16", 2),
+        ("mixtral-8x7b", "fp8", 4),
+        ("llama-2-70b", "int4-awq", 8),
+    ],
+)
+def test_compiled_iteration_is_the_latency_models_bit_for_bit(
+    model: str, precision: str, tp: int
+) -> None:
+    # RooflineStepTimes.iteration is LatencyModel.iteration_seconds' formula, compiled with the
+    # replica loop: the very same float, or the simulator's results would drift from the model
+    catalog = load_catalog()
+    deployment = Deployment(
+        gpu=catalog.gpus.get("H100-SXM"),
+        model=catalog.models.get(model),
+        precision=catalog.precisions.get(precision),
+        tp=tp,
+    )
+    profile = Profile(
+        "rough", gemm_half_tokens=150.0, attn_layer_us=6.0, attn_decode_eff=0.55, allreduce_us=9.0
+    )
+    lm = LatencyModel(deployment, profile)
+    times = RooflineStepTimes(lm, max_batch=8)
+    rng = np.random.default_rng(5)
+    tokens = rng.integers(1, 9000, size=500).astype(np.float64)
+    tokens[:30] = rng.integers(1, 4, size=30)  # tiny iterations: a MoE touches few experts
+    pairs = tokens * rng.uniform(1, 3000, size=500)
+    kv = rng.integers(0, 500_000, size=500).astype(np.float64)
+    logits = np.minimum(tokens, rng.integers(0, 300, size=500)).astype(np.float64)
+    logits[::7] = 0
+    for t, p, k, n in zip(
+        tokens.tolist(), pairs.tolist(), kv.tolist(), logits.tolist(), strict=True
+    ):
+        assert times.iteration(t, p, k, n) == lm.iteration_seconds(t, p, k, n)
+    assert times.iteration(0.0, 0.0, 0.0, 0.0) == 0.0
+
+
 class Recorder:
     """Step times that remember every iteration the replica asks for."""
 
