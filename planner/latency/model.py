@@ -341,7 +341,9 @@ class LatencyModel:
         Written for speed, with the same operations in the same order as ``cost`` (results
         are bit for bit those of the plain formula): ``max(a, b)`` as ``b if b > a else a``,
         constants precomputed in ``__init__``, and a dense model's one touched expert (a
-        factor of 1.0) left out."""
+        factor of 1.0) left out. The simulator runs a compiled twin of it,
+        ``planner.simulate.engine.RooflineStepTimes.iteration``: change both
+        (tests/unit/test_sim_engine.py checks they give the same float)."""
         if tokens <= 0:
             return 0.0
         half = self.gemm_half_tokens

@@ -113,7 +113,9 @@ class RooflineStepTimes:
         iteration, where the interpreted method cost about a quarter of a simulated request.
         The same operations in the same order on the same values (every int the formula
         meets is converted to float exactly as Python's mixed arithmetic does), so the same
-        float bit for bit (tests/unit/test_sim_engine.py checks it on random iterations)."""
+        float bit for bit (tests/unit/test_sim_engine.py checks it on random iterations). A
+        copy, not a call: the latency model is not compiled, and the simulator may not be
+        imported by it; change both."""
         if tokens <= 0:
             return 0.0
         half = self._half

@@ -680,20 +680,25 @@ def test_static_requests_beyond_the_batch_wait_for_the_next_one() -> None:
 # --- agreement with the latency model ------------------------------------------------------
 
 
-@pytest.mark.parametrize(("model", "tp"), [("llama-3.1-8b", 1), ("mixtral-8x7b", 2)])
-def test_roofline_step_times_are_the_latency_models(model: str, tp: int) -> None:
+def rough_model(model: str, precision: str, tp: int) -> LatencyModel:
+    """``model`` on ``tp`` H100s with every term of the profile switched on: the GEMM curve,
+    attention's fixed cost, the all-reduce."""
     catalog = load_catalog()
     deployment = Deployment(
         gpu=catalog.gpus.get("H100-SXM"),
         model=catalog.models.get(model),
-        precision=catalog.precisions.get("fp8"),
+        precision=catalog.precisions.get(precision),
         tp=tp,
     )
-    # every term of the profile switched on, the GEMM curve and attention's fixed cost too
     profile = Profile(
         "rough", gemm_half_tokens=150.0, attn_layer_us=6.0, attn_decode_eff=0.55, allreduce_us=9.0
     )
-    lm = LatencyModel(deployment, profile)
+    return LatencyModel(deployment, profile)
+
+
+@pytest.mark.parametrize(("model", "tp"), [("llama-3.1-8b", 1), ("mixtral-8x7b", 2)])
+def test_roofline_step_times_are_the_latency_models(model: str, tp: int) -> None:
+    lm = rough_model(model, "fp8", tp)
     times = RooflineStepTimes(lm, max_batch=256)
     rng = np.random.default_rng(3)
     for batch, context in zip(
@@ -725,17 +730,7 @@ def test_compiled_iteration_is_the_latency_models_bit_for_bit(
 ) -> None:
     # RooflineStepTimes.iteration is LatencyModel.iteration_seconds' formula, compiled with the
     # replica loop: the very same float, or the simulator's results would drift from the model
-    catalog = load_catalog()
-    deployment = Deployment(
-        gpu=catalog.gpus.get("H100-SXM"),
-        model=catalog.models.get(model),
-        precision=catalog.precisions.get(precision),
-        tp=tp,
-    )
-    profile = Profile(
-        "rough", gemm_half_tokens=150.0, attn_layer_us=6.0, attn_decode_eff=0.55, allreduce_us=9.0
-    )
-    lm = LatencyModel(deployment, profile)
+    lm = rough_model(model, precision, tp)
     times = RooflineStepTimes(lm, max_batch=8)
     rng = np.random.default_rng(5)
     tokens = rng.integers(1, 9000, size=500).astype(np.float64)
