@@ -71,8 +71,11 @@ def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_signal_to_recommend_ends_its_workers(home: Path, sig: signal.Signals) -> None:
-    # the whole log (19k requests an hour) on two processes: each simulation takes seconds
+    # the whole log at 20 times its load (390k requests an hour) on two processes: the run
+    # takes about 10 s, so the signal lands mid-work (at the log's own load the simulator
+    # finishes its verifications within a second, and the signal raced the run's end)
     command = [PLANNER, "recommend", "--dataset", "demo", *TARGETS, *SMALL, "--no-save"]
+    command += ["--load-scale", "20"]
     command[command.index("--workers") + 1] = "2"
     command[command.index("--verify-top") + 1] = "4"
     process = subprocess.Popen(
