@@ -1118,7 +1118,7 @@ class Dispatch:
         self.track_loads = False  # least-loaded routing over more than one replica
         self.wakeups = 0  # replicas advanced because an event of theirs was due (benchmarks)
         self.drained: list[Replica] = []  # draining replicas left empty (take_drained)
-        self.round_robin = 0  # the round-robin router's count of requests routed
+        self._turns = 0  # requests the round-robin router has routed
         self._due: vec[i64] = vec[i64]()  # advance_due's scratch, one slot per replica
         self._below: vec[i64] = vec[i64]()
 
@@ -1248,10 +1248,9 @@ class Dispatch:
             if choices == 1:
                 replica = routable[0]
             elif round_robin:
-                turn = self.round_robin = self.round_robin + 1
-                replica = routable[turn % choices]
+                replica = routable[self.take_turn(choices)]
             else:
-                replica = replicas[self.loads.who[0]]
+                replica = replicas[self.least_loaded()]
             self.submit(replica, seq, t)
             k += 1
             if len(records) >= chunk_rows or t >= next_sample:
@@ -1305,6 +1304,11 @@ class Dispatch:
             if self.track_loads
             else []
         )
+
+    def take_turn(self, choices: i64) -> i64:
+        """The round-robin router's next pick among ``choices`` candidates (a position)."""
+        self._turns += 1
+        return self._turns % choices
 
     def least_loaded(self) -> int:
         """The index of the routable replica with the least load; the lowest among equals."""

@@ -518,8 +518,7 @@ class Fleet:
         if len(candidates) == 1:
             chosen = candidates[0]
         elif self._round_robin:
-            turn = self.dispatch.round_robin = self.dispatch.round_robin + 1
-            chosen = candidates[turn % len(candidates)]
+            chosen = candidates[self.dispatch.take_turn(len(candidates))]
         else:
             chosen = self._least_loaded(candidates)
             if self._prefix_affinity and seq.blocks:
