@@ -1,4 +1,4 @@
-"""Output files: checked up front, written whole, links followed, devices written in place."""
+"""Output files: checked up front, written whole, links refused, devices written in place."""
 
 from __future__ import annotations
 
@@ -41,13 +41,70 @@ def test_a_failure_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]
 
 
-def test_a_link_is_followed_never_replaced(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dangling", [False, True])
+def test_a_link_is_refused_and_its_target_left_as_it_was(tmp_path: Path, dangling: bool) -> None:
     real = tmp_path / "real.json"
-    real.write_text("{}")
+    if not dangling:
+        real.write_bytes(b"{}\x00kept")
     link = tmp_path / "link.json"
     link.symlink_to(real)
-    write_text_atomic(link, "new", "--out")
-    assert link.is_symlink() and real.read_text() == "new"
+    for attempt in (
+        lambda: check_output_path(link, "--out"),
+        lambda: write_text_atomic(link, "new", "--out"),
+    ):
+        with pytest.raises(UsageError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert message.startswith(f"--out {link}: is a symbolic link")
+        assert "does not write through links" in message
+    assert link.is_symlink()
+    assert real.exists() is not dangling
+    if not dangling:
+        assert real.read_bytes() == b"{}\x00kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["link.json"] + ([] if dangling else ["real.json"])
+    )
+
+
+def test_a_destination_that_becomes_a_link_while_writing_is_refused(tmp_path: Path) -> None:
+    # checked again just before the rename: a link made meanwhile is neither followed nor
+    # replaced, and no temporary file is left
+    real = tmp_path / "real.csv"
+    real.write_text("kept\n")
+    out = tmp_path / "out.csv"
+    with pytest.raises(UsageError, match="is a symbolic link"), atomic_output(out, "--out") as temp:
+        temp.write_text("new\n")
+        out.symlink_to(real)
+    assert out.is_symlink() and real.read_text() == "kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv", "real.csv"]
+
+
+def test_a_temporary_file_replaced_by_a_link_is_not_renamed_into_place(tmp_path: Path) -> None:
+    real = tmp_path / "real.csv"
+    real.write_text("kept\n")
+    out = tmp_path / "out.csv"
+    with pytest.raises(UsageError, match="was replaced"), atomic_output(out, "--out") as temp:
+        temp.unlink()
+        temp.symlink_to(real)
+    assert real.read_text() == "kept\n" and not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["real.csv"]
+
+
+def test_the_temporary_file_is_new_and_private_until_renamed(tmp_path: Path) -> None:
+    out = tmp_path / "out.csv"
+    with atomic_output(out, "--out") as temp:
+        assert temp.parent == tmp_path and temp.name.startswith(".out.csv.")
+        assert not temp.is_symlink() and temp.stat().st_size == 0
+        assert temp.stat().st_mode & 0o077 == 0
+        temp.write_text("x")
+    assert out.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]
+
+
+def test_a_link_in_a_system_folder_is_written_in_place() -> None:
+    # /dev/stdout is a link (to /proc/self/fd/1): written through, as before
+    assert Path("/dev/stdout").is_symlink()
+    assert check_output_path(Path("/dev/stdout"), "--out") == Path("/dev/stdout")
+    assert not writes_in_place(Path("/dev/shm/out.csv"))
 
 
 def test_new_files_follow_the_umask_and_old_ones_keep_their_mode(tmp_path: Path) -> None:
