@@ -1,8 +1,6 @@
 """The token stream of an OpenAI-compatible server, read from its server-sent events.
 
-Event framing (``data:`` lines, events spread over several ``data:`` lines, ``:`` keep-alive
-comments, CRLF or LF line ends, bytes split anywhere) is httpx-sse's; this module reads what
-the events carry, in the dialects real servers send:
+This module reads what the events carry, in the dialects real servers send:
 
 - ``/v1/completions`` chunks carry ``choices[0].text``; ``/v1/chat/completions`` chunks carry
   ``choices[0].delta.content`` (or ``reasoning_content`` / ``reasoning`` from reasoning
@@ -13,24 +11,65 @@ the events carry, in the dialects real servers send:
   {"include_usage": true}``), on the last content chunk, cumulatively on every chunk
   (vLLM's ``continuous_usage_stats``), or not at all;
 - an error met while streaming comes as a chunk holding ``error`` (vLLM) or an ``event: error``.
+
+Event framing follows the SSE standard (``data:`` lines, an event spread over several ``data:``
+lines, ``:`` keep-alive comments, CRLF, LF or CR line ends, bytes split anywhere), read here
+from the response's bytes so that every read is bounded: a line may hold at most
+:data:`MAX_LINE_BYTES`, an event's data at most :data:`MAX_EVENT_BYTES`, a whole response at
+most :func:`response_limit` bytes; past any of them the stream is refused
+(:class:`StreamError`) and nothing more is read. Event data that is not valid UTF-8 is read
+with U+FFFD in place of the bad bytes and counted (:attr:`StreamReader.invalid_utf8`), never
+silently replaced.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from httpx_sse import EventSource
 
 DONE = "[DONE]"
 MAX_SHOWN_DATA = 200  # characters of a bad event quoted in a message
+MIB = 1024 * 1024
+MAX_LINE_BYTES = 1 * MIB  # one line of the stream
+MAX_EVENT_BYTES = 1 * MIB  # the data of one event, all its data: lines together
+MAX_RESPONSE_BYTES = 64 * MIB  # a whole response, unless its length asks for more:
+RESPONSE_BYTES_PER_TOKEN = 4096  # a response may be this many bytes per requested token
+# chunks carrying text, at most, per requested token (and a few over): servers send one per
+# token or fewer; a proxy that splits tokens into characters stays well under
+TOKEN_CHUNKS_PER_TOKEN = 8
+TOKEN_CHUNKS_OVER = 64
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_BOM = b"\xef\xbb\xbf"
 
 
 class StreamError(Exception):
-    """The stream holds something that is not a completion chunk, or reports an error."""
+    """The stream holds something that is not a completion chunk, reports an error, or passes
+    a size limit."""
+
+
+def size_text(count: int) -> str:
+    """A byte count as a person reads it: ``1 MiB (1,048,576 bytes)``."""
+    if count >= MIB and count % MIB == 0:
+        return f"{count // MIB:,} MiB ({count:,} bytes)"
+    return f"{count:,} bytes"
+
+
+def response_limit(output_tokens: int) -> int:
+    """The most bytes a response to a request for ``output_tokens`` tokens may hold:
+    :data:`MAX_RESPONSE_BYTES`, or :data:`RESPONSE_BYTES_PER_TOKEN` a token when that is
+    more (an honest chunk is a few hundred bytes)."""
+    return max(MAX_RESPONSE_BYTES, RESPONSE_BYTES_PER_TOKEN * output_tokens)
+
+
+def token_chunk_limit(output_tokens: int) -> int:
+    """The most chunks carrying text a response to a request for ``output_tokens`` tokens may
+    hold before it is refused (each is kept as a time)."""
+    return TOKEN_CHUNKS_PER_TOKEN * output_tokens + TOKEN_CHUNKS_OVER
 
 
 @dataclass(frozen=True)
@@ -127,11 +166,132 @@ def parse_chunk(data: str) -> StreamChunk | None:
     )
 
 
+@dataclass(frozen=True)
+class Event:
+    """One server-sent event: its type (``message`` unless named), its data (``data:`` lines
+    joined with newlines) and whether any of its bytes were not UTF-8."""
+
+    event: str
+    data: str
+    invalid_utf8: bool = False
+
+
+class EventDecoder:
+    """Server-sent events from a response's bytes, fed in pieces split anywhere, as the SSE
+    standard reads them (CRLF, LF or CR line ends; ``:`` comments; ``data:``, ``event:``
+    fields; a blank line ends an event; a leading byte-order mark skipped), with every buffer
+    bounded: :class:`StreamError` for a line over ``max_line`` bytes, an event's data over
+    ``max_event`` bytes, or more than ``max_total`` bytes in all."""
+
+    def __init__(
+        self,
+        *,
+        max_line: int = MAX_LINE_BYTES,
+        max_event: int = MAX_EVENT_BYTES,
+        max_total: int = MAX_RESPONSE_BYTES,
+    ) -> None:
+        self.max_line = max_line
+        self.max_event = max_event
+        self.max_total = max_total
+        self.bytes_read = 0
+        self._line: list[bytes] = []  # the pieces of a line not yet ended
+        self._line_bytes = 0
+        self._after_cr = False  # the last piece ended with CR: a LF next belongs to it
+        self._started = False  # past a leading byte-order mark
+        self._event = ""
+        self._data: list[str] = []
+        self._data_bytes = 0
+        self._invalid = False
+
+    def feed(self, piece: bytes) -> list[Event]:
+        """The events that ``piece`` completes."""
+        if not piece:
+            return []
+        self.bytes_read += len(piece)
+        if self.bytes_read > self.max_total:
+            raise StreamError(
+                f"the response passed {size_text(self.max_total)} without ending "
+                "(the limit of one response)"
+            )
+        if not self._started:
+            pending = b"".join(self._line) + piece
+            if len(pending) < len(_BOM) and _BOM.startswith(pending):
+                self._line, self._line_bytes = [pending], len(pending)
+                return []
+            self._started = True
+            self._line, self._line_bytes = [], 0
+            piece = pending.removeprefix(_BOM)
+        at = 0
+        if self._after_cr and piece[:1] == b"\n":
+            at = 1
+        self._after_cr = False
+        events: list[Event] = []
+        for end in _LINE_END.finditer(piece, at):
+            self._extend(piece, at, end.start())
+            line = b"".join(self._line)
+            self._line, self._line_bytes = [], 0
+            event = self._read_line(line)
+            if event is not None:
+                events.append(event)
+            at = end.end()
+            if end.group() == b"\r" and at == len(piece):
+                self._after_cr = True
+        self._extend(piece, at, len(piece))
+        return events
+
+    def _extend(self, piece: bytes, start: int, stop: int) -> None:
+        if stop <= start:
+            return
+        self._line_bytes += stop - start
+        if self._line_bytes > self.max_line:
+            raise StreamError(
+                f"a line of the stream passed {size_text(self.max_line)} without ending "
+                "(the limit of one line)"
+            )
+        self._line.append(piece[start:stop])
+
+    def _text(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self._invalid = True
+            return raw.decode("utf-8", errors="replace")
+
+    def _read_line(self, line: bytes) -> Event | None:
+        if not line:
+            return self._dispatch()
+        if line.startswith(b":"):
+            return None  # a comment: a keep-alive
+        name, colon, value = line.partition(b":")
+        if colon and value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            self._data_bytes += len(value) + 1
+            if self._data_bytes > self.max_event:
+                raise StreamError(
+                    f"an event's data passed {size_text(self.max_event)} (the limit of one event)"
+                )
+            self._data.append(self._text(value))
+        elif name == b"event":
+            self._event = self._text(value)
+        return None  # id, retry and unknown fields: nothing a benchmark reads
+
+    def _dispatch(self) -> Event | None:
+        if not self._data and not self._event:
+            self._invalid = False
+            return None
+        event = Event(self._event or "message", "\n".join(self._data), self._invalid)
+        self._event, self._data, self._data_bytes, self._invalid = "", [], 0, False
+        return event
+
+
 @dataclass
 class StreamReader:
     """A response's stream, fed one event at a time with the moment it arrived
     (``time.perf_counter()`` seconds): the arrival time of every chunk that carried text, the
-    text, the last usage reported, and whether the response said it was finished."""
+    text (unless ``keep_text`` is off), the last usage reported, whether the response said it
+    was finished, and how many events held bytes that are not UTF-8. More than
+    ``max_token_chunks`` chunks carrying text is a :class:`StreamError`."""
 
     token_times: list[float] = field(default_factory=list)
     text_parts: list[str] = field(default_factory=list)
@@ -139,6 +299,20 @@ class StreamReader:
     finish_reason: str | None = None
     done: bool = False  # the [DONE] sentinel arrived
     events: int = 0
+    invalid_utf8: int = 0  # events whose bytes were not all UTF-8
+    keep_text: bool = True
+    max_token_chunks: int | None = None
+
+    def feed_event(self, event: Event, at: float) -> None:
+        """Read one event that arrived at ``at``: an ``event: error`` raises
+        :class:`StreamError`; an event with no data (a keep-alive) is skipped."""
+        if event.invalid_utf8:
+            self.invalid_utf8 += 1
+        if event.event == "error":
+            raise StreamError(f"the server reported an error: {_quoted(event.data)}")
+        if event.data == "":
+            return
+        self.feed(event.data, at)
 
     def feed(self, data: str, at: float) -> None:
         """Read one event's data that arrived at ``at``; raises :class:`StreamError`."""
@@ -148,8 +322,14 @@ class StreamReader:
             self.done = True
             return
         if chunk.text:
+            if self.max_token_chunks is not None and len(self.token_times) >= self.max_token_chunks:
+                raise StreamError(
+                    f"the stream sent more than {self.max_token_chunks:,} chunks of text "
+                    "(the limit for the tokens requested)"
+                )
             self.token_times.append(at)
-            self.text_parts.append(chunk.text)
+            if self.keep_text:
+                self.text_parts.append(chunk.text)
         if chunk.usage is not None:
             self.usage = chunk.usage  # cumulative when sent on every chunk: the last is whole
         if chunk.finish_reason is not None:
@@ -167,10 +347,24 @@ class StreamReader:
         return "".join(self.text_parts)
 
 
-async def event_data(response: httpx.Response) -> AsyncIterator[str]:
+async def events(
+    response: httpx.Response, decoder: EventDecoder | None = None
+) -> AsyncIterator[Event]:
+    """The events of a streaming response as they arrive, read by ``decoder`` (default: one
+    with the standard limits); an event cut off by the end of the stream is dropped, as the
+    SSE standard says."""
+    reading = decoder if decoder is not None else EventDecoder()
+    async for piece in response.aiter_bytes():
+        for event in reading.feed(piece):
+            yield event
+
+
+async def event_data(
+    response: httpx.Response, decoder: EventDecoder | None = None
+) -> AsyncIterator[str]:
     """The data of each event of a streaming response, as it arrives; comments and events with
     no data (keep-alives) are skipped. An ``event: error`` raises :class:`StreamError`."""
-    async for event in EventSource(response).aiter_sse():
+    async for event in events(response, decoder):
         if event.event == "error":
             raise StreamError(f"the server reported an error: {_quoted(event.data)}")
         if event.data == "":

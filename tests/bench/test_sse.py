@@ -10,7 +10,20 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from planner.bench.sse import StreamError, StreamReader, Usage, event_data, parse_chunk
+from planner.bench.sse import (
+    MAX_EVENT_BYTES,
+    MAX_LINE_BYTES,
+    MAX_RESPONSE_BYTES,
+    Event,
+    EventDecoder,
+    StreamError,
+    StreamReader,
+    Usage,
+    event_data,
+    events,
+    parse_chunk,
+    response_limit,
+)
 
 
 class _Bytes(httpx.AsyncByteStream):
@@ -197,3 +210,92 @@ def test_parse_chunk_reads_each_field() -> None:
     two = parse_chunk('{"choices":[{"index":1,"text":"second"},{"index":0,"text":"first"}]}')
     assert two is not None
     assert two.text == "first"
+
+
+# --- every buffer bounded --------------------------------------------------------------------
+
+
+def _feed_all(decoder: EventDecoder, raw: bytes, piece: int) -> list[Event]:
+    return [e for at in range(0, len(raw), piece) for e in decoder.feed(raw[at : at + piece])]
+
+
+def test_a_line_that_never_ends_is_refused_at_the_line_limit() -> None:
+    decoder = EventDecoder()
+    decoder.feed(b"data: ")
+    block = b"x" * 65536
+    with pytest.raises(StreamError, match=r"a line of the stream passed 1 MiB \(1,048,576 bytes\)"):
+        for _ in range(MAX_LINE_BYTES // len(block) + 2):
+            decoder.feed(block)
+    assert decoder.bytes_read <= MAX_LINE_BYTES + len(block)  # refused at once, not later
+    # a line of exactly the limit is read
+    exact = b"data: " + b"y" * (MAX_LINE_BYTES - len(b"data: ")) + b"\n\n"
+    assert [len(e.data) for e in EventDecoder().feed(exact)] == [MAX_LINE_BYTES - 6]
+
+
+def test_an_event_of_many_lines_is_refused_at_the_event_limit() -> None:
+    line = b"data: " + b"z" * 1000 + b"\n"  # never a blank line: one event that grows
+    with pytest.raises(StreamError, match=r"an event's data passed 1 MiB"):
+        _feed_all(EventDecoder(), line * (MAX_EVENT_BYTES // 1000 + 2), 65536)
+
+
+def test_a_response_is_refused_past_its_limit_however_its_events_are_shaped() -> None:
+    event = _completion(" a")
+    decoder = EventDecoder(max_total=len(event) * 10)
+    assert len(_feed_all(decoder, event * 10, 7)) == 10  # exactly the limit: read
+    with pytest.raises(StreamError, match=r"the response passed .* without ending"):
+        decoder.feed(b":")
+    # the default: 64 MiB, more for a request of many tokens
+    assert response_limit(128) == MAX_RESPONSE_BYTES == 64 * 1024 * 1024
+    assert response_limit(1_000_000) == 4096 * 1_000_000
+
+
+def test_keep_alive_comments_alone_are_bounded_only_by_the_response() -> None:
+    # comments are dropped as they come: a million of them hold nothing
+    decoder = EventDecoder()
+    assert _feed_all(decoder, b": ping\n" * 100_000, 4096) == []
+    assert decoder._line_bytes == 0 and decoder._data == []
+
+
+def test_too_many_text_chunks_for_the_tokens_asked_are_refused() -> None:
+    reader = StreamReader(keep_text=False, max_token_chunks=3)
+    for at in range(3):
+        reader.feed('{"choices":[{"text":"a"}]}', at)
+    assert reader.text == ""  # kept no text, only times
+    with pytest.raises(StreamError, match="more than 3 chunks of text"):
+        reader.feed('{"choices":[{"text":"a"}]}', 4)
+
+
+def test_invalid_utf8_is_counted_not_silently_replaced() -> None:
+    bad = b'data: {"choices":[{"index":0,"text":" \xff\xfe"}]}\n\n'
+    raw = _completion(" a") + bad + b"data: [DONE]\n\n"
+    for parts in ([raw], [raw[i : i + 1] for i in range(len(raw))]):
+        reader = StreamReader()
+        response = httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=_Bytes(parts)
+        )
+
+        async def feed(response: httpx.Response = response, reader: StreamReader = reader) -> None:
+            async for event in events(response):
+                reader.feed_event(event, 1.0)
+
+        asyncio.run(feed())
+        assert reader.invalid_utf8 == 1
+        assert reader.text == " a \ufffd\ufffd"
+        assert reader.done
+    # a multi-byte character split between pieces is valid UTF-8
+    split = 'data: {"choices":[{"index":0,"text":" é"}]}\n\n'.encode()
+    cut = split.index("é".encode()) + 1
+    decoder = EventDecoder()
+    assert [e.invalid_utf8 for e in decoder.feed(split[:cut]) + decoder.feed(split[cut:])] == [
+        False
+    ]
+
+
+def test_a_byte_order_mark_and_a_crlf_split_between_pieces_are_read_as_the_standard_says() -> None:
+    raw = b"\xef\xbb\xbf" + _completion(" a").replace(b"\n", b"\r\n")
+    for cut in range(1, len(raw)):
+        decoder = EventDecoder()
+        got = decoder.feed(raw[:cut]) + decoder.feed(raw[cut:])
+        assert [json.loads(e.data)["choices"][0]["text"] for e in got] == [" a"]
+    # CR alone ends a line; an event named error keeps its name
+    assert EventDecoder().feed(b"event: error\rdata: boom\r\r") == [Event("error", "boom")]
