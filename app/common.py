@@ -23,6 +23,7 @@ from app import UPLOAD_LIMIT_MB as UPLOAD_LIMIT_MB  # pages show the server's li
 from planner.common.colours import PROVIDER_COLOURS as PROVIDER_COLOURS
 from planner.common.colours import PURCHASE_COLOURS as PURCHASE_COLOURS
 from planner.common.colours import SLO_COLOUR
+from planner.common.csvsafe import csv_bytes
 from planner.config import database_url
 from planner.errors import PlannerError
 from planner.store import Store, open_store
@@ -101,7 +102,7 @@ def download_table(frame: pd.DataFrame, name: str, *, key: str | None = None) ->
     left, right = st.columns(2)
     left.download_button(
         "CSV",
-        frame.to_csv(index=False).encode(),
+        csv_bytes(frame),
         file_name=f"{base}.csv",
         mime="text/csv",
         key=f"{key or base}-csv",

@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import common
+from planner.common.csvsafe import csv_bytes
 from planner.errors import PlannerError
 from planner.latency.engines import get_engine
 from planner.simulate.fleet import ROUTERS
@@ -625,8 +626,7 @@ def _timeline_charts(run: dict[str, Any]) -> None:
 def _requests_csv(folder: str) -> bytes:
     """The per-request results as CSV, made when the analyst asks for them."""
     frame = read_requests(Path(folder) / "requests.parquet")
-    data: bytes = frame.to_csv(index=False).encode()
-    return data
+    return csv_bytes(frame)
 
 
 def _show(run: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from planner.common.csvsafe import safe_cell
 from planner.common.files import atomic_output
 from planner.common.text import printable, shown
 from planner.errors import UsageError
@@ -342,4 +343,4 @@ def write_measurements(rows: list[dict[str, str]], path: Path, option: str = "--
     with atomic_output(path, option) as temp, temp.open("w", encoding="utf-8", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=MEASUREMENT_COLUMNS)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({name: safe_cell(value) for name, value in row.items()} for row in rows)

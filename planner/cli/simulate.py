@@ -362,8 +362,10 @@ def simulate_command(
             out_summary, json.dumps(data, indent=2, default=str) + "\n", "--out-summary"
         )
     if out_timeline is not None:
+        from planner.common.csvsafe import safe_frame
+
         with atomic_output(out_timeline, "--out-timeline") as temp:
-            result.timeline.to_csv(temp, index=False)
+            safe_frame(result.timeline).to_csv(temp, index=False)
     if as_json:
         print_json(data)
         return

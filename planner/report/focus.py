@@ -41,6 +41,7 @@ from typing import Any
 
 import pandas as pd
 
+from planner.common.csvsafe import safe_text
 from planner.common.files import atomic_output, check_output_path, writes_in_place
 from planner.common.text import shown
 from planner.errors import UsageError
@@ -443,7 +444,8 @@ def _positive(value: object) -> float | None:
 
 def csv_text(frame: pd.DataFrame) -> str:
     """The CSV: a header of :data:`COLUMNS`, numbers as plain decimals (no exponent, no
-    thousands separator, 10 decimal places at most), null as an empty field."""
+    thousands separator, 10 decimal places at most), null as an empty field, text a spreadsheet
+    would run as a formula quoted (:func:`planner.common.csvsafe.safe_text`)."""
     types = dict(FOCUS_COLUMNS + CUSTOM_COLUMNS)
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -459,7 +461,7 @@ def _cell(value: object, kind: str) -> str:
     if kind == DECIMAL:
         text = f"{float(value):.{DECIMAL_PLACES}f}".rstrip("0").rstrip(".")  # type: ignore[arg-type]
         return "0" if text in ("", "-0") else text
-    return str(value)
+    return safe_text(str(value))  # "=HYPERLINK(...)" from a price sheet: text, not a formula
 
 
 # --- metadata ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ percentile read from it is within 0.1% (half a bin) of the exact value for any d
 from __future__ import annotations
 
 import math
-import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -26,6 +26,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
+from planner.common.csvsafe import safe_text
+from planner.common.files import atomic_output
 from planner.errors import UsageError
 
 __all__ = [
@@ -658,8 +660,11 @@ class RequestWriter:
 
     SUFFIXES: ClassVar[tuple[str, ...]] = tuple(_SUFFIXES)
 
-    def __init__(self, path: Path | str, classes: tuple[str, ...]) -> None:
+    def __init__(
+        self, path: Path | str, classes: tuple[str, ...], option: str = "--out-requests"
+    ) -> None:
         self.path = Path(path)
+        self.option = option
         fmt = _SUFFIXES.get(self.path.suffix.lower())
         if fmt is None:
             raise UsageError(
@@ -669,9 +674,12 @@ class RequestWriter:
         self.format: _Format = fmt
         self.classes = tuple(classes)
         self._class_names = pa.array(self.classes, type=pa.string())
+        # a class named "=HYPERLINK(...)" is text in a spreadsheet, not a formula
+        self._csv_class_names = pa.array([safe_text(c) for c in self.classes], type=pa.string())
         self._parquet_schema = self.schema(pa.dictionary(pa.int16(), pa.string()))
         self._csv_schema = self.schema()
         self._temp: Path | None = None
+        self._output: AbstractContextManager[Path] | None = None
         self._parquet: pq.ParquetWriter | None = None
         self._csv: pa_csv.CSVWriter | None = None
         self._jsonl: IO[str] | None = None
@@ -697,12 +705,12 @@ class RequestWriter:
             raise UsageError(f"{self.path}: folder {folder} does not exist")
         if self.path.is_dir():
             raise UsageError(f"{self.path}: is a folder; give a file name")
-        temp = folder / f".{self.path.name}.{uuid.uuid4().hex[:12]}.tmp"
-        try:
-            temp.open("xb").close()  # claim the name; the writers below reopen it by path
-        except OSError as exc:
-            raise self._failed(exc) from exc
-        self._temp = temp
+        # the temporary file made exclusively beside the destination (a link there refused),
+        # renamed into place at the end (/dev/stdout: copied into it); the writers below reopen
+        # it by path
+        output = atomic_output(self.path, self.option)
+        temp = output.__enter__()
+        self._output, self._temp = output, temp
         try:
             if self.format == "parquet":
                 # dictionary-encode only the low-cardinality columns: trying it on the float
@@ -726,7 +734,7 @@ class RequestWriter:
         return self
 
     def _failed(self, exc: OSError) -> UsageError:
-        return UsageError(f"{self.path}: could not write ({exc.strerror or exc})")
+        return UsageError(f"{self.option} {self.path}: could not write ({exc.strerror or exc})")
 
     def write(self, chunk: RequestChunk) -> None:
         """Append one chunk (an empty one writes nothing)."""
@@ -746,11 +754,11 @@ class RequestWriter:
     def _write(self, chunk: RequestChunk, classes: NDArray[np.int16]) -> None:
         columns: dict[str, Any] = {name: getattr(chunk, name) for name in RequestChunk.DTYPES}
         columns.update(ttft_s=chunk.ttft_s, tpot_s=chunk.tpot_s, e2e_s=chunk.e2e_s)
-        names = pa.DictionaryArray.from_arrays(classes, self._class_names)
         if self._parquet is not None:
-            columns["class"] = names
+            columns["class"] = pa.DictionaryArray.from_arrays(classes, self._class_names)
             self._parquet.write_table(pa.table(columns, schema=self._parquet_schema))
         elif self._csv is not None:
+            names = pa.DictionaryArray.from_arrays(classes, self._csv_class_names)
             columns["class"] = names.cast(pa.string())
             self._csv.write_table(pa.table(columns, schema=self._csv_schema))
         elif self._jsonl is not None:
@@ -769,15 +777,15 @@ class RequestWriter:
             return
         try:
             self._close_writers()
-            assert self._temp is not None
-            self._temp.replace(self.path)
-            self._temp = None
         except OSError as exc:
             self._discard()
             raise self._failed(exc) from exc
         except BaseException:
             self._discard()
             raise
+        output, self._output, self._temp = self._output, None, None
+        assert output is not None
+        output.__exit__(None, None, None)  # renamed into place (a UsageError if it cannot be)
 
     def _close_writers(self) -> None:
         parquet, csv, jsonl = self._parquet, self._csv, self._jsonl
@@ -793,6 +801,10 @@ class RequestWriter:
         try:
             self._close_writers()
         finally:
-            if self._temp is not None:
-                self._temp.unlink(missing_ok=True)
-                self._temp = None
+            output, self._output, self._temp = self._output, None, None
+            if output is not None:  # the temporary file removed, nothing renamed
+                output.__exit__(_DiscardError, _DiscardError(), None)
+
+
+class _DiscardError(Exception):
+    """Thrown into :func:`atomic_output` to have it remove its temporary file."""
