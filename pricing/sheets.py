@@ -387,6 +387,16 @@ NUMBER_LIMITS = {
     "vcpus": 1_000_000.0,
     "ram_gb": 1_000_000_000.0,
 }
+#: Columns holding a cloud's own names (``us-east-1``, ``europe-west4``, ``eastus``,
+#: ``a3-highgpu-8g``, ``Standard_ND96isr_H100_v5``): ASCII letters and digits, then also
+#: ``.`` ``-`` ``_`` ``/`` ``:``. This refuses look-alikes (a region typed with U+2010 hyphens
+#: would be a new region) and text a spreadsheet runs (``=HYPERLINK(...)``, ``@SUM(1)``).
+IDENTIFIER_COLUMNS = ("region", "instance_type")
+IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:-]*")
+IDENTIFIER_EXPECTED = (
+    "expected a name as clouds write them: ASCII letters and digits, then also . - _ / : "
+    "(e.g. us-east-1, a3-highgpu-8g, Standard_ND96isr_H100_v5)"
+)
 _POINT = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)?(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _COMMA = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:\.\d{3})+)?(?:,\d+)?")
 
@@ -472,6 +482,8 @@ def _check_cells(
         limit = TEXT_LIMITS.get(column)
         if limit is not None and len(text) > limit:
             raise fail(column, f"at most {limit} characters, got {len(text)}: {shown(text)}")
+        if column in IDENTIFIER_COLUMNS and text and not IDENTIFIER.fullmatch(text):
+            raise fail(column, f"{IDENTIFIER_EXPECTED}; got {shown(text)}{_odd_characters(text)}")
         if column in NUMBER_COLUMNS:
             if column in native:
                 plain = text
@@ -494,6 +506,15 @@ def _check_cells(
                     )
             values[column] = plain
     return RawRow(raw.row, raw.line, values)
+
+
+def _odd_characters(text: str) -> str:
+    """The characters of ``text`` outside ASCII named (a U+2010 HYPHEN looks like ``-``)."""
+    odd = dict.fromkeys(ch for ch in text if not ch.isascii())
+    if not odd:
+        return ""
+    names = ", ".join(f"U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed')}" for ch in odd)
+    return f" (not ASCII: {names})"
 
 
 def _header_names(path: Path, cells: Sequence[str]) -> list[str]:
