@@ -17,10 +17,17 @@ Two tools' files, told apart by their content (never by their name):
   level.
 
 Options given to :func:`import_result` override what a file records (a file may name a machine
-as ``CPU-2core`` where the catalog says ``H100-SXM``). Calibration needs the GPU, engine, model
-and precision: where neither the file nor the options give one, the :class:`UsageError` names
-the option to pass. A file that is not what it claims raises an :class:`InputFileError` naming
-the file and the JSON key path that was wrong or missing, and what was expected there.
+as ``CPU-2core`` where the catalog says ``H100-SXM``). Storing runs and calibration need the
+GPU, engine, model and precision: where neither the file nor the options give one, the
+:class:`UsageError` names the option to pass; only viewing the runs needs none of them. A file
+that is not what it claims raises an :class:`InputFileError` naming the file and the JSON key
+path that was wrong or missing, and what was expected there.
+
+Limits: a file (unpacked, if gzipped) of at most :data:`MAX_FILE_BYTES` unless the caller
+allows more; one JSON document a line is read a line at a time. Every number read has a
+plausible range (a :class:`Bound`: latencies up to an hour, durations up to 30 days, ...):
+NaN, infinities and negative values are always refused, and values above a range's top only
+with ``allow_extreme`` (``--allow-extreme``), for a real run that exceeds it.
 """
 
 from __future__ import annotations
@@ -29,8 +36,11 @@ import gzip
 import json
 import math
 import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
+from io import BufferedReader
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +48,7 @@ from planner.bench.results import BenchRun, Load, RunInfo, Stats
 from planner.common.text import MAX_SHOWN_CHARS, printable, shown
 from planner.errors import InputFileError, RowProblem, UsageError
 
-MAX_FILE_BYTES = 512 * 1024**2  # guidellm keeps every request: large, but not this large
+MAX_FILE_BYTES = 200 * 1024**2  # guidellm keeps every request: large, but not this large
 GUIDELLM = "guidellm"
 VLLM = "vllm bench serve"
 GUIDELLM_SCHEMAS = (1, 2)  # metadata.version values this importer reads
@@ -51,6 +61,41 @@ METADATA_KEYS = {
     "tp": ("tp", "tensor_parallel_size", "tensor_parallel"),
 }
 _EXPECTED_FILE = "a guidellm benchmarks.json or a `vllm bench serve --save-result` JSON file"
+EXTREME_OPTION = "--allow-extreme"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The plausible range of one kind of number in a result file (in the file's units)."""
+
+    what: str  # with its unit: "a latency in ms"
+    high: float
+    low: float = 0.0
+    above_low: bool = False  # the low end itself is refused
+    whole: bool = False
+    note: str = ""  # the top in words: "1 hour"
+
+    def expected(self) -> str:
+        low = f"above {self.low:g}" if self.above_low else f"at least {self.low:g}"
+        note = f" ({self.note})" if self.note else ""
+        return f"{self.what}, {low} and at most {self.high:,.0f}{note}"
+
+    def below(self, value: float) -> bool:
+        return value < self.low or (self.above_low and value == self.low)
+
+
+LATENCY_MS = Bound("a latency in ms", 3_600_000.0, note="1 hour")
+LATENCY_S = Bound("a latency in s", 3_600.0, note="1 hour")
+DURATION_S = Bound("the run's duration in seconds", 30 * 86_400.0, above_low=True, note="30 days")
+THROUGHPUT = Bound("a throughput per second", 1e8)  # tokens or requests
+REQUEST_RATE = Bound("a request rate per second", 1e7, above_low=True)
+VLLM_RATE = Bound("a request rate per second (or 'inf')", REQUEST_RATE.high, above_low=True)
+REQUESTS = Bound("a whole number of requests", 1e9, whole=True)
+TOKENS = Bound("a whole number of tokens", 1e13, whole=True)
+TOKENS_PER_REQUEST = Bound("a number of tokens, a request", 1e7)
+CONCURRENCY = Bound("a whole number of requests in flight", 1e7, low=1, whole=True)
+STREAMS = Bound("a whole number of streams", 1e7, low=1, whole=True)
+GPUS = Bound("a whole number of GPUs", 100_000, low=1, whole=True)
 
 
 def _described(value: Any) -> str:
@@ -77,6 +122,7 @@ class _At:
     value: Any
     where: str = ""
     line: int | None = None  # of a file that holds one document a line
+    extreme: bool = False  # values above a Bound's top are accepted (--allow-extreme)
 
     def _child(self, key: str | int) -> str:
         if isinstance(key, int):
@@ -84,7 +130,7 @@ class _At:
         return f"{self.where}.{key}" if self.where else key
 
     def _at(self, value: Any, key: str | int) -> _At:
-        return _At(self.file, value, self._child(key), self.line)
+        return _At(self.file, value, self._child(key), self.line, self.extreme)
 
     def fail(self, where: str, message: str) -> InputFileError:
         return InputFileError(self.file, RowProblem(None, None, f"{where}: {message}", self.line))
@@ -126,15 +172,37 @@ class _At:
                 raise self.error(expected) from None
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(expected)
-        if not math.isfinite(value):
+        try:
+            number = float(value)  # an integer of hundreds of digits is no float
+        except OverflowError:
+            raise self.error(expected) from None
+        if not math.isfinite(number):
             raise self.error(expected)
-        return float(value)
+        return number
 
-    def at_least(self, least: float, expected: str, *, from_text: bool = False) -> float:
+    def within(self, bound: Bound, *, from_text: bool = False) -> float:
+        """A number in ``bound``'s range; above it only where the caller allowed extremes."""
+        expected = bound.expected()
         value = self.number(expected, from_text=from_text)
-        if value < least:
+        if bound.below(value) or (bound.whole and not value.is_integer()):
             raise self.error(expected)
-        return value
+        return self.checked(value, bound)
+
+    def checked(self, value: float, bound: Bound, how: str = "") -> float:
+        """``value`` (read here, or computed from here as ``how`` says) within ``bound``."""
+        if not bound.below(value) and (value <= bound.high or self.extreme):
+            return value
+        where = self.where or "top level"
+        got = f"{how} = {value:g}" if how else _described(self.value)
+        hint = (
+            f"; if the value is real, pass {EXTREME_OPTION}"
+            if value > bound.high and math.isfinite(value)
+            else ""
+        )
+        raise self.fail(where, f"expected {bound.expected()}, got {got}{hint}")
+
+    def count(self, bound: Bound, *, from_text: bool = False) -> int:
+        return int(self.within(bound, from_text=from_text))
 
     def whole(self, expected: str, *, least: int = 0, from_text: bool = False) -> int:
         value = self.number(expected, from_text=from_text)
@@ -163,34 +231,154 @@ class _Found:
     date: str | None = None
 
 
-def _read_json(path: Path) -> list[tuple[Any, int | None]]:
-    """The file's JSON documents: one, or one a line (``--append-result``); gzip is read too."""
+def _size(count: int) -> str:
+    if count % 1024**2 == 0:
+        return f"{count // 1024**2:,} MiB"
+    return f"{count:,} bytes"
+
+
+def _too_big(path: Path, max_bytes: int, what: str, size: int | None = None) -> InputFileError:
+    """The refusal of a file over the limit, with the option that raises it."""
+    enough = -(-(size or 2 * max_bytes) // 1024**2)  # MiB, rounded up
+    return InputFileError(
+        path,
+        f"{what} larger than {_size(max_bytes)}, the limit for a benchmark result file; "
+        f"if it is one, pass --max-bytes with a larger size (such as --max-bytes {enough}M)",
+    )
+
+
+def check_result_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> None:
+    """What can be told of a result file before reading it: that it is a regular file of at
+    most ``max_bytes``."""
+    if max_bytes < 1:
+        raise UsageError(f"--max-bytes {max_bytes}: expected a size of at least 1 byte")
     if path.is_dir():
         raise InputFileError(path, f"is a folder; expected {_EXPECTED_FILE}")
     if not path.exists():
         raise InputFileError(path, "file not found")
     if not path.is_file():
         raise InputFileError(path, f"not a regular file; expected {_EXPECTED_FILE}")
-    limit = f"larger than {MAX_FILE_BYTES // 1024**2} MB; not a benchmark result file"
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise InputFileError(path, limit)
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            with gzip.open(path, "rb") as unzipped:
-                raw = unzipped.read(MAX_FILE_BYTES + 1)
-            if len(raw) > MAX_FILE_BYTES:
-                raise InputFileError(path, f"{limit} (uncompressed)")
+        size = path.stat().st_size
+    except OSError as exc:
+        raise InputFileError(path, f"cannot be read ({exc.strerror or exc})") from None
+    if size > max_bytes:
+        raise _too_big(path, max_bytes, f"is {size:,} bytes,", size)
+
+
+@contextmanager
+def _read_errors(path: Path) -> Iterator[None]:
+    try:
+        yield
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise InputFileError(path, f"not a readable gzip file ({exc or 'cut short'})") from None
     except OSError as exc:
         raise InputFileError(path, f"cannot be read ({exc.strerror or exc})") from None
+
+
+class _Reader:
+    """A result file's bytes (unpacked when gzipped), never more than ``max_bytes`` of them."""
+
+    def __init__(
+        self, path: Path, max_bytes: int, stream: gzip.GzipFile | BufferedReader, gzipped: bool
+    ) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.stream = stream
+        self.gzipped = gzipped
+        self.taken = 0
+
+    @classmethod
+    @contextmanager
+    def opened(cls, path: Path, max_bytes: int) -> Iterator[_Reader]:
+        with _read_errors(path):
+            with path.open("rb") as probe:
+                gzipped = probe.read(2) == b"\x1f\x8b"
+            with gzip.open(path, "rb") if gzipped else path.open("rb") as stream:
+                yield cls(path, max_bytes, stream, gzipped)
+
+    def errors(self) -> AbstractContextManager[None]:
+        return _read_errors(self.path)
+
+    def _counted(self, data: bytes) -> bytes:
+        self.taken += len(data)
+        if self.taken > self.max_bytes:
+            raise _too_big(self.path, self.max_bytes, "unpacked, it is")
+        return data
+
+    def line(self) -> bytes:
+        with self.errors():
+            return self._counted(self.stream.readline(self.max_bytes - self.taken + 1))
+
+    def whole(self) -> bytes:
+        """All of the file, from its start."""
+        with self.errors():
+            self.stream.seek(0)
+            self.taken = 0
+            return self._counted(self.stream.read(self.max_bytes + 1))
+
+
+def _line_document(raw: bytes) -> Any:
+    """The JSON document one line holds; ``_NOT_ONE`` when it holds none (it is blank, or the
+    start of a document written over several lines)."""
+    try:
+        text = raw.decode("utf-8-sig")
+        return json.loads(text) if text.strip() else _NOT_ONE
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError included
+        return _NOT_ONE
+
+
+_NOT_ONE = object()
+
+
+def _documents(path: Path, max_bytes: int) -> Iterator[tuple[Any, int | None]]:
+    """The file's JSON documents, as they are read: one (with no line number), or one a line
+    (``--append-result``), each parsed as its line is read; gzip is read too."""
+    check_result_file(path, max_bytes)
+    with _Reader.opened(path, max_bytes) as reader:
+        first = _line_document(reader.line())
+        if first is _NOT_ONE:  # a document over several lines, or no document at all
+            yield from _parsed(path, reader.whole())
+            return
+        number, line = 2, reader.line()
+        while line and not line.strip():
+            number, line = number + 1, reader.line()
+        if not line:  # the whole file was one line
+            yield first, None
+            return
+        yield first, 1
+        while line:
+            if line.strip():
+                yield _parsed_line(path, line, number), number
+            number, line = number + 1, reader.line()
+
+
+def _parsed_line(path: Path, raw: bytes, number: int) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        problem = RowProblem(None, None, "not UTF-8 text; expected JSON", number)
+    except json.JSONDecodeError as exc:
+        problem = RowProblem(
+            None, None, f"not valid JSON ({exc.msg} at column {exc.colno})", number
+        )
+    except RecursionError:
+        problem = RowProblem(None, None, "JSON nested too deeply", number)
+    except ValueError as exc:  # a number with more digits than Python converts
+        problem = RowProblem(None, None, f"not a benchmark result ({exc})", number)
+    raise InputFileError(path, problem)
+
+
+def _parsed(path: Path, raw: bytes) -> list[tuple[Any, int | None]]:
+    """The documents of a whole file read at once: one, or one a line. The bytes go once they
+    are text, before the text is parsed."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line_number = raw[: exc.start].count(b"\n") + 1
         problem = RowProblem(None, None, "not UTF-8 text; expected JSON", line_number)
         raise InputFileError(path, problem) from None
+    del raw
     if not text.strip():
         raise InputFileError(path, f"empty file; expected {_EXPECTED_FILE}")
     try:
@@ -208,25 +396,12 @@ def _read_json(path: Path) -> list[tuple[Any, int | None]]:
         raise InputFileError(path, "JSON nested too deeply to be a benchmark result") from None
     except ValueError as exc:  # a number with more digits than Python converts
         raise InputFileError(path, f"not a benchmark result ({exc})") from None
-    # several documents: `vllm bench serve --append-result` writes one a line
-    documents: list[tuple[Any, int | None]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            documents.append((json.loads(line), number))
-        except json.JSONDecodeError as exc:
-            problem = RowProblem(
-                None, None, f"not valid JSON ({exc.msg} at column {exc.colno})", number
-            )
-            raise InputFileError(path, problem) from None
-        except RecursionError:
-            problem = RowProblem(None, None, "JSON nested too deeply", number)
-            raise InputFileError(path, problem) from None
-        except ValueError as exc:
-            problem = RowProblem(None, None, f"not a benchmark result ({exc})", number)
-            raise InputFileError(path, problem) from None
-    return documents
+    # several documents (after a first line that held none): one a line
+    return [
+        (_parsed_line(path, line.encode(), number), number)
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip()
+    ]
 
 
 def import_result(
@@ -237,47 +412,67 @@ def import_result(
     model: str | None = None,
     precision: str | None = None,
     tp: int | None = None,
+    needed_for: Sequence[str] = ("calibration",),
+    max_bytes: int = MAX_FILE_BYTES,
+    allow_extreme: bool = False,
 ) -> list[BenchRun]:
     """The runs a guidellm ``benchmarks.json`` or ``vllm bench serve`` result file holds, with
-    the options filling in (and overriding) what the file records about the deployment."""
-    if tp is not None and tp < 1:
-        raise UsageError(f"--tp {tp}: expected a whole number of GPUs, at least 1")
-    documents = _read_json(path)
-    found: list[_Found] = []
-    for index, (document, line) in enumerate(documents):
-        root = _At(path, document, line=line)
+    the options filling in (and overriding) what the file records about the deployment.
+
+    ``needed_for`` names what the deployment (GPU, engine, model, precision) is needed for
+    (``the store``, ``--out-csv``, ``calibration``); a run that lacks one is refused as soon as
+    it is read, naming it and the option that gives it. Empty: the runs are only viewed, and
+    may lack them. ``max_bytes`` bounds the file (unpacked); ``allow_extreme`` accepts values
+    above their plausible range (see :class:`Bound`)."""
+    if tp is not None and not GPUS.low <= tp <= GPUS.high:
+        raise UsageError(f"--tp {tp}: expected {GPUS.expected()}")
+    options = {"gpu": gpu, "engine": engine, "model": model, "precision": precision}
+    runs: list[BenchRun] = []
+    for index, (document, line) in enumerate(_documents(path, max_bytes)):
+        root = _At(path, document, line=line, extreme=allow_extreme)
+        found: list[_Found]
         if isinstance(document, dict) and "benchmarks" in document and line is None:
-            found += _guidellm(root)
+            found = _guidellm(root)
         elif isinstance(document, dict) and "runs" in document and "planner" in document:
-            found += _planner_sweep(root)
+            found = _planner_sweep(root)
         elif isinstance(document, dict) and "completed" in document and "duration" in document:
-            found.append(_vllm(root, index))
+            found = [_vllm(root, index)]
         else:
             problem = (
                 f"not a result file planner reads: expected {_EXPECTED_FILE} (a top-level "
                 "'benchmarks' list, or 'completed', 'duration' and 'mean_ttft_ms')"
             )
             raise InputFileError(path, RowProblem(None, None, problem, line))
-    options = {"gpu": gpu, "engine": engine, "model": model, "precision": precision}
-    return [_finish(path, f, options, tp) for f in found]
+        del document, root  # a large report goes once its runs are read
+        runs += [_finish(path, f, options, tp, needed_for) for f in found]
+    return runs
 
 
-def _finish(path: Path, found: _Found, options: dict[str, str | None], tp: int | None) -> BenchRun:
-    """The run, with options overriding the file; what calibration needs and neither gives is a
-    :class:`UsageError` naming the options to pass."""
+def _finish(
+    path: Path,
+    found: _Found,
+    options: dict[str, str | None],
+    tp: int | None,
+    needed_for: Sequence[str],
+) -> BenchRun:
+    """The run, with options overriding the file; what ``needed_for`` needs and neither gives
+    is a :class:`UsageError` naming the options to pass."""
     chosen = {
         key: (value.strip() if value and value.strip() else None) or getattr(found, key)
         for key, value in options.items()
     }
     missing = [key for key, value in chosen.items() if not value]
-    if missing:
+    if missing and needed_for:
         what = {"gpu": "GPU", "engine": "engine", "model": "model", "precision": "precision"}
         lacking = _listed([what[k] for k in missing])
+        verb = "need" if len(needed_for) > 1 else "needs"
+        view = ", or --no-store to only view them" if list(needed_for) == ["the store"] else ""
         raise UsageError(
             f"{printable(str(path))}: the file does not record the {lacking} of "
-            f"its runs ({found.source_format}), and calibration needs them; pass "
-            f"{_listed([f'--{k}' for k in missing])} (catalog names: `planner catalog gpus`, "
-            "`planner catalog engines`, `planner catalog models`, `planner catalog precisions`)"
+            f"its runs ({found.source_format}), and {_listed(list(needed_for))} {verb} them; "
+            f"pass {_listed([f'--{k}' for k in missing])}{view} (catalog names: `planner "
+            "catalog gpus`, `planner catalog engines`, `planner catalog models`, `planner "
+            "catalog precisions`)"
         )
     tp_chosen = tp or found.tp or found.gpu_count or 1
     info = RunInfo(
@@ -304,6 +499,7 @@ def _planner_sweep(root: _At) -> list[_Found]:
     :class:`BenchRun`'s own form."""
     found = []
     for index, stage in enumerate(root.need("runs", "a list of runs").items("a list of runs")):
+        _check_summary(stage)
         try:
             run = BenchRun.from_dict(stage.value)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -330,6 +526,34 @@ def _planner_sweep(root: _At) -> list[_Found]:
     return found
 
 
+def _summary_bound(key: str) -> Bound | None:
+    """The range of one of a planner result's summary numbers, by its key."""
+    if key.endswith("_ms"):
+        return LATENCY_MS
+    if key in ("completed", "failed"):
+        return REQUESTS
+    if key == "duration":
+        return DURATION_S
+    if key.endswith("_throughput"):
+        return THROUGHPUT
+    if key in ("total_input_tokens", "total_output_tokens"):
+        return TOKENS
+    if key in ("input_len", "output_len"):
+        return TOKENS_PER_REQUEST
+    return None
+
+
+def _check_summary(stage: _At) -> None:
+    """Every summary number of a planner result within its range."""
+    if not isinstance(stage.value, dict):
+        raise stage.error("a planner bench run result (an object)")
+    for key in stage.value:
+        bound = _summary_bound(str(key))
+        node = stage.get(str(key)) if bound is not None else None
+        if bound is not None and node is not None:
+            node.within(bound)
+
+
 def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
@@ -348,8 +572,7 @@ def _metadata(*sources: _At | None) -> dict[str, Any]:
                 if node is None:
                     continue
                 if field in ("gpu_count", "tp"):
-                    gpus = "a whole number of GPUs, at least 1"
-                    out[field] = node.whole(gpus, least=1, from_text=True)
+                    out[field] = node.count(GPUS, from_text=True)
                 elif isinstance(node.value, str) and node.value.strip():
                     out[field] = node.value.strip()
                 elif not isinstance(node.value, str):
@@ -427,6 +650,14 @@ def _guidellm_run(
     input_len, total_input = _guidellm_tokens(prompt, completed)
     output_len, total_output = _guidellm_tokens(output, completed)
     tpot = stats("inter_token_latency_ms")  # time_per_output_token_ms includes TTFT
+    where = bench.get("duration") or bench.need("end_time", "the run's end time")
+    for count, of in (
+        (completed, "requests"),
+        (total_output, "output tokens"),
+        ((total_input or 0) + (total_output or 0), "input and output tokens"),
+    ):
+        if count is not None:
+            where.checked(count / duration, THROUGHPUT, f"{of} / duration")
     run = {
         "ttft": stats("time_to_first_token_ms"),
         "tpot": tpot,
@@ -490,9 +721,9 @@ def _guidellm_totals(bench: _At, metrics: _At) -> tuple[int, int]:
         scheduler.get("requests_made") if scheduler else None,
     ):
         if node is not None:
-            expected = "a whole number of requests"
-            successful = node.need("successful", expected).whole(expected)
-            errored = node.need("errored", expected).whole(expected)
+            expected = REQUESTS.expected()
+            successful = node.need("successful", expected).count(REQUESTS)
+            errored = node.need("errored", expected).count(REQUESTS)
             return successful, errored
     raise bench.fail(
         bench.where,
@@ -502,19 +733,15 @@ def _guidellm_totals(bench: _At, metrics: _At) -> tuple[int, int]:
 
 
 def _guidellm_duration(bench: _At) -> float:
-    expected = "the run's duration in seconds, above 0"
     duration = bench.get("duration")
     if duration is not None:
-        value = duration.number(expected)
-        if value <= 0:
-            raise duration.error(expected)
-        return value
+        return duration.within(DURATION_S)
     start = bench.need("start_time", "the run's start time (or its duration)")
     end = bench.need("end_time", "the run's end time (or its duration)")
     value = end.number("a time in seconds") - start.number("a time in seconds")
     if value <= 0:
         raise end.error("an end time after start_time")
-    return value
+    return end.checked(value, DURATION_S, "end_time - start_time")
 
 
 def _guidellm_stats(metrics: _At, name: str, unit: str) -> Stats:
@@ -524,13 +751,13 @@ def _guidellm_stats(metrics: _At, name: str, unit: str) -> Stats:
     node = metrics.need(name, f"the {name} distribution").need(
         "successful", "the distribution over successful requests"
     )
-    expected = f"a latency in {unit}, at least 0"
+    bound = LATENCY_S if unit == "s" else LATENCY_MS
 
     def value(parent: _At | None, key: str) -> float | None:
         found = parent.get(key) if parent is not None else None
-        return None if found is None else found.at_least(0.0, expected) * scale
+        return None if found is None else found.within(bound) * scale
 
-    mean = node.need("mean", expected).at_least(0.0, expected) * scale
+    mean = node.need("mean", bound.expected()).within(bound) * scale
     percentiles = node.get("percentiles")
     median = value(node, "median")
     p50 = value(percentiles, "p50")  # guidellm 0.2 has no p50: its median is the same
@@ -549,10 +776,10 @@ def _guidellm_tokens(counts: _At, completed: int) -> tuple[float | None, int | N
     if completed == 0:
         return None, 0
     node = counts.need("successful", "the token counts of successful requests")
-    expected = "a number of tokens, at least 0"
-    mean = node.need("mean", expected).at_least(0.0, expected)
+    mean = node.need("mean", TOKENS_PER_REQUEST.expected()).within(TOKENS_PER_REQUEST)
     total = node.get("total_sum")
-    total_tokens = total.at_least(0.0, expected) if total is not None else mean * completed
+    bound = Bound("a number of tokens", TOKENS.high)  # a sum of means need not be whole
+    total_tokens = total.within(bound) if total is not None else mean * completed
     return mean, round(total_tokens)
 
 
@@ -563,18 +790,15 @@ def _guidellm_load(strategy: _At) -> Load:
         return Load("concurrency", 1.0)
     if kind == "concurrent":
         streams = strategy.get("streams") or strategy.need("max_concurrency", "the streams")
-        return Load("concurrency", float(streams.whole("a whole number of streams", least=1)))
+        return Load("concurrency", float(streams.count(STREAMS)))
     if kind == "throughput":
         cap = strategy.get("max_concurrency")
-        most = cap.whole("a whole number of requests", least=1) if cap else None
+        most = cap.count(CONCURRENCY) if cap else None
         return Load("max", None, max_concurrency=most)
     if kind in ("constant", "poisson"):
-        rate_node = strategy.need("rate", "the request rate per second")
-        rate = rate_node.number("a request rate per second, above 0")
-        if rate <= 0:
-            raise rate_node.error("a request rate per second, above 0")
+        rate = strategy.need("rate", "the request rate per second").within(REQUEST_RATE)
         cap = strategy.get("max_concurrency")
-        most = cap.whole("a whole number of requests", least=1) if cap else None
+        most = cap.count(CONCURRENCY) if cap else None
         return Load("qps", rate, arrival=kind, max_concurrency=most)
     raise kind_node.error(
         "synchronous, concurrent, throughput, constant or poisson (the loads calibration knows)"
@@ -585,28 +809,32 @@ def _guidellm_load(strategy: _At) -> Load:
 
 
 def _vllm(root: _At, index: int) -> _Found:
-    requests = "a whole number of requests"
-    completed = root.need("completed", requests).whole(requests)
+    completed = root.need("completed", REQUESTS.expected()).count(REQUESTS)
     failed_node = root.get("failed")
     prompts = root.get("num_prompts")
     if failed_node is not None:
-        failed = failed_node.whole(requests)
+        failed = failed_node.count(REQUESTS)
     elif prompts is not None:
-        failed = max(0, prompts.whole(requests) - completed)
+        failed = max(0, prompts.count(REQUESTS) - completed)
     else:
         failed = 0
-    expected_duration = "the run's duration in seconds, above 0"
-    duration_node = root.need("duration", expected_duration)
-    duration = duration_node.number(expected_duration)
-    if duration <= 0:
-        raise duration_node.error(expected_duration)
-    tokens = "a whole number of tokens"
-    total_input = root.need("total_input_tokens", tokens).whole(tokens)
-    total_output = root.need("total_output_tokens", tokens).whole(tokens)
+    duration_node = root.need("duration", DURATION_S.expected())
+    duration = duration_node.within(DURATION_S)
+    total_input = root.need("total_input_tokens", TOKENS.expected()).count(TOKENS)
+    total_output = root.need("total_output_tokens", TOKENS.expected()).count(TOKENS)
+    if completed:
+        for key, total in (
+            ("total_input_tokens", total_input),
+            ("total_output_tokens", total_output),
+        ):
+            node = root.need(key, TOKENS.expected())
+            node.checked(total / completed, TOKENS_PER_REQUEST, f"{key} / completed")
 
     def throughput(key: str, computed: float) -> float:
         node = root.get(key)
-        return node.at_least(0.0, "a throughput per second, at least 0") if node else computed
+        if node is not None:
+            return node.within(THROUGHPUT)
+        return duration_node.checked(computed, THROUGHPUT, f"{key} computed over the duration")
 
     run = {
         "ttft": _vllm_stats(root, "ttft"),
@@ -645,11 +873,10 @@ def _vllm(root: _At, index: int) -> _Found:
 def _vllm_stats(root: _At, latency: str) -> Stats:
     """``{mean,median,std,p50,p90,p99}_<latency>_ms``; vLLM writes the percentiles asked for
     (``--metric-percentiles``, default 99) of the metrics asked for (``--percentile-metrics``)."""
-    expected = "a latency in ms, at least 0"
     values: dict[str, float | None] = {}
     for statistic in ("mean", "median", "std", "p50", "p90", "p99"):
         node = root.get(f"{statistic}_{latency}_ms")
-        values[statistic] = node.at_least(0.0, expected) if node is not None else None
+        values[statistic] = node.within(LATENCY_MS) if node is not None else None
     values["median"] = values["median"] if values["median"] is not None else values["p50"]
     values["p50"] = values["p50"] if values["p50"] is not None else values["median"]
     return Stats(**values)
@@ -659,14 +886,11 @@ def _vllm_load(root: _At) -> Load:
     """``--request-rate`` (``inf``: all at once) with ``--max-concurrency`` (a client cap)."""
     rate_node = root.need("request_rate", "the request rate (a number, or 'inf')")
     cap_node = root.get("max_concurrency")
-    cap = cap_node.whole("a whole number of requests", least=1) if cap_node else None
+    cap = cap_node.count(CONCURRENCY) if cap_node else None
     text = str(rate_node.value).strip().lower()
     if text in ("inf", "infinity"):
         return Load("concurrency", float(cap)) if cap else Load("max")
-    expected = "a request rate per second above 0, or 'inf'"
-    rate = rate_node.number(expected, from_text=True)
-    if rate <= 0:
-        raise rate_node.error(expected)
+    rate = rate_node.within(VLLM_RATE, from_text=True)
     burstiness = root.get("burstiness")
     gamma = burstiness is not None and burstiness.number("a number") != 1.0
     return Load("qps", rate, arrival="gamma" if gamma else "poisson", max_concurrency=cap)

@@ -4,7 +4,7 @@ measurement rows for ``planner calibrate``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -69,6 +69,23 @@ def _print_runs(runs: list[BenchRun]) -> None:
     print_table(columns, title="Mean latencies and throughputs (output tokens/s, requests/s)")
 
 
+_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def parse_size(text: str, option: str = "--max-bytes") -> int:
+    """A size in bytes from ``209715200``, ``200M``, ``200MiB`` or ``1G`` (binary units)."""
+    cleaned = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (cleaned[:-1], cleaned[-1]) if cleaned[-1:].isalpha() else (cleaned, "")
+    if unit in _SIZE_UNITS and number.isdigit() and len(number) <= 15:
+        size = int(number) * _SIZE_UNITS[unit]
+        if size >= 1:
+            return size
+    raise UsageError(
+        f"{option} {printable(text, 40)}: expected a size in bytes, at least 1, such as "
+        "209715200, 200M or 1G (K, M and G count 1024s)"
+    )
+
+
 def _group_name(path: Path) -> str:
     """A sweep's group from its file: ``benchmarks.json.gz`` -> ``benchmarks``."""
     return path.name.split(".")[0] or "imported"
@@ -119,7 +136,8 @@ def import_command(
     store: bool = typer.Option(
         True,
         "--store/--no-store",
-        help="Keep the runs in planner's store (`planner bench runs list`, the dashboard).",
+        help="Keep the runs in planner's store (`planner bench runs list`, the dashboard); "
+        "storing needs the GPU, engine, model and precision, --no-store only shows the runs.",
     ),
     run_name: str | None = typer.Option(
         None,
@@ -127,23 +145,60 @@ def import_command(
         help="The stored run's name (a file of several runs: NAME-1, NAME-2, ...; one file "
         "only). Default: the file's name.",
     ),
+    max_bytes: Annotated[
+        str,
+        typer.Option(
+            "--max-bytes",
+            metavar="SIZE",
+            help="Refuse a result file larger than this (unpacked, if gzipped), before reading "
+            "it: bytes, or K, M, G (1024s).",
+        ),
+    ] = "200M",
+    allow_extreme: Annotated[
+        bool,
+        typer.Option(
+            "--allow-extreme",
+            help="Accept values above their plausible range (latencies over 1 hour, durations "
+            "over 30 days, throughputs over 1e8/s, ...) for a real run that exceeds it. NaN, "
+            "infinite and negative values are always refused.",
+        ),
+    ] = False,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import benchmark results from guidellm or `vllm bench serve`: prints each run's
     latencies and throughputs (--json: the full results, vLLM's summary keys plus a planner
-    block), and with --out-csv writes them as measurements that `planner calibrate` fits."""
-    from planner.bench.importers import import_result
+    block), and with --out-csv writes them as measurements that `planner calibrate` fits.
+    Storing the runs and --out-csv need the GPU, engine, model and precision (from the file
+    or --gpu, --engine, --model, --precision); with --no-store and no --out-csv, none."""
+    from planner.bench.importers import GPUS, check_result_file, import_result
     from planner.bench.results import measurement_rows, write_measurements
     from planner.store.bench_runs import check_free_name
 
+    # what can be checked before reading a file: the options and each file's size
+    size_limit = parse_size(max_bytes)
+    if tp is not None and not GPUS.low <= tp <= GPUS.high:
+        raise UsageError(f"--tp {tp}: expected {GPUS.expected()}")
     if out_csv is not None:
         check_output_path(out_csv, "--out-csv")
     if run_name is not None and len(paths) > 1:
         raise UsageError("--name names the runs of one file; import the files one at a time")
+    for path in paths:
+        check_result_file(path, size_limit)
+    needed_for = (["the store"] if store else []) + (["--out-csv"] if out_csv else [])
     runs: list[BenchRun] = []
     by_file: list[tuple[Path, list[BenchRun]]] = []
     for path in paths:
-        found = import_result(path, gpu=gpu, engine=engine, model=model, precision=precision, tp=tp)
+        found = import_result(
+            path,
+            gpu=gpu,
+            engine=engine,
+            model=model,
+            precision=precision,
+            tp=tp,
+            needed_for=needed_for,
+            max_bytes=size_limit,
+            allow_extreme=allow_extreme,
+        )
         by_file.append((path, found))
         runs += found
     if store and run_name is not None:

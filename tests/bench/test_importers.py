@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -396,7 +397,7 @@ def _bench(data: Any) -> dict[str, Any]:
             GUIDELLM,
             lambda d: _successful(d, "time_to_first_token_ms").update(mean="fast"),
             "benchmarks[0].metrics.time_to_first_token_ms.successful.mean: expected a latency "
-            "in ms, at least 0, got the text 'fast'",
+            "in ms, at least 0 and at most 3,600,000 (1 hour), got the text 'fast'",
         ),
         (
             GUIDELLM,
@@ -530,3 +531,143 @@ def test_planner_sweep_of_real_vllm_calibrates_a_cpu_profile(tmp_path: Path) -> 
     assert len(heldout) >= 5
     assert mape(heldout) <= 0.20
     assert mape(heldout) < mape(before)
+
+
+# --- limits: file size, incremental reading, plausible values ---------------------------------
+
+
+def test_oversize_file_is_refused_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "huge.json"
+    with path.open("wb") as sparse:  # 300 MiB of nothing on disk: never read
+        sparse.truncate(300 * 1024**2)
+    started = time.perf_counter()
+    with pytest.raises(InputFileError) as raised:
+        import_result(path)  # no --engine either: the size is told first
+    assert time.perf_counter() - started < 1.0
+    message = str(raised.value)
+    assert "314,572,800 bytes" in message and "200 MiB" in message
+    assert "--max-bytes" in message
+    with pytest.raises(InputFileError, match="larger than 1,000 bytes"):
+        import_result(VLLM, engine="vllm", max_bytes=1000)
+    (run,) = import_result(VLLM, engine="vllm", max_bytes=VLLM.stat().st_size)
+    assert run.completed == 20
+
+
+def test_gzip_is_bounded_unpacked(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(gzip.compress(b" " * 2_000_000 + VLLM.read_bytes()))
+    assert path.stat().st_size < 100_000
+    with pytest.raises(InputFileError, match=r"unpacked, it is larger than 1 MiB, the limit"):
+        import_result(path, engine="vllm", max_bytes=1_048_576)
+    (run,) = import_result(path, engine="vllm", max_bytes=4 * 1024**2)
+    assert run.completed == 20
+
+
+def test_lines_are_read_one_at_a_time(tmp_path: Path) -> None:
+    # the first run lacks its engine: refused there, before the broken second line is read
+    path = tmp_path / "appended.json"
+    path.write_bytes(VLLM_LINE + b"\n{broken\n")
+    with pytest.raises(UsageError, match="line|pass --engine"):
+        import_result(path)
+    with pytest.raises(InputFileError, match="line 2: not valid JSON"):
+        import_result(path, engine="vllm")
+    # blank lines between documents, a UTF-8 byte order mark before the first
+    path.write_bytes(b"\xef\xbb\xbf" + VLLM_LINE + b"\n\n" + VLLM_LINE + b"\n")
+    runs = import_result(path, engine="vllm")
+    assert [r.info.benchmark for r in runs] == [0, 1]
+
+
+def test_viewing_needs_no_deployment() -> None:
+    (run,) = import_result(VLLM_BARE, needed_for=())
+    assert run.info.gpu is None and run.info.engine is None and run.info.precision is None
+    assert run.completed > 0
+    with pytest.raises(UsageError) as raised:
+        import_result(VLLM_BARE, needed_for=["the store"])
+    message = str(raised.value)
+    assert "the store needs them" in message and "--no-store" in message
+    assert "pass --gpu, --engine and --precision" in message
+    with pytest.raises(UsageError, match="the store and --out-csv need them; pass --engine"):
+        import_result(VLLM, needed_for=["the store", "--out-csv"])
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        (
+            "mean_ttft_ms",
+            1e308,
+            "mean_ttft_ms: expected a latency in ms, at least 0 and at "
+            "most 3,600,000 (1 hour), got 1e+308; if the value is real, pass --allow-extreme",
+        ),
+        ("p99_e2el_ms", 4e6, "p99_e2el_ms: expected a latency in ms"),
+        (
+            "duration",
+            1e9,
+            "duration: expected the run's duration in seconds, above 0 and at "
+            "most 2,592,000 (30 days)",
+        ),
+        ("output_throughput", 1e12, "output_throughput: expected a throughput per second"),
+        ("completed", 10**12, "completed: expected a whole number of requests"),
+        (
+            "total_output_tokens",
+            10**11,
+            "total_output_tokens: expected a number of tokens, a "
+            "request, at least 0 and at most 10,000,000, got total_output_tokens / completed",
+        ),
+        ("request_rate", 1e9, "request_rate: expected a request rate per second"),
+        ("num_gpus", 10**6, "num_gpus: expected a whole number of GPUs"),
+    ],
+)
+def test_absurd_values_refused_unless_allowed(
+    tmp_path: Path, key: str, value: float, expected: str
+) -> None:
+    path = _edited(tmp_path, VLLM, lambda d: d.update({key: value}))
+    with pytest.raises(InputFileError) as raised:
+        import_result(path, **CATALOG)
+    message = str(raised.value)
+    assert message.startswith(str(path)) and expected in message, message
+    assert "--allow-extreme" in message
+    (run,) = import_result(path, **CATALOG, allow_extreme=True)
+    assert run.completed > 0
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("mean_ttft_ms", float("nan"), "mean_ttft_ms: expected a latency in ms, at least 0"),
+        ("mean_ttft_ms", float("inf"), "mean_ttft_ms: expected a latency in ms"),
+        ("mean_tpot_ms", -0.5, "mean_tpot_ms: expected a latency in ms, at least 0"),
+        ("failed", -1, "failed: expected a whole number of requests, at least 0"),
+        ("total_input_tokens", 10**400, "total_input_tokens: expected a whole number of tokens"),
+        ("output_throughput", -3.0, "output_throughput: expected a throughput per second"),
+        ("duration", 0, "duration: expected the run's duration in seconds, above 0"),
+    ],
+)
+def test_impossible_values_refused_even_when_extremes_are_allowed(
+    tmp_path: Path, key: str, value: float, expected: str
+) -> None:
+    path = _edited(tmp_path, VLLM, lambda d: d.update({key: value}))
+    for allow in (False, True):
+        with pytest.raises(InputFileError) as raised:
+            import_result(path, **CATALOG, allow_extreme=allow)
+        message = str(raised.value)
+        assert expected in message and "--allow-extreme" not in message, message
+
+
+def test_absurd_guidellm_and_planner_values_are_located(tmp_path: Path) -> None:
+    def slow(data: Any) -> None:
+        _successful(data, "request_latency")["percentiles"].update(p99=5000.0)  # s: > 1 hour
+
+    path = _edited(tmp_path, GUIDELLM, slow)
+    with pytest.raises(InputFileError) as raised:
+        import_result(path, **CPU)
+    assert (
+        "benchmarks[0].metrics.request_latency.successful.percentiles.p99: expected a latency "
+        "in s, at least 0 and at most 3,600 (1 hour), got 5000.0"
+    ) in str(raised.value)
+    (run,) = import_result(path, **CPU, allow_extreme=True)
+    assert run.e2el.p99 == 5_000_000.0
+    sweep = _edited(tmp_path, PLANNER_SWEEP, lambda d: d["runs"][1].update(mean_ttft_ms=1e308))
+    with pytest.raises(InputFileError, match=r"runs\[1\]\.mean_ttft_ms: expected a latency"):
+        import_result(sweep)
+    assert len(import_result(sweep, allow_extreme=True)) == len(_json(PLANNER_SWEEP)["runs"])

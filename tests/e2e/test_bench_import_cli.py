@@ -195,3 +195,63 @@ def test_command_function_called_directly(
         )
     assert exited.value.exit_code == 2
     assert "--tp 0" in capsys.readouterr().err
+
+
+# --- limits and friction (issue 30) -----------------------------------------------------------
+
+VLLM_BARE = RESULTS / "vllm-bench-serve_no-metadata.json"
+
+
+def test_no_store_shows_a_run_that_records_no_deployment() -> None:
+    viewed = _run(VLLM_BARE, "--no-store", "--json")
+    assert viewed.exit_code == 0, viewed.output
+    (run,) = json.loads(viewed.stdout)
+    assert run["planner"]["hardware"]["gpu"] is None and run["planner"]["engine"] is None
+    stored = _run(VLLM_BARE)
+    _no_traceback(stored)
+    assert stored.exit_code == 2
+    assert "the store needs them; pass --gpu, --engine and --precision" in stored.stderr
+    assert "or --no-store to only view them" in stored.stderr
+
+
+def test_out_csv_without_the_deployment_says_what_is_missing(tmp_path: Path) -> None:
+    out = tmp_path / "m.csv"
+    result = _run(VLLM_BARE, "--no-store", "--out-csv", out)
+    _no_traceback(result)
+    assert result.exit_code == 2
+    assert "--out-csv needs them; pass --gpu, --engine and --precision" in result.stderr
+    assert "--no-store to only view" not in result.stderr
+    assert not out.exists()
+
+
+def test_size_is_checked_before_the_deployment(tmp_path: Path) -> None:
+    big = tmp_path / "big.json"
+    with big.open("wb") as sparse:
+        sparse.truncate(201 * 1024**2)
+    # the size is refused before the missing --gpu/--engine, and before reading
+    result = _run(VLLM_BARE, big)
+    _no_traceback(result)
+    assert result.exit_code == 1
+    assert f"{big}: is 210,763,776 bytes, larger than 200 MiB" in result.stderr
+    assert "--max-bytes 201M" in result.stderr
+    small = _run(VLLM_BARE, "--no-store", "--max-bytes", "1K")
+    assert small.exit_code == 1 and "larger than 1,024 bytes" in small.stderr
+    assert _run(VLLM_BARE, "--no-store", "--max-bytes", "4K").exit_code == 0
+    bad = _run(VLLM_BARE, "--no-store", "--max-bytes", "lots")
+    assert bad.exit_code == 2 and "--max-bytes lots: expected a size" in bad.stderr
+
+
+def test_absurd_latency_refused_unless_allowed(tmp_path: Path) -> None:
+    data = json.loads(VLLM.read_text(encoding="utf-8"))
+    data["mean_ttft_ms"] = 1e308
+    path = tmp_path / "absurd.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    refused = _run(path, "--engine", "vllm")
+    _no_traceback(refused)
+    assert refused.exit_code == 1
+    assert f"{path}: mean_ttft_ms: expected a latency in ms" in refused.stderr
+    assert "got 1e+308; if the value is real, pass --allow-extreme" in refused.stderr
+    assert "stored as" not in refused.stderr
+    allowed = _run(path, "--engine", "vllm", "--no-store", "--allow-extreme", "--json")
+    assert allowed.exit_code == 0, allowed.output
+    assert json.loads(allowed.stdout)[0]["mean_ttft_ms"] == 1e308
