@@ -6,7 +6,7 @@ import streamlit as st
 
 from app.common import PAGES, store_url
 from planner import __version__
-from planner.store.db import redact_url
+from planner.common.secrets import redact_url
 
 st.set_page_config(page_title="planner", page_icon=":material/dns:", layout="wide")
 

@@ -22,7 +22,8 @@ def _url(ctx: typer.Context) -> tuple[str, str]:
 @user_errors
 def status_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Show the store's URL and whether its schema is up to date."""
-    from planner.store.db import check_schema, create_store_engine, redact_url, schema_state
+    from planner.common.secrets import redact_url
+    from planner.store.db import check_schema, create_store_engine, schema_state
 
     url, source = _url(ctx)
     engine = create_store_engine(url)
@@ -60,7 +61,8 @@ def status_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
 @user_errors
 def upgrade_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Bring the store's schema up to the latest version, keeping its data."""
-    from planner.store.db import bring_up_to_date, create_store_engine, redact_url
+    from planner.common.secrets import redact_url
+    from planner.store.db import bring_up_to_date, create_store_engine
 
     url, _source = _url(ctx)
     engine = create_store_engine(url)

@@ -38,6 +38,7 @@ from sqlalchemy.exc import (
 )
 from sqlalchemy.orm import Session, sessionmaker
 
+from planner.common.secrets import SECRET_PAIR, redact_url, scrub, url_secrets
 from planner.common.text import printable, shown
 from planner.config import BUSY_TIMEOUT_ENV, busy_timeout_seconds, database_url
 from planner.errors import StoreError
@@ -72,15 +73,7 @@ DATABASE_ERRORS = _driver_errors()
 
 # --- URLs in messages -------------------------------------------------------------------------
 
-_MASK = "***"
-_MARKER = "PLANNERREDACTEDVALUE"  # survives URL rendering unencoded, then becomes ***
-_SECRET_WORDS = r"pass|pwd|secret|token|credential|auth|key|odbc_connect|dsn"
-_SECRET_KEY = re.compile(_SECRET_WORDS, re.IGNORECASE)
-# key=value pairs whose key names a secret, in a query string or a libpq "k=v k=v" string.
-_SECRET_PAIR = re.compile(
-    rf"((?:^|[?&;\s])[\w.-]*(?:{_SECRET_WORDS})[\w.-]*\s*=\s*)('[^']*'|[^\s&;]*)",
-    re.IGNORECASE,
-)
+# Every URL shown or kept goes through planner.common.secrets (redact_url, url_secrets, scrub).
 
 
 def _parse(url: str) -> URL | None:
@@ -98,71 +91,13 @@ def _ambiguous(parsed: URL) -> bool:
     )
 
 
-def _mask_raw(url: str) -> str:
-    """A URL that cannot be parsed: everything between ``://`` and the last ``@`` (or before the
-    last ``@`` when there is no ``://``) is masked, and so are secret-looking ``key=value``s."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    at = rest.rfind("@")
-    if at >= 0:
-        rest = _MASK + rest[at:]
-    rest = _SECRET_PAIR.sub(lambda m: m.group(1) + _MASK, rest)
-    return scheme + sep + rest
-
-
-def redact_url(url: str, limit: int | None = None) -> str:
-    """The URL without its password, in any form SQLAlchemy accepts (``user:password@``, a
-    ``password=`` query parameter, an unencoded ``@`` in the password), safe to print; cut to
-    ``limit`` characters where given."""
-    parsed = _parse(url)
-    if parsed is None or _ambiguous(parsed):
-        return printable(_mask_raw(url), limit=limit)
-    query = {k: (_MARKER if _SECRET_KEY.search(k) else v) for k, v in parsed.query.items()}
-    parsed = parsed.set(query=query)
-    if parsed.get_backend_name() == "sqlite" and parsed.password is None:
-        # A path as the user wrote it (no %40 for an @ in a folder name).
-        text = f"{parsed.drivername}:///{parsed.database or ''}"
-        rendered_query = parsed.render_as_string().partition("?")[2]
-        if rendered_query:
-            text += "?" + rendered_query
-        if not parsed.database:
-            text = text.replace(":///", "://", 1)
-    else:
-        text = parsed.render_as_string(hide_password=True)
-    return printable(text.replace(_MARKER, _MASK), limit=limit)
-
-
 def _where(url: str) -> str:
     """The store's URL as messages name it."""
     return redact_url(url, limit=200)
 
 
-def _secrets(url: str) -> list[str]:
-    """Every secret in ``url``, longest first, to scrub from a driver's message."""
-    found: set[str] = set()
-    parsed = _parse(url)
-    if parsed is not None:
-        if parsed.password:
-            found.add(str(parsed.password))
-        for key, value in parsed.query.items():
-            if _SECRET_KEY.search(key):
-                found.update([value] if isinstance(value, str) else value)
-    _, sep, rest = url.partition("://")
-    at = rest.rfind("@")
-    if sep and at > 0 and ":" in rest[:at]:
-        found.add(rest[:at].split(":", 1)[1])
-        if parsed is not None and parsed.password and _ambiguous(parsed):
-            found.update(rest[:at].split(":", 1)[1].split("@"))
-    for match in _SECRET_PAIR.finditer(url):
-        found.add(match.group(2).strip("'"))
-    return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)
-
-
 def _scrub(text: str, url: str) -> str:
-    for secret in _secrets(url):
-        text = text.replace(secret, _MASK)
-    return text
+    return scrub(text, url_secrets(url))
 
 
 # --- Errors -----------------------------------------------------------------------------------
@@ -346,7 +281,7 @@ def create_store_engine(url: str, *, memory: bool = False, immediate: bool = Fal
             hint = "; its port must be a number"
         except (ArgumentError, TypeError):
             pass
-        if "://" not in url and "@" not in url and not _SECRET_PAIR.search(url):
+        if "://" not in url and "@" not in url and not SECRET_PAIR.search(url):
             hint = f"; for a SQLite file write sqlite:///{printable(url, limit=80)}"
         raise StoreError(
             f"not a database URL: {shown(where)} (expected e.g. sqlite:///path.db or "

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, func, select, text
 
+from planner.common.secrets import redact_url
 from planner.errors import StoreError
 from planner.ingest import ingest_file
 from planner.store import Dataset, Request, open_store
@@ -22,7 +23,6 @@ from planner.store.db import (
     StoreConflictError,
     create_store_engine,
     head_revision,
-    redact_url,
 )
 from tests.conftest import ROOT
 
@@ -75,7 +75,7 @@ def test_redacted_urls_hold_no_secret(url: str) -> None:
 def test_redaction_keeps_what_names_the_store() -> None:
     assert (
         redact_url(f"postgresql://127.0.0.1:1/db?user=u&password={SECRET}")
-        == "postgresql://127.0.0.1:1/db?password=***&user=u"
+        == "postgresql://127.0.0.1:1/db?user=u&password=***"
     )
     assert redact_url("postgresql://u:p@ss@db.example/x") == "postgresql://***@db.example/x"
     assert redact_url("sqlite:////data/me@corp/planner.db") == "sqlite:////data/me@corp/planner.db"
