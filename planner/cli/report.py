@@ -15,15 +15,23 @@ from planner.common.text import shown
 from planner.errors import UsageError
 
 MONTH = re.compile(r"(\d{4})-(\d{2})")
+FIRST_YEAR, LAST_YEAR = 2000, 2100  # the months a plan can start in
+#: the most a fleet can cost a month, USD, for --current-monthly-usd
+MAX_MONTHLY_USD = 1e10
 
 
 def parse_month(text: str | None, option: str = "--first-month") -> date | None:
-    """``YYYY-MM`` as the first day of that month."""
+    """``YYYY-MM`` as the first day of that month, from 2000-01 to 2100-12."""
     if text is None:
         return None
     found = MONTH.fullmatch(text.strip())
-    if found is None or not 1 <= int(found.group(2)) <= 12 or int(found.group(1)) < 2000:
+    if found is None or not 1 <= int(found.group(2)) <= 12:
         raise UsageError(f"{option} {shown(text)}: expected a month as YYYY-MM, e.g. 2027-01")
+    if not FIRST_YEAR <= int(found.group(1)) <= LAST_YEAR:
+        raise UsageError(
+            f"{option} {shown(text)}: out of range; expected a month from {FIRST_YEAR}-01 to "
+            f"{LAST_YEAR}-12"
+        )
     return date(int(found.group(1)), int(found.group(2)), 1)
 
 
@@ -70,12 +78,20 @@ def report_command(
         metavar="CSV",
         help="Actual spend from a GCP billing export (BigQuery export schema, as CSV).",
     ),
+    max_actual_usd: float = typer.Option(
+        1e9,
+        "--max-actual-usd",
+        help="Largest amount (either sign) taken as one charge of actual spend: a line item of "
+        "the GCP export, a month of AWS or Azure spend; a larger one is refused as implausible. "
+        "Raise it for a bill that large.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report's summary as JSON."),
 ) -> None:
     """A finance report of a stored recommendation: cost projection, commitment schedule,
     sensitivity, assumptions and plan vs actual."""
     import math
 
+    from planner.report.actuals import amount_limit
     from planner.report.export import (
         FORMATS,
         ActualSources,
@@ -89,10 +105,15 @@ def report_command(
     chosen = format_for(out, fmt)
     check_output_path(out, "--out")
     start = parse_month(first_month)
-    if current_monthly is not None and not (math.isfinite(current_monthly) and current_monthly > 0):
+    if current_monthly is not None and not (
+        math.isfinite(current_monthly) and 0 < current_monthly <= MAX_MONTHLY_USD
+    ):
         raise UsageError(
-            f"--current-monthly-usd {current_monthly:g}: expected a positive amount of dollars"
+            f"--current-monthly-usd {current_monthly:g}: expected a positive amount of dollars, "
+            f"at most {MAX_MONTHLY_USD:,.0f}"
         )
+    if not (math.isfinite(max_actual_usd) and max_actual_usd > 0):
+        raise UsageError(f"--max-actual-usd {max_actual_usd:g}: expected a positive amount of USD")
     if actuals_gcp is not None and not actuals_gcp.is_file():
         raise UsageError(f"--actuals-gcp {shown(str(actuals_gcp))}: no such file")
     sources = ActualSources(aws=actuals_aws, azure_scope=actuals_azure, gcp_export=actuals_gcp)
@@ -110,7 +131,8 @@ def report_command(
             current_fleet_monthly_usd=current_monthly,
         )
     # every source is read before anything is written: a failure leaves no file behind
-    report = with_actuals(report, sources)
+    with amount_limit(max_actual_usd):
+        report = with_actuals(report, sources)
     written = write_report(report, chosen, out)
     if as_json:
         data = summary_json(report)

@@ -23,8 +23,10 @@ or writes them. Each SDK is imported only when its source is used.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,12 @@ SOURCE_COLUMNS = ("month", "provider", "currency", "actual_usd")
 #: the currency plans are made in; other currencies are converted only at a rate the caller
 #: states (``exchange_rates``: USD per unit of the currency), or by the GCP export's own rate
 PLAN_CURRENCY = "USD"
+#: the largest amount, either sign, planner takes as one charge of actual spend (a line item of
+#: a GCP export, one month of AWS or Azure spend), in USD: a figure beyond it is far more likely
+#: a broken export or answer than a bill; a caller with a bill that large raises it
+#: (:func:`amount_limit`, ``planner report --max-actual-usd``)
+MAX_AMOUNT_USD = 1e9
+_AMOUNT_LIMIT: ContextVar[float] = ContextVar("max_amount_usd", default=MAX_AMOUNT_USD)
 
 
 class ActualsError(PlannerError):
@@ -64,6 +72,7 @@ def aws_actuals(
     instance_types: Sequence[str] = (),
     tag: tuple[str, Sequence[str]] | None = None,
     exchange_rates: Mapping[str, float] | None = None,
+    max_amount_usd: float | None = None,
 ) -> pd.DataFrame:
     """Monthly AWS spend from ``start`` to ``end`` (exclusive) from Cost Explorer; see
     :func:`planner.report.actuals_aws.aws_actuals`."""
@@ -78,6 +87,7 @@ def aws_actuals(
         instance_types=instance_types,
         tag=tag,
         exchange_rates=exchange_rates,
+        max_amount_usd=max_amount_usd,
     )
 
 
@@ -90,6 +100,7 @@ def azure_actuals(
     cost_type: str = "ActualCost",
     services: Sequence[str] = (),
     exchange_rates: Mapping[str, float] | None = None,
+    max_amount_usd: float | None = None,
 ) -> pd.DataFrame:
     """Monthly Azure spend of ``scope`` from ``start`` to ``end`` (exclusive) from Cost
     Management; see :func:`planner.report.actuals_azure.azure_actuals`."""
@@ -103,6 +114,7 @@ def azure_actuals(
         cost_type=cost_type,
         services=services,
         exchange_rates=exchange_rates,
+        max_amount_usd=max_amount_usd,
     )
 
 
@@ -111,15 +123,56 @@ def gcp_actuals(
     *,
     services: Sequence[str] = (),
     exchange_rates: Mapping[str, float] | None = None,
+    max_amount_usd: float | None = None,
 ) -> pd.DataFrame:
     """Monthly GCP spend from a CSV of the Cloud Billing BigQuery export; see
     :func:`planner.report.actuals_gcp.gcp_actuals`."""
     from planner.report import actuals_gcp
 
-    return actuals_gcp.gcp_actuals(path, services=services, exchange_rates=exchange_rates)
+    return actuals_gcp.gcp_actuals(
+        path, services=services, exchange_rates=exchange_rates, max_amount_usd=max_amount_usd
+    )
 
 
 # --- shared by the sources -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def amount_limit(usd: float) -> Iterator[None]:
+    """Within the block, every source accepts amounts up to ``usd`` (either sign) instead of
+    :data:`MAX_AMOUNT_USD`."""
+    if not (math.isfinite(usd) and usd > 0):
+        raise UsageError(f"the largest amount of actual spend must be a positive number, not {usd}")
+    token = _AMOUNT_LIMIT.set(usd)
+    try:
+        yield
+    finally:
+        _AMOUNT_LIMIT.reset(token)
+
+
+def max_amount_usd() -> float:
+    """The largest amount, either sign, a source accepts now (:func:`amount_limit`)."""
+    return _AMOUNT_LIMIT.get()
+
+
+def money(value: float) -> str:
+    """An amount as a person reads it: 1,234.50, or 1e+308 when that would be too long."""
+    return f"{value:,.2f}" if math.isfinite(value) and abs(value) < 1e15 else f"{value:.6g}"
+
+
+def beyond_limit(amount: float, currency: str, usd: float, limit: float) -> str:
+    """Why ``amount`` of ``currency`` (``usd`` in USD) is refused, or "" when it is plausible."""
+    code = currency.strip().upper()
+    given = f"{money(amount)} {code}" + ("" if code == PLAN_CURRENCY else f" ({money(usd)} USD)")
+    if not math.isfinite(usd):
+        return f"{given} is not a finite amount"
+    if abs(usd) > limit:
+        return (
+            f"{given} is beyond the {money(limit).removesuffix('.00')} USD (either sign) "
+            "planner accepts as one charge; if it is real, raise the limit "
+            "(planner report --max-actual-usd)"
+        )
+    return ""
 
 
 def months_between(start: date, end: date) -> list[date]:

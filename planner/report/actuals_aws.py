@@ -15,10 +15,15 @@ Credentials come from boto3's standard chain only (environment, shared config or
 container or instance role); the client is made here unless the caller passes one (the tests put
 a botocore ``Stubber`` on a real client). Cost Explorer's endpoint is us-east-1; each request is
 billed by AWS ($0.01 at the time of writing).
+
+Bounds: at most :data:`MAX_PAGES` pages; each amount (one month, or one group of a month) a
+finite number of at most ``planner.report.actuals.MAX_AMOUNT_USD`` (1e9 USD, either sign) unless
+the caller raises it (``max_amount_usd``; ``planner report --max-actual-usd``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from typing import Any, TypeVar
@@ -44,11 +49,13 @@ from planner.errors import UsageError
 from planner.report.actuals import (
     ActualsError,
     add_cost,
+    beyond_limit,
     check_window,
     in_usd,
     months_between,
     source_frame,
 )
+from planner.report.actuals import max_amount_usd as limit_now
 
 SOURCE = "AWS Cost Explorer"
 PROVIDER = "aws"
@@ -120,15 +127,18 @@ def aws_actuals(
     instance_types: Sequence[str] = (),
     tag: tuple[str, Sequence[str]] | None = None,
     exchange_rates: Mapping[str, float] | None = None,
+    max_amount_usd: float | None = None,
 ) -> pd.DataFrame:
     """AWS spend per month from ``start`` to ``end`` (exclusive): one row per month the window
     touches (0.0 for a month with no charges), in ``planner.report.actuals.SOURCE_COLUMNS``.
 
     Raises :class:`ActualsError` ("AWS Cost Explorer: ...") when there are no usable credentials,
     they are refused, a call fails, or a cost is in a currency other than USD and
-    ``exchange_rates`` (USD per unit) gives no rate for it.
+    ``exchange_rates`` (USD per unit) gives no rate for it, or an amount is not a finite number
+    within ``max_amount_usd`` (default ``planner.report.actuals.max_amount_usd()``).
     """
     check_window(SOURCE, start, end)
+    limit = limit_now() if max_amount_usd is None else max_amount_usd
     if metric not in METRICS:
         raise UsageError(f"{SOURCE}: metric {shown(metric)}: expected one of {', '.join(METRICS)}")
     if client is None:
@@ -151,7 +161,7 @@ def aws_actuals(
 
         page = _guard("get_cost_and_usage", ask)
         for result in page.get("ResultsByTime", []):
-            _add_result(totals, result, metric, exchange_rates)
+            _add_result(totals, result, metric, exchange_rates, limit)
         token = page.get("NextPageToken") or None
         if token is None:
             break
@@ -168,6 +178,7 @@ def _add_result(
     result: Mapping[str, Any],
     metric: str,
     exchange_rates: Mapping[str, float] | None,
+    limit: float,
 ) -> None:
     """One ``ResultsByTime`` entry: its groups' amounts when grouped, else its total; a month
     with neither (no charges) adds nothing."""
@@ -191,11 +202,19 @@ def _add_result(
         except (KeyError, TypeError, ValueError):
             raise ActualsError(
                 SOURCE,
-                f"unexpected response: {where} has Amount {shown(amount.get('Amount'))}, "
+                f"unexpected response: {where} has Amount {shown(_amount_of(amount))}, "
                 "expected a number",
             ) from None
         unit = str(amount.get("Unit") or "USD")
-        add_cost(totals, month, in_usd(SOURCE, value, unit, exchange_rates, where), unit)
+        usd = in_usd(SOURCE, value, unit, exchange_rates, where) if math.isfinite(value) else value
+        why = beyond_limit(value, unit, usd, limit)
+        if why:
+            raise ActualsError(SOURCE, f"unexpected response: {where}: {why}")
+        add_cost(totals, month, usd, unit)
+
+
+def _amount_of(amount: object) -> object:
+    return amount.get("Amount") if isinstance(amount, Mapping) else amount
 
 
 def _guard(what: str, call: Callable[[], T]) -> T:
@@ -224,3 +243,5 @@ def _guard(what: str, call: Callable[[], T]) -> T:
         raise ActualsError(SOURCE, f"{what}: {detail}") from None
     except BotoCoreError as exc:  # endpoint unreachable, bad configuration, ...
         raise ActualsError(SOURCE, f"{what}: {exc}") from None
+    except RecursionError:  # an answer nested deeper than Python's parser goes
+        raise ActualsError(SOURCE, f"{what}: the answer is nested too deep to read") from None

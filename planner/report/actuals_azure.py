@@ -19,12 +19,18 @@ is billed in the month (purchases in the month paid), the plan's cash view; Amor
 Credentials come from azure-identity's ``DefaultAzureCredential`` only (environment, workload or
 managed identity, Azure CLI / PowerShell / azd login ...); the client is made here unless the
 caller passes one (the tests pass one with a recorded transport and a stub credential).
+
+Bounds: at most :data:`MAX_PAGES` pages and :data:`MAX_ROWS` rows in all (a monthly query has a
+row per month and currency); each cost a finite number of at most
+``planner.report.actuals.MAX_AMOUNT_USD`` (1e9 USD, either sign) unless the caller raises it
+(``max_amount_usd``; ``planner report --max-actual-usd``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
@@ -52,11 +58,13 @@ from planner.errors import UsageError
 from planner.report.actuals import (
     ActualsError,
     add_cost,
+    beyond_limit,
     check_window,
     in_usd,
     months_between,
     source_frame,
 )
+from planner.report.actuals import max_amount_usd as limit_now
 
 SOURCE = "Azure Cost Management"
 PROVIDER = "azure"
@@ -65,6 +73,7 @@ COST_COLUMNS = ("cost", "pretaxcost", "totalcost", "costusd", "pretaxcostusd")
 USD_COST_COLUMNS = ("costusd", "pretaxcostusd")
 MONTH_COLUMNS = ("billingmonth", "usagedate")
 MAX_PAGES = 1000
+MAX_ROWS = 100_000  # a month a row in each of a few currencies: more is not a monthly answer
 FIRST_LINE_CHARS = 300
 TRIED_CREDENTIAL = re.compile(
     r"^\s+(\w+Credential):", re.MULTILINE
@@ -106,6 +115,7 @@ def azure_actuals(
     cost_type: str = "ActualCost",
     services: Sequence[str] = (),
     exchange_rates: Mapping[str, float] | None = None,
+    max_amount_usd: float | None = None,
 ) -> pd.DataFrame:
     """Azure spend of ``scope`` per month from ``start`` to ``end`` (exclusive): one row per
     month the window touches (0.0 for a month with no charges), in
@@ -114,9 +124,11 @@ def azure_actuals(
     Raises :class:`ActualsError` ("Azure Cost Management: ...") when there are no usable
     credentials, they are refused or lack access to the scope, the scope does not exist, the
     answer cannot be read, or a cost is in a currency other than USD and ``exchange_rates``
-    (USD per unit) gives no rate for it.
+    (USD per unit) gives no rate for it, or a cost is not a finite number within
+    ``max_amount_usd`` (default ``planner.report.actuals.max_amount_usd()``).
     """
     check_window(SOURCE, start, end)
+    limit = limit_now() if max_amount_usd is None else max_amount_usd
     if cost_type not in COST_TYPES:
         raise UsageError(
             f"{SOURCE}: cost type {shown(cost_type)}: expected one of {', '.join(COST_TYPES)}"
@@ -126,7 +138,7 @@ def azure_actuals(
         raise UsageError(f"{SOURCE}: the scope is empty; expected e.g. /subscriptions/<id>")
     definition = query_definition(start, end, cost_type, services)
     if client is not None:
-        totals = _query(client, path, definition, exchange_rates)
+        totals = _query(client, path, definition, exchange_rates, limit)
     else:
         from azure.identity import DefaultAzureCredential
         from azure.mgmt.costmanagement import CostManagementClient
@@ -136,7 +148,7 @@ def azure_actuals(
             DefaultAzureCredential() as credential,
             CostManagementClient(credential) as made,
         ):
-            totals = _query(made, path, definition, exchange_rates)
+            totals = _query(made, path, definition, exchange_rates, limit)
     return source_frame(PROVIDER, months_between(start, end), totals)
 
 
@@ -145,15 +157,24 @@ def _query(
     scope: str,
     definition: QueryDefinition,
     exchange_rates: Mapping[str, float] | None,
+    limit: float,
 ) -> dict[date, tuple[float, set[str]]]:
     totals: dict[date, tuple[float, set[str]]] = {}
+    rows = 0
     params: dict[str, str] = {}
     seen: set[str] = set()
     for page_number in range(1, MAX_PAGES + 1):
         result = _call(scope, lambda p=params: client.query.usage(scope, definition, params=p))
         if result is None:  # 204: nothing to report
             break
-        _add_rows(totals, result, page_number, exchange_rates)
+        rows += len(result.rows or [])
+        if rows > MAX_ROWS:
+            raise ActualsError(
+                SOURCE,
+                f"query.usage: more than {MAX_ROWS:,} rows by page {page_number}; a monthly "
+                "query has one a month and currency",
+            )
+        _add_rows(totals, result, page_number, exchange_rates, limit)
         link = getattr(result, "next_link", None)
         if not link:
             break
@@ -173,6 +194,7 @@ def _add_rows(
     result: Any,
     page: int,
     exchange_rates: Mapping[str, float] | None,
+    limit: float,
 ) -> None:
     columns = [str(getattr(c, "name", "") or "").lower() for c in (result.columns or [])]
     rows = result.rows or []
@@ -197,7 +219,14 @@ def _add_rows(
         currency = "USD" if currency_at is None else str(row[currency_at])
         if columns[cost_at] in USD_COST_COLUMNS:
             currency = "USD"
-        usd = in_usd(SOURCE, cost, currency, exchange_rates, f"the cost of {month:%Y-%m}")
+        usd = (
+            in_usd(SOURCE, cost, currency, exchange_rates, f"the cost of {month:%Y-%m}")
+            if math.isfinite(cost)
+            else cost
+        )
+        why = beyond_limit(cost, currency, usd, limit)
+        if why:
+            raise ActualsError(SOURCE, f"unexpected answer ({where}): cost {why}")
         add_cost(totals, month, usd, currency)
 
 
@@ -253,6 +282,10 @@ def _call(scope: str, call: Any) -> Any:
         ) from None
     except AzureError as exc:  # network, timeouts, ...
         raise ActualsError(SOURCE, f"query.usage on /{scope} failed: {_gist(exc)}") from None
+    except RecursionError:  # an answer nested deeper than Python's parser goes
+        raise ActualsError(
+            SOURCE, f"query.usage on /{scope}: the answer is nested too deep to read"
+        ) from None
 
 
 @contextlib.contextmanager

@@ -13,6 +13,14 @@ A month's spend is ``sum(cost) + sum(credits.amount)`` (credits are negative) ov
 its ``invoice.month``, tax rows left out (the plan is pre-tax). A row in another currency is
 converted with the export's own ``currency_conversion_rate`` (units of the currency per USD)
 when the file has it, else at the caller's stated rate, else refused.
+
+Bounds (each refusal names the file, the row, the column and the value): the file is at most
+:data:`MAX_FILE_BYTES` (1 GiB, BigQuery's own largest CSV export file); a ``credits`` cell is at
+most :data:`MAX_CREDITS_CHARS` characters of JSON nested at most :data:`MAX_JSON_DEPTH` deep, each
+credit a negative (or zero) amount; ``invoice.month`` is 200001 to 210012; a conversion rate is
+:data:`MIN_RATE` to :data:`MAX_RATE` units per USD; a counted row's cost and its credits are each
+at most ``planner.report.actuals.MAX_AMOUNT_USD`` (1e9 USD, either sign) unless the caller raises
+it (``max_amount_usd``; ``planner report --max-actual-usd``). NaN and infinities are refused.
 """
 
 from __future__ import annotations
@@ -27,12 +35,26 @@ import pandas as pd
 
 from planner.common.text import shown
 from planner.errors import InputFileError, RowProblem
-from planner.report.actuals import ActualsError, add_cost, in_usd, source_frame
+from planner.report.actuals import (
+    ActualsError,
+    add_cost,
+    beyond_limit,
+    in_usd,
+    source_frame,
+)
+from planner.report.actuals import (
+    max_amount_usd as limit_now,
+)
 
 SOURCE = "GCP billing export"
 PROVIDER = "gcp"
 REQUIRED = ("cost", "currency", "invoice_month")
 OPTIONAL = ("credits", "cost_type", "currency_conversion_rate", "service_description")
+MAX_FILE_BYTES = 1 << 30  # BigQuery writes a CSV export in files of at most 1 GB
+MAX_CREDITS_CHARS = 65_536  # a row's credits are a few entries of a few fields
+MAX_JSON_DEPTH = 16  # a list of flat objects is 2 deep
+MIN_RATE, MAX_RATE = 1e-4, 1e6  # units of a currency per USD (KWD about 0.3, IRR about 42,000)
+FIRST_YEAR, LAST_YEAR = 2000, 2100
 
 
 def _key(header: str) -> str:
@@ -45,14 +67,18 @@ def gcp_actuals(
     *,
     services: Sequence[str] = (),
     exchange_rates: Mapping[str, float] | None = None,
+    max_amount_usd: float | None = None,
 ) -> pd.DataFrame:
     """GCP spend per invoice month in the export at ``path`` (only the rows of ``services``,
     e.g. "Compute Engine", when given), in ``planner.report.actuals.SOURCE_COLUMNS``.
 
     Raises :class:`InputFileError` naming the file, the row and the column of a bad value and
-    what was expected there, and :class:`ActualsError` for a currency it cannot convert.
+    what was expected there (a counted row's cost or credits beyond ``max_amount_usd``, by
+    default ``planner.report.actuals.max_amount_usd()``, included), and :class:`ActualsError`
+    for a currency it cannot convert.
     """
     path = Path(path)
+    limit = limit_now() if max_amount_usd is None else max_amount_usd
     frame = _read(path)
     headers = {_key(c): c for c in frame.columns}
     for needed in REQUIRED:
@@ -84,29 +110,35 @@ def gcp_actuals(
         keep &= frame[column["service_description"]].str.strip().isin(set(services))
     if "cost_type" in column:  # the plan is pre-tax
         keep &= frame[column["cost_type"]].str.strip().str.lower() != "tax"
-    frame, months, cost, credits, currency = (
-        frame[keep],
-        months[keep],
-        cost[keep],
-        credits[keep],
-        currency[keep],
-    )
     amount = cost + credits
-    usd = amount.copy()
+    scale = pd.Series(1.0, index=frame.index, dtype="float64")  # USD per unit of the currency
     foreign = currency != "USD"
     rate_column = column.get("currency_conversion_rate")
     if foreign.any():
         rated = foreign & (frame[rate_column].str.strip() != "") if rate_column else foreign & False
         if rated.any() and rate_column is not None:
             rate = _numbers(path, frame[rated], rate_column, "units of the currency per USD")
-            _check(path, frame[rated], rate_column, rate > 0, "a positive rate (units per USD)")
-            usd[rated] = amount[rated] / rate  # the export's own rate
-        for code in sorted(set(currency[foreign & ~rated])):
+            _check(
+                path,
+                frame[rated],
+                rate_column,
+                (rate >= MIN_RATE) & (rate <= MAX_RATE),
+                f"a rate of {MIN_RATE:g} to {MAX_RATE:,.0f} units of the currency per USD",
+            )
+            scale[rated] = 1.0 / rate  # the export's own rate
+        for code in sorted(set(currency[foreign & ~rated & keep])):
             at = foreign & ~rated & (currency == code)
-            first = int(str(at[at].index[0])) + 1
+            counted = at & keep
+            first = int(str(counted[counted].index[0])) + 1
             where = f"{path.name} row {first} (no currency_conversion_rate)"
-            rate_usd = in_usd(SOURCE, 1.0, code, exchange_rates, where)
-            usd[at] = amount[at] * rate_usd
+            scale[at] = in_usd(SOURCE, 1.0, code, exchange_rates, where)
+        # rows that do not count, in a currency without a rate: judged as written
+    _check_amounts(path, frame, column["cost"], "cost", cost, currency, scale, limit)
+    if "credits" in column:
+        _check_amounts(
+            path, frame, column["credits"], "credits (summed)", credits, currency, scale, limit
+        )
+    months, currency, usd = months[keep], currency[keep], (amount * scale)[keep]
     totals: dict[date, tuple[float, set[str]]] = {}
     sums = pd.DataFrame({"month": months, "currency": currency, "usd": usd})
     for month, code, value in (
@@ -116,9 +148,40 @@ def gcp_actuals(
     return source_frame(PROVIDER, [], totals)
 
 
+def _check_amounts(
+    path: Path,
+    frame: pd.DataFrame,
+    column: str,
+    what: str,
+    amount: pd.Series,
+    currency: pd.Series,
+    scale: pd.Series,
+    limit: float,
+) -> None:
+    """Each counted row's ``amount`` (in its currency; times ``scale`` in USD) within the
+    limit."""
+    usd = amount * scale
+    bad = ~(usd.abs() <= limit)  # NaN and infinities too
+    if bad.any():
+        index = bad[bad].index[0]
+        why = beyond_limit(float(amount[index]), str(currency[index]), float(usd[index]), limit)
+        raise InputFileError(path, RowProblem(int(str(index)) + 1, column, f"{what} {why}"))
+
+
 def _read(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise InputFileError(path, "no such file")
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise InputFileError(path, f"cannot read it ({exc.strerror or exc})") from None
+    if size > MAX_FILE_BYTES:
+        raise InputFileError(
+            path,
+            f"the file is {size / (1 << 30):,.1f} GiB; planner reads an export of at most "
+            f"{MAX_FILE_BYTES >> 30} GiB (BigQuery's largest CSV file): export the months "
+            "wanted, or fewer columns",
+        )
     try:
         frame = pd.read_csv(
             path, dtype=str, keep_default_na=False, encoding="utf-8-sig", skipinitialspace=False
@@ -154,7 +217,9 @@ def _check(path: Path, frame: pd.DataFrame, column: str, good: pd.Series, expect
 
 def _months(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
     text = frame[column].str.strip()
-    good = text.str.fullmatch(r"\d{4}(0[1-9]|1[0-2])")
+    good = text.str.fullmatch(r"\d{4}(0[1-9]|1[0-2])") & text.str[:4].map(
+        lambda y: y.isdigit() and FIRST_YEAR <= int(y) <= LAST_YEAR
+    )
     if not good.fillna(False).astype(bool).all():
         row, index = _first_bad(frame, good.fillna(False).astype(bool))
         raise InputFileError(
@@ -162,7 +227,8 @@ def _months(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
             RowProblem(
                 row,
                 column,
-                f"{shown(frame.at[index, column])} is not a month; expected YYYYMM, e.g. 202701",
+                f"{shown(frame.at[index, column])} is not a month; expected YYYYMM from "
+                f"{FIRST_YEAR}01 to {LAST_YEAR}12, e.g. 202701",
             ),
         )
     return text.map(lambda t: date(int(t[:4]), int(t[4:]), 1))
@@ -198,8 +264,33 @@ def _credits(path: Path, frame: pd.DataFrame, column: str | None) -> pd.Series:
 
 def _credit_sum(path: Path, row: int, column: str, text: str) -> float:
     expected = 'expected a JSON list of credits, e.g. [{"name": "...", "amount": -1.5}]'
+    if len(text) > MAX_CREDITS_CHARS:
+        raise InputFileError(
+            path,
+            RowProblem(
+                row,
+                column,
+                f"{len(text):,} characters of credits, more than the {MAX_CREDITS_CHARS:,} "
+                f"planner reads in one cell; {expected}",
+            ),
+        )
+    depth = _json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise InputFileError(
+            path,
+            RowProblem(
+                row,
+                column,
+                f"JSON nested {depth:,} deep, more than the {MAX_JSON_DEPTH} planner reads; "
+                f"{expected}",
+            ),
+        )
     try:
         credits = json.loads(text)
+    except RecursionError:  # not reached within MAX_JSON_DEPTH; kept as a last guard
+        raise InputFileError(
+            path, RowProblem(row, column, f"JSON nested too deep; {expected}")
+        ) from None
     except json.JSONDecodeError:
         raise InputFileError(
             path, RowProblem(row, column, f"{shown(text)} is not JSON; {expected}")
@@ -224,8 +315,43 @@ def _credit_sum(path: Path, row: int, column: str, text: str) -> float:
                     row, column, f"credit amount {shown(amount)} is not a number; {expected}"
                 ),
             )
+        if value > 0:
+            raise InputFileError(
+                path,
+                RowProblem(
+                    row,
+                    column,
+                    f"credit amount {shown(amount)} is positive; the export writes credits as "
+                    "negative amounts (they lower the cost)",
+                ),
+            )
         total += value
     return total
+
+
+def _json_depth(text: str) -> int:
+    """How deep the brackets of JSON ``text`` nest (those inside strings not counted); cheap
+    when there are few brackets, as in every real credits cell."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return text.count("[") + text.count("{")
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 __all__ = ["ActualsError", "gcp_actuals"]

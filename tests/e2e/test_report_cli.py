@@ -92,6 +92,12 @@ def test_actual_spend_from_a_gcp_billing_export(home: Path, tmp_path: Path) -> N
     [
         (["--format", "docx"], "--format 'docx': expected one of xlsx, pdf, csv"),
         (["--first-month", "2027-13"], "--first-month '2027-13': expected a month as YYYY-MM"),
+        (
+            ["--first-month", "9999-12"],
+            "--first-month '9999-12': out of range; expected a month from 2000-01 to 2100-12",
+        ),
+        (["--current-monthly-usd", "1e308"], "--current-monthly-usd 1e+308: expected a positive"),
+        (["--max-actual-usd", "nan"], "--max-actual-usd nan: expected a positive amount"),
         (["--current-monthly-usd", "-5"], "--current-monthly-usd -5: expected a positive"),
         (["--actuals-gcp", "/nonexistent/export.csv"], "--actuals-gcp '/nonexistent/export.csv'"),
         (["--actuals-azure", "subscriptions/x"], "--actuals-azure 'subscriptions/x': expected"),
@@ -128,3 +134,41 @@ def test_aws_without_credentials_is_a_clear_error_and_writes_nothing(
     assert result.returncode != 0
     assert "credentials" in result.stderr.lower() and "Traceback" not in result.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("row", "column", "value", "message"),
+    [
+        (3, "credits", "[" * 50_000 + "]" * 50_000, "characters of credits, more than the 65,536"),
+        (3, "credits", "[" * 20_000 + "]" * 20_000, "JSON nested 20,000 deep, more than the 16"),
+        (2, "cost", "1e308", "cost 1e+308 USD is beyond the 1,000,000,000 USD"),
+        (5, "cost", "-1e12", "cost -1,000,000,000,000.00 USD is beyond"),
+    ],
+)
+def test_a_hostile_gcp_export_is_a_located_error_not_a_crash(
+    home: Path, tmp_path: Path, row: int, column: str, value: str, message: str
+) -> None:
+    """Exit 1 (never 70, the code of a bug), the file, row and column named, no file written."""
+    import csv
+
+    with GCP_EXPORT.open(newline="") as f:
+        records = list(csv.DictReader(f))
+    records[row - 1][column] = value
+    export = tmp_path / "export.csv"
+    with export.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+    out = tmp_path / "plan.xlsx"
+    args = ("report", "--recommendation", "1", "--out", str(out), "--first-month", "2027-01")
+    result = run(home, *args, "--actuals-gcp", str(export))
+    assert result.returncode == 1, result.stderr
+    assert f"{export}: row {row}, column {column!r}: " in result.stderr
+    assert message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
+    if column == "cost" and value == "1e308":
+        return
+    if column == "cost":  # a real bill that large: the limit raised on purpose
+        raised = run(home, *args, "--actuals-gcp", str(export), "--max-actual-usd", "2e12")
+        assert raised.returncode == 0, raised.stderr
+        assert out.exists()

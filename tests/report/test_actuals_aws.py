@@ -246,3 +246,33 @@ def test_plan_vs_actual_for_a_provider_the_plan_does_not_use(ce: Any, report: Re
     assert all(math.isnan(v) for v in table["variance_pct"])
     filled = report.with_actuals(table)
     assert isinstance(filled.actuals, pd.DataFrame) and len(filled.actuals) == 3
+
+
+@pytest.mark.parametrize(
+    ("amount", "expected"),
+    [
+        ("1e308", "1e+308 USD is beyond the 1,000,000,000 USD"),
+        ("-1e12", "-1,000,000,000,000.00 USD is beyond"),
+        ("NaN", "nan USD is not a finite amount"),
+        ("Infinity", "inf USD is not a finite amount"),
+    ],
+)
+def test_an_absurd_amount_is_refused_with_the_month(ce: Any, amount: str, expected: str) -> None:
+    client, stubber = ce
+    page = load("get_cost_and_usage_page2.json")
+    page["ResultsByTime"][0]["Total"]["UnblendedCost"]["Amount"] = amount
+    stubber.add_response("get_cost_and_usage", page, request(date(2027, 3, 1), END))
+    with pytest.raises(ActualsError) as caught:
+        aws_actuals(date(2027, 3, 1), END, client=client)
+    message = str(caught.value)
+    assert message.startswith("AWS Cost Explorer: unexpected response: UnblendedCost of 2027-03")
+    assert expected in message
+
+
+def test_a_real_month_that_large_passes_with_the_limit_raised(ce: Any) -> None:
+    client, stubber = ce
+    page = load("get_cost_and_usage_page2.json")
+    page["ResultsByTime"][0]["Total"]["UnblendedCost"]["Amount"] = "1.5e9"
+    stubber.add_response("get_cost_and_usage", page, request(date(2027, 3, 1), END))
+    frame = aws_actuals(date(2027, 3, 1), END, client=client, max_amount_usd=2e9)
+    assert frame["actual_usd"].tolist() == [1.5e9]

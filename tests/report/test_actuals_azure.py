@@ -254,3 +254,49 @@ def test_plan_vs_actual_sums_two_scopes_of_one_month(report: Report) -> None:
     assert len(table) == 1
     assert table["actual_usd"].tolist() == [1200.25]  # page 2 has only March
     assert table["planned_usd"].tolist() == [0.0] and math.isnan(table["variance_pct"][0])
+
+
+@pytest.mark.parametrize(
+    ("cost", "expected"),
+    [
+        (1e308, "cost 1e+308 USD is beyond the 1,000,000,000 USD"),
+        (-1e12, "cost -1,000,000,000,000.00 USD is beyond"),
+        ("NaN", "cost nan USD is not a finite amount"),
+    ],
+)
+def test_an_absurd_cost_is_refused_with_page_and_row(cost: object, expected: str) -> None:
+    page = json.loads(body("query_page2.json"))
+    page["properties"]["rows"][0][0] = cost
+    transport = RecordedTransport((200, json.dumps(page).encode()))
+    with pytest.raises(ActualsError) as caught:
+        azure_actuals(SCOPE, START, END, client=client(transport))
+    message = str(caught.value)
+    assert message.startswith("Azure Cost Management: unexpected answer (page 1, row 1): ")
+    assert expected in message
+
+
+def test_a_real_month_that_large_passes_with_the_limit_raised() -> None:
+    page = json.loads(body("query_page2.json"))
+    page["properties"]["rows"][0][0] = 1.5e9
+    transport = RecordedTransport((200, json.dumps(page).encode()))
+    frame = azure_actuals(
+        SCOPE, date(2027, 3, 1), END, client=client(transport), max_amount_usd=2e9
+    )
+    assert frame["actual_usd"].tolist() == [1.5e9]
+
+
+def test_more_rows_than_a_monthly_answer_has_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner.report import actuals_azure
+
+    monkeypatch.setattr(actuals_azure, "MAX_ROWS", 0)
+    transport = RecordedTransport((200, body("query_page2.json")))
+    with pytest.raises(ActualsError, match="more than 0 rows by page 1"):
+        azure_actuals(SCOPE, START, END, client=client(transport))
+
+
+def test_an_answer_nested_too_deep_is_a_clear_error() -> None:
+    deep = b'{"properties": {"rows": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    transport = RecordedTransport((200, deep))
+    with pytest.raises(ActualsError) as caught:
+        azure_actuals(SCOPE, START, END, client=client(transport))
+    assert str(caught.value).startswith("Azure Cost Management: ")

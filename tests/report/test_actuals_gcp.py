@@ -208,3 +208,75 @@ def test_plan_vs_actual_against_a_real_report(demo_report: Report) -> None:
 
 def test_errors_are_planner_errors() -> None:
     assert issubclass(ActualsError, PlannerError)
+
+
+# --- bounds: no value a real export cannot hold, no read without a limit ----------------------
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "expected"),
+    [
+        ("cost", "1e308", "cost 1e+308 USD is beyond the 1,000,000,000 USD"),
+        ("cost", "-1e12", "cost -1,000,000,000,000.00 USD is beyond"),
+        ("cost", "nan", "'nan' is not a number"),
+        ("cost", "inf", "'inf' is not a number"),
+        ("credits", '[{"amount": -1e300}]', "credits (summed) -1e+300 USD is beyond"),
+        ("credits", '[{"amount": 5}]', "credit amount '5' is positive"),
+        ("credits", "[" * 50_000 + "]" * 50_000, "100,000 characters of credits"),
+        ("credits", "[" * 20_000 + "]" * 20_000, "JSON nested 20,000 deep, more than the 16"),
+        ("credits", '[{"amount": -1, "x": ' + "[" * 20 + "]" * 20 + "}]", "nested 22 deep"),
+        ("invoice.month", "999912", "'999912' is not a month; expected YYYYMM from 200001"),
+        ("invoice.month", "000001", "'000001' is not a month"),
+    ],
+)
+def test_an_absurd_or_unbounded_value_is_located(
+    tmp_path: Path, column: str, value: str, expected: str
+) -> None:
+    records = rows()
+    records[2][column] = value
+    path = write(tmp_path / "export.csv", records)
+    with pytest.raises(InputFileError) as caught:
+        gcp_actuals(path)
+    error = caught.value
+    assert (error.path, error.problem.row, error.problem.column) == (str(path), 3, column)
+    assert expected in str(error), str(error)
+
+
+def test_a_conversion_rate_out_of_range_and_a_large_foreign_cost(tmp_path: Path) -> None:
+    with (FIXTURES / "billing_export_eur.csv").open(newline="") as f:
+        records = list(csv.DictReader(f))
+    records[0]["currency_conversion_rate"] = "1e-300"
+    path = write(tmp_path / "eur.csv", records)
+    with pytest.raises(InputFileError, match=r"row 1, column 'currency_conversion_rate': '1e-300'"):
+        gcp_actuals(path)
+    records[0]["currency_conversion_rate"] = "0.5"
+    records[0]["cost"] = "800000000"  # 1.6e9 USD at 0.5 EUR per USD
+    path = write(tmp_path / "eur.csv", records)
+    with pytest.raises(InputFileError, match=r"800,000,000.00 EUR \(1,600,000,000.00 USD\)"):
+        gcp_actuals(path)
+    frame = gcp_actuals(path, max_amount_usd=2e9)  # a bill that large, stated
+    assert frame["actual_usd"].iloc[0] > 1.6e9
+
+
+def test_the_limit_can_be_raised_for_a_real_bill_that_large(tmp_path: Path) -> None:
+    from planner.report.actuals import amount_limit
+
+    records = rows()
+    records[2]["cost"] = "2e9"
+    path = write(tmp_path / "export.csv", records)
+    with pytest.raises(InputFileError, match="beyond the 1,000,000,000 USD"):
+        gcp_actuals(path)
+    with amount_limit(3e9):
+        assert gcp_actuals(path)["actual_usd"].max() > 2e9
+    with pytest.raises(InputFileError):  # the block ended: the default again
+        gcp_actuals(path)
+
+
+def test_a_file_over_the_size_limit_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from planner.report import actuals_gcp
+
+    monkeypatch.setattr(actuals_gcp, "MAX_FILE_BYTES", 1000)
+    with pytest.raises(InputFileError, match="planner reads an export of at most"):
+        gcp_actuals(EXPORT)
