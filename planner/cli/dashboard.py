@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import shutil
 import sys
@@ -11,6 +10,8 @@ from pathlib import Path
 import typer
 
 from planner.cli.context import CliState, stderr
+from planner.common.net import is_loopback_host
+from planner.common.secrets import redact_url
 from planner.common.text import shown
 from planner.config import DATABASE_URL_ENV, database_url
 from planner.errors import UsageError
@@ -30,12 +31,8 @@ def app_script() -> Path:
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    """Whether ``host`` is this machine (the dashboard is then reachable from it alone)."""
+    return is_loopback_host(host)
 
 
 def streamlit_command(host: str, port: int) -> list[str]:
@@ -84,12 +81,13 @@ def dashboard_command(
             markup=False,
         )
     shown_host = "localhost" if host in ("127.0.0.1", "::1") else host
+    store = redact_url(url)  # the password stays in the server's environment, never shown
     if dry_run:
         typer.echo(" ".join(command))
-        typer.echo(f"store: {url}")
+        typer.echo(f"store: {store}")
         return
     stderr.print(
-        f"planner dashboard: http://{shown_host}:{port}  (store: {url})",
+        f"planner dashboard: http://{shown_host}:{port}  (store: {store})",
         markup=False,
         soft_wrap=True,
     )

@@ -10,6 +10,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.dashboard.browser import free_port
 from tests.e2e.test_cli import run
@@ -40,6 +42,13 @@ def test_binding_beyond_loopback_warns(tmp_path: Path) -> None:
     result = run(tmp_path, "dashboard", "--host", "0.0.0.0", "--dry-run")
     assert result.returncode == 0
     assert "warning: listening on 0.0.0.0, not loopback" in result.stderr
+
+
+@pytest.mark.parametrize("host", ["127.1", "127.0.0.2", "::1", "localhost", "0:0:0:0:0:0:0:1"])
+def test_every_form_of_loopback_is_loopback(tmp_path: Path, host: str) -> None:
+    result = run(tmp_path, "dashboard", "--host", host, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr
 
 
 def test_bad_host_and_port_are_clear_errors(tmp_path: Path) -> None:
