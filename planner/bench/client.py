@@ -15,7 +15,6 @@ honour them) so every response has that length.
 
 from __future__ import annotations
 
-import ipaddress
 import itertools
 import json
 import math
@@ -27,6 +26,8 @@ import httpx
 
 from planner.bench.metrics import RequestRecord
 from planner.bench.sse import StreamError, StreamReader, event_data
+from planner.common.net import is_loopback_host as is_loopback_host
+from planner.common.secrets import redact_url, scrub, url_secrets
 from planner.common.text import shown
 from planner.errors import UsageError
 
@@ -50,23 +51,17 @@ def check_url(url: str) -> str:
     except (httpx.InvalidURL, TypeError, ValueError):
         parsed = None
     if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
-        raise UsageError(f"--url {shown(url)}: expected the server's address, e.g. {DEFAULT_URL}")
+        raise UsageError(
+            f"--url {shown(redact_url(url))}: expected the server's address, e.g. {DEFAULT_URL}"
+        )
     if parsed.query or parsed.fragment:
-        raise UsageError(f"--url {shown(url)}: give the server's address without a query")
+        raise UsageError(
+            f"--url {shown(redact_url(url))}: give the server's address without a query"
+        )
     base = text.rstrip("/")
     if base.endswith("/v1"):
         base = base[: -len("/v1")]
     return base
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether ``host`` is this machine: localhost or a loopback address."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def is_loopback_url(url: str) -> bool:
@@ -86,6 +81,19 @@ class Target:
     @property
     def url(self) -> str:
         return self.base_url + ENDPOINT_PATHS[self.endpoint]
+
+    @property
+    def shown_url(self) -> str:
+        """:attr:`url` as messages, files and the store show it: without credentials."""
+        return redact_url(self.url)
+
+    @property
+    def shown_base_url(self) -> str:
+        return redact_url(self.base_url)
+
+    def secrets(self) -> list[str]:
+        """The API key and the URL's credentials, to scrub from what a server or a library says."""
+        return [*([self.api_key] if self.api_key else []), *url_secrets(self.base_url)]
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -164,10 +172,12 @@ class _FailureError(Exception):
 
 
 def _transport_failure(
-    exc: httpx.HTTPError, url: str, timeout: float, started: bool
+    exc: httpx.HTTPError, url: str, timeout: float, started: bool, secrets: list[str] | None = None
 ) -> _FailureError:
-    """A transport error as a failure a person understands."""
-    detail = str(exc) or type(exc).__name__
+    """A transport error as a failure a person understands (``url`` and the error's words
+    without credentials: ``secrets`` are the ones to scrub)."""
+    url = redact_url(url)
+    detail = scrub(str(exc) or type(exc).__name__, secrets or url_secrets(url))
     if isinstance(exc, httpx.ConnectTimeout):
         return _FailureError("timeout", f"no connection to {url} within {timeout:g} s")
     if isinstance(exc, httpx.PoolTimeout):
@@ -223,9 +233,8 @@ async def measure_request(
                     body += part
                     if len(body) >= MAX_ERROR_BODY:
                         break
-                raise _FailureError(
-                    f"http_{status}", f"HTTP {status}: {error_message(body)}", status
-                )
+                said = scrub(error_message(body), target.secrets())  # a server may echo the key
+                raise _FailureError(f"http_{status}", f"HTTP {status}: {said}", status)
             _check_event_stream(response)
             async for data in event_data(response):
                 reader.feed(data, time.perf_counter())
@@ -242,10 +251,15 @@ async def measure_request(
         return _failed(index, start, origin, shape, reader, failure)
     except StreamError as exc:
         return _failed(
-            index, start, origin, shape, reader, _FailureError("bad_stream", str(exc), status)
+            index,
+            start,
+            origin,
+            shape,
+            reader,
+            _FailureError("bad_stream", scrub(str(exc), target.secrets()), status),
         )
     except httpx.HTTPError as exc:
-        lost = _transport_failure(exc, target.url, timeout, started)
+        lost = _transport_failure(exc, target.url, timeout, started, target.secrets())
         lost.http_status = status
         return _failed(index, start, origin, shape, reader, lost)
     return _completed(index, start, end, origin, shape, reader)
@@ -312,18 +326,20 @@ def _completed(
 async def list_models(client: httpx.AsyncClient, base_url: str) -> list[str]:
     """The model names a server serves (``GET /v1/models``); :class:`UsageError` when it cannot
     be reached or does not say."""
-    url = base_url + "/v1/models"
+    # the credentials (the URL's, the API key in the client's headers) are never shown
+    secrets = [*url_secrets(base_url), client.headers.get("authorization", "")[len("Bearer ") :]]
+    url = redact_url(base_url + "/v1/models")
     try:
-        response = await client.get(url)
+        response = await client.get(base_url + "/v1/models")
     except httpx.HTTPError as exc:
         raise UsageError(
-            f"cannot reach {url}: {exc or type(exc).__name__}; is the server running "
-            "(e.g. `planner bench serve`)? Give its address with --url"
+            f"cannot reach {url}: {scrub(str(exc) or type(exc).__name__, secrets)}; is the "
+            "server running (e.g. `planner bench serve`)? Give its address with --url"
         ) from None
     if response.status_code != 200:
+        said = scrub(error_message(response.content), secrets)
         raise UsageError(
-            f"{url} answered HTTP {response.status_code}: {error_message(response.content)}; "
-            "name the model with --model"
+            f"{url} answered HTTP {response.status_code}: {said}; name the model with --model"
         )
     try:
         data = response.json().get("data")

@@ -378,7 +378,7 @@ def run_metadata(
         "httpx_version": httpx.__version__,
         "python_version": platform.python_version(),
         "started_at": result.started_at.isoformat(),
-        "url": target.base_url,
+        "url": target.shown_base_url,
         "endpoint": ENDPOINT_PATHS[target.endpoint],
         "model": target.model,
         "load": plan.describe(),
@@ -441,7 +441,7 @@ def sweep_document(
         "httpx_version": httpx.__version__,
         "python_version": platform.python_version(),
         "started_at": first,
-        "url": target.base_url,
+        "url": target.shown_base_url,
         "endpoint": ENDPOINT_PATHS[target.endpoint],
         "model": target.model,
         "load": sweep.describe(),
@@ -859,6 +859,7 @@ def run_command(
     )
     from planner.bench.loadgen import LoadPlan, SweepPlan, run_load
     from planner.bench.metrics import SloTargets, summarize, write_run
+    from planner.common.secrets import redact_url
     from planner.store.bench_runs import check_free_name
 
     base_url = check_url(url)
@@ -931,7 +932,7 @@ def run_command(
             for stage_name in stored_names(run_name, stages):
                 check_free_name(session, stage_name)
     if not is_loopback_url(base_url):
-        stderr.print(f"note: measuring a remote server, {base_url}", markup=False)
+        stderr.print(f"note: measuring a remote server, {redact_url(base_url)}", markup=False)
     source = str(out) if out is not None else ""
 
     def check_names(target: Target) -> None:
@@ -942,7 +943,7 @@ def run_command(
             target,
             deployment,
             calibration_load(first),
-            source=source or target.url,
+            source=source or target.shown_url,
             index=0,
             label="",
             started=None,
@@ -993,7 +994,7 @@ def run_command(
         target,
         deployment,
         calibration_load(plan),
-        source=source or target.url,
+        source=source or target.shown_url,
         index=0,
         label=plan.pattern,
         started=result.started_at.isoformat(),
@@ -1003,7 +1004,11 @@ def run_command(
         write_calibration_rows([(measured_run, result)], rows_to)
     if store:
         store_runs(
-            ctx, [(measured_run, result.records, metadata)], run_name, group=None, target=target.url
+            ctx,
+            [(measured_run, result.records, metadata)],
+            run_name,
+            group=None,
+            target=target.shown_url,
         )
     if json_output:
         print_json({**document, "planner": metadata})
@@ -1089,7 +1094,7 @@ def _sweep(
         target, measured = asyncio.run(
             _measure(base_url, kind, model, api_key, timeout, work, check_names)
         )
-    source = str(out) if out is not None else target.url
+    source = str(out) if out is not None else target.shown_url
     runs = []
     for index, stage in enumerate(measured.stages):
         result = stage.result
@@ -1141,7 +1146,7 @@ def _sweep(
             ],
             group,
             group=group,
-            target=target.url,
+            target=target.shown_url,
         )
     if json_output:
         print_json(document)
