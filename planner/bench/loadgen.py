@@ -15,10 +15,12 @@ profile does it: a synchronous run (its request rate is the floor), a throughput
 clients (its rate is the ceiling), then constant or Poisson rates evenly spaced strictly between
 the two.
 
-Every run is bounded by a number of requests and a number of seconds; when the seconds run out
-(or the caller's ``stop`` event is set, as on Ctrl-C), no more requests are sent, those in
-flight are cut off and recorded as ``incomplete``, and what was measured is returned. Warm-up
-requests run first, to completion, and are kept apart from the results.
+Every run is bounded by a number of requests and a number of seconds, a hard wall that the
+warm-up counts against too; when the seconds run out (or the caller's ``stop`` event is set, as
+on Ctrl-C), no more requests are sent, those in flight are cancelled (however many bytes they
+are still receiving) and recorded as ``incomplete`` (``error_kind`` ``cut_off``), and what was
+measured is returned. Warm-up requests run first, to completion unless the wall comes first,
+and are kept apart from the results.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ MAX_REQUESTS = 10_000_000
 MAX_CONCURRENCY = 100_000
 MAX_SECONDS = 7 * 24 * 3600.0
 MAX_RATE = 1_000_000.0
+CANCEL_GRACE_S = 1.0  # seconds requests cut off at the wall get to close their connections
 StopReason = Literal["requests", "seconds", "interrupted"]
 RecordCallback = Callable[[RequestRecord], None]
 
@@ -240,8 +243,8 @@ class _Phase:
         while self._in_flight:
             await asyncio.wait(list(self._in_flight))
 
-    def cut_off(self, why: str) -> None:
-        """Cancel the requests in flight, each recorded as incomplete."""
+    def cut_off(self, why: str) -> list[asyncio.Task[RequestRecord]]:
+        """Cancel the requests in flight, each recorded as incomplete; returns their tasks."""
         now = time.perf_counter()
         in_flight, self._in_flight = self._in_flight, {}
         for task, (index, sent) in sorted(in_flight.items(), key=lambda item: item[1][0]):
@@ -261,6 +264,7 @@ class _Phase:
                     error=why,
                 )
             )
+        return list(in_flight)
 
     # --- the two kinds of loop ---------------------------------------------------------------
 
@@ -282,9 +286,14 @@ class _Phase:
 
 
 async def _bounded(
-    phase: _Phase, loop: Coroutine[Any, Any, None], deadline: float, stop: asyncio.Event | None
+    phase: _Phase,
+    loop: Coroutine[Any, Any, None],
+    deadline: float,
+    stop: asyncio.Event | None,
+    max_seconds: float,
 ) -> StopReason:
-    """Run a phase's loop until it is done, the deadline passes or ``stop`` is set."""
+    """Run a phase's loop until it is done, the deadline (the run's ``max_seconds``) passes or
+    ``stop`` is set."""
     driver = asyncio.create_task(loop)
     waits: set[asyncio.Future[Any]] = {driver}
     stopper = asyncio.ensure_future(stop.wait()) if stop is not None else None
@@ -303,12 +312,16 @@ async def _bounded(
         driver.result()  # a bug in a loop shows, rather than a silently short run
         return "requests"
     reason: StopReason = "interrupted" if stop is not None and stop.is_set() else "seconds"
-    phase.cut_off(
-        "the run was interrupted" if reason == "interrupted" else "the run's time limit was reached"
+    cancelled = phase.cut_off(
+        "the run was interrupted"
+        if reason == "interrupted"
+        else f"cut off at the run's time limit (--max-seconds {max_seconds:g})"
     )
     driver.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await driver
+    if cancelled:  # let them close their connections before the run's client closes
+        await asyncio.wait(cancelled, timeout=CANCEL_GRACE_S)
     return reason
 
 
@@ -322,9 +335,10 @@ async def run_load(
     stop: asyncio.Event | None = None,
 ) -> RunResult:
     """Run ``plan`` against ``target``: warm-up first (closed loop, as many clients as the
-    pattern has, bounded by the same seconds), then the measured phase. ``timeout`` is how
-    long the server may stay silent before a request fails; ``on_record`` sees every measured
-    record as it is made; setting ``stop`` ends the run early, keeping what was measured."""
+    pattern has), then the measured phase, the two within ``plan.max_seconds`` together (a
+    warm-up that reaches it leaves no measured phase). ``timeout`` is the seconds one request
+    may take in all; ``on_record`` sees every measured record as it is made; setting ``stop``
+    ends the run early, keeping what was measured."""
     if not (math.isfinite(timeout) and timeout > 0):
         raise UsageError(f"--timeout {timeout:g}: expected a positive number of seconds")
 
@@ -338,6 +352,7 @@ async def run_load(
         # environment proxies must not catch a loopback benchmark
         trust_env=not is_loopback_url(target.base_url),
     ) as client:
+        wall = time.perf_counter() + plan.max_seconds
         warmup_records: list[RequestRecord] = []
         if plan.warmup:
             warmup = _Phase(
@@ -345,13 +360,10 @@ async def run_load(
             )
             clients = min(plan.warmup, plan.clients)
             reason = await _bounded(
-                warmup,
-                warmup.closed_loop(clients, 0.0),
-                warmup.origin + plan.max_seconds,
-                stop,
+                warmup, warmup.closed_loop(clients, 0.0), wall, stop, plan.max_seconds
             )
             warmup_records = warmup.records
-            if reason == "interrupted":
+            if reason != "requests":  # interrupted, or the wall came during the warm-up
                 return RunResult([], 0.0, reason, datetime.now(UTC), warmup_records)
         started_at = datetime.now(UTC)
         phase = _Phase(
@@ -362,7 +374,7 @@ async def run_load(
             if plan.pattern in OPEN_LOOP
             else phase.closed_loop(plan.clients, plan.ramp_s if plan.clients > 1 else 0.0)
         )
-        reason = await _bounded(phase, loop, phase.origin + plan.max_seconds, stop)
+        reason = await _bounded(phase, loop, wall, stop, plan.max_seconds)
         duration = time.perf_counter() - phase.origin
     records = sorted(phase.records, key=lambda r: r.index)
     return RunResult(records, duration, reason, started_at, warmup_records)

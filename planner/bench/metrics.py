@@ -11,7 +11,12 @@ request, ``std`` is the population standard deviation, percentiles interpolate l
 goodput counts the completed requests per second that meet every SLO target given (a request
 with one output token meets any TPOT target). Where vLLM writes 0 for a statistic with no
 values (no request completed), planner writes null. Beyond vLLM's keys: ``incomplete`` (requests
-cut off by the run's time limit or Ctrl-C) and ``failure_reasons`` (failed requests by kind).
+cut off by the run's time limit or Ctrl-C), ``failure_reasons`` (failed requests by kind),
+``short`` (responses that finished before the output length asked for with ignore_eos, with
+``short_output_tokens`` they carried of the ``short_requested_output_tokens`` asked: neither
+completed nor failed, and left out of every latency and throughput, so of TPOT and of the
+calibration rows made from it) and ``invalid_utf8_events`` / ``invalid_utf8_requests`` (events
+whose bytes were not UTF-8, and the requests that had any).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import numpy as np
 from planner.common.files import atomic_output
 from planner.errors import UsageError
 
-Status = Literal["ok", "failed", "incomplete"]
+Status = Literal["ok", "failed", "incomplete", "short"]
 DEFAULT_PERCENTILES = (50, 90, 99)
 METRICS = ("ttft", "tpot", "itl", "e2el")
 
@@ -55,6 +60,7 @@ class RequestRecord:
     http_status: int | None = None
     error_kind: str | None = None  # a short, stable name: http_500, timeout, stream_dropped...
     error: str | None = None  # what happened, for a person
+    invalid_utf8: int = 0  # events of the response whose bytes were not UTF-8
 
     @property
     def ok(self) -> bool:
@@ -161,6 +167,7 @@ def summarize(
     ``duration`` in seconds (throughputs are per second of it)."""
     done = [r for r in records if r.ok]
     failed = [r for r in records if r.status == "failed"]
+    short = [r for r in records if r.status == "short"]
     total_input = sum(r.input_tokens for r in done)
     total_output = sum(r.output_tokens for r in done)
     per_second = 1.0 / duration if duration > 0 else 0.0
@@ -173,6 +180,11 @@ def summarize(
         "completed": len(done),
         "failed": len(failed),
         "incomplete": sum(1 for r in records if r.status == "incomplete"),
+        "short": len(short),
+        "short_output_tokens": sum(r.output_tokens for r in short),
+        "short_requested_output_tokens": sum(r.requested_output_tokens for r in short),
+        "invalid_utf8_events": sum(r.invalid_utf8 for r in records),
+        "invalid_utf8_requests": sum(1 for r in records if r.invalid_utf8),
         "total_input_tokens": total_input,
         "total_output_tokens": total_output,
         "request_throughput": len(done) * per_second,
