@@ -40,6 +40,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
+from functools import cached_property
 from io import BufferedReader
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,7 @@ class Bound:
     whole: bool = False
     note: str = ""  # the top in words: "1 hour"
 
+    @cached_property
     def expected(self) -> str:
         low = f"above {self.low:g}" if self.above_low else f"at least {self.low:g}"
         note = f" ({self.note})" if self.note else ""
@@ -182,7 +184,7 @@ class _At:
 
     def within(self, bound: Bound, *, from_text: bool = False) -> float:
         """A number in ``bound``'s range; above it only where the caller allowed extremes."""
-        expected = bound.expected()
+        expected = bound.expected
         value = self.number(expected, from_text=from_text)
         if bound.below(value) or (bound.whole and not value.is_integer()):
             raise self.error(expected)
@@ -199,7 +201,7 @@ class _At:
             if value > bound.high and math.isfinite(value)
             else ""
         )
-        raise self.fail(where, f"expected {bound.expected()}, got {got}{hint}")
+        raise self.fail(where, f"expected {bound.expected}, got {got}{hint}")
 
     def count(self, bound: Bound, *, from_text: bool = False) -> int:
         return int(self.within(bound, from_text=from_text))
@@ -318,11 +320,11 @@ class _Reader:
             return self._counted(self.stream.read(self.max_bytes + 1))
 
 
-def _line_document(raw: bytes) -> Any:
-    """The JSON document one line holds; ``_NOT_ONE`` when it holds none (it is blank, or the
-    start of a document written over several lines)."""
+def _line_document(reader: _Reader) -> Any:
+    """The JSON document the next line holds; ``_NOT_ONE`` when it holds none (it is blank, or
+    the start of a document written over several lines). Its bytes go before it is parsed."""
     try:
-        text = raw.decode("utf-8-sig")
+        text = reader.line().decode("utf-8-sig")
         return json.loads(text) if text.strip() else _NOT_ONE
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError included
         return _NOT_ONE
@@ -336,9 +338,9 @@ def _documents(path: Path, max_bytes: int) -> Iterator[tuple[Any, int | None]]:
     (``--append-result``), each parsed as its line is read; gzip is read too."""
     check_result_file(path, max_bytes)
     with _Reader.opened(path, max_bytes) as reader:
-        first = _line_document(reader.line())
+        first = _line_document(reader)
         if first is _NOT_ONE:  # a document over several lines, or no document at all
-            yield from _parsed(path, reader.whole())
+            yield from _parsed(path, reader)
             return
         number, line = 2, reader.line()
         while line and not line.strip():
@@ -369,9 +371,10 @@ def _parsed_line(path: Path, raw: bytes, number: int) -> Any:
     raise InputFileError(path, problem)
 
 
-def _parsed(path: Path, raw: bytes) -> list[tuple[Any, int | None]]:
+def _parsed(path: Path, reader: _Reader) -> list[tuple[Any, int | None]]:
     """The documents of a whole file read at once: one, or one a line. The bytes go once they
     are text, before the text is parsed."""
+    raw = reader.whole()
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -425,7 +428,7 @@ def import_result(
     may lack them. ``max_bytes`` bounds the file (unpacked); ``allow_extreme`` accepts values
     above their plausible range (see :class:`Bound`)."""
     if tp is not None and not GPUS.low <= tp <= GPUS.high:
-        raise UsageError(f"--tp {tp}: expected {GPUS.expected()}")
+        raise UsageError(f"--tp {tp}: expected {GPUS.expected}")
     options = {"gpu": gpu, "engine": engine, "model": model, "precision": precision}
     runs: list[BenchRun] = []
     for index, (document, line) in enumerate(_documents(path, max_bytes)):
@@ -721,7 +724,7 @@ def _guidellm_totals(bench: _At, metrics: _At) -> tuple[int, int]:
         scheduler.get("requests_made") if scheduler else None,
     ):
         if node is not None:
-            expected = REQUESTS.expected()
+            expected = REQUESTS.expected
             successful = node.need("successful", expected).count(REQUESTS)
             errored = node.need("errored", expected).count(REQUESTS)
             return successful, errored
@@ -757,7 +760,7 @@ def _guidellm_stats(metrics: _At, name: str, unit: str) -> Stats:
         found = parent.get(key) if parent is not None else None
         return None if found is None else found.within(bound) * scale
 
-    mean = node.need("mean", bound.expected()).within(bound) * scale
+    mean = node.need("mean", bound.expected).within(bound) * scale
     percentiles = node.get("percentiles")
     median = value(node, "median")
     p50 = value(percentiles, "p50")  # guidellm 0.2 has no p50: its median is the same
@@ -776,7 +779,7 @@ def _guidellm_tokens(counts: _At, completed: int) -> tuple[float | None, int | N
     if completed == 0:
         return None, 0
     node = counts.need("successful", "the token counts of successful requests")
-    mean = node.need("mean", TOKENS_PER_REQUEST.expected()).within(TOKENS_PER_REQUEST)
+    mean = node.need("mean", TOKENS_PER_REQUEST.expected).within(TOKENS_PER_REQUEST)
     total = node.get("total_sum")
     bound = Bound("a number of tokens", TOKENS.high)  # a sum of means need not be whole
     total_tokens = total.within(bound) if total is not None else mean * completed
@@ -809,7 +812,7 @@ def _guidellm_load(strategy: _At) -> Load:
 
 
 def _vllm(root: _At, index: int) -> _Found:
-    completed = root.need("completed", REQUESTS.expected()).count(REQUESTS)
+    completed = root.need("completed", REQUESTS.expected).count(REQUESTS)
     failed_node = root.get("failed")
     prompts = root.get("num_prompts")
     if failed_node is not None:
@@ -818,16 +821,16 @@ def _vllm(root: _At, index: int) -> _Found:
         failed = max(0, prompts.count(REQUESTS) - completed)
     else:
         failed = 0
-    duration_node = root.need("duration", DURATION_S.expected())
+    duration_node = root.need("duration", DURATION_S.expected)
     duration = duration_node.within(DURATION_S)
-    total_input = root.need("total_input_tokens", TOKENS.expected()).count(TOKENS)
-    total_output = root.need("total_output_tokens", TOKENS.expected()).count(TOKENS)
+    total_input = root.need("total_input_tokens", TOKENS.expected).count(TOKENS)
+    total_output = root.need("total_output_tokens", TOKENS.expected).count(TOKENS)
     if completed:
         for key, total in (
             ("total_input_tokens", total_input),
             ("total_output_tokens", total_output),
         ):
-            node = root.need(key, TOKENS.expected())
+            node = root.need(key, TOKENS.expected)
             node.checked(total / completed, TOKENS_PER_REQUEST, f"{key} / completed")
 
     def throughput(key: str, computed: float) -> float:

@@ -177,7 +177,7 @@ def import_command(
     # what can be checked before reading a file: the options and each file's size
     size_limit = parse_size(max_bytes)
     if tp is not None and not GPUS.low <= tp <= GPUS.high:
-        raise UsageError(f"--tp {tp}: expected {GPUS.expected()}")
+        raise UsageError(f"--tp {tp}: expected {GPUS.expected}")
     if out_csv is not None:
         check_output_path(out_csv, "--out-csv")
     if run_name is not None and len(paths) > 1:
