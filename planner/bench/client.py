@@ -10,11 +10,18 @@ Prompts are built from one repeated word, which common tokenizers read as one to
 ``input_tokens`` words ask for about that many prompt tokens (the server's ``usage`` says how
 many it counted). ``max_tokens`` is the output length; with ``exact_output`` the request also
 asks the server to ignore end-of-sequence (``ignore_eos``, ``min_tokens``: vLLM and SGLang
-honour them) so every response has that length.
+honour them) so every response has that length; a response that ends before it (``[DONE]``
+after 20 of 128 tokens) is recorded as ``short``, not completed.
+
+Every request is bounded: ``timeout`` seconds in all, from connecting to the last byte (not
+only the server's silences), and the stream's sizes (:mod:`planner.bench.sse`: a line, an
+event, the whole response, the chunks of text for the tokens asked); past a size limit the
+request fails as ``bad_stream``, with the limit in its message.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import math
@@ -25,7 +32,15 @@ from typing import Any, Literal
 import httpx
 
 from planner.bench.metrics import RequestRecord
-from planner.bench.sse import StreamError, StreamReader, event_data
+from planner.bench.sse import (
+    EventDecoder,
+    StreamError,
+    StreamReader,
+    events,
+    response_limit,
+    size_text,
+    token_chunk_limit,
+)
 from planner.common.net import is_loopback_host as is_loopback_host
 from planner.common.secrets import redact_url, scrub, url_secrets
 from planner.common.text import shown
@@ -40,6 +55,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 PROMPT_WORD = "hello"
 MAX_ERROR_BODY = 2000  # bytes of an error response read for its message
 MAX_SHOWN_ERROR = 300  # characters of it quoted
+MAX_MODELS_BYTES = 4 * 1024 * 1024  # a /v1/models answer, at most
 
 
 def check_url(url: str) -> str:
@@ -216,15 +232,19 @@ async def measure_request(
 ) -> RequestRecord:
     """Send one streamed request and time it. ``origin`` is the ``time.perf_counter()`` at
     which the measured phase began (``start_s`` is counted from it); ``timeout`` is the seconds
-    the server may stay silent before the request fails (the client's read timeout)."""
-    reader = StreamReader()
+    the request may take in all, from connecting to the end of the stream (the client's own
+    timeouts, of a connection and of a silence, are no longer)."""
+    reader = StreamReader(keep_text=False, max_token_chunks=token_chunk_limit(shape.output_tokens))
     started = False  # response headers arrived
     status: int | None = None
     start = time.perf_counter()
     try:
-        async with client.stream(
-            "POST", target.url, json=request_body(target, shape), headers=target.headers()
-        ) as response:
+        async with (
+            asyncio.timeout(timeout),
+            client.stream(
+                "POST", target.url, json=request_body(target, shape), headers=target.headers()
+            ) as response,
+        ):
             status = response.status_code
             started = True
             if status != 200:
@@ -236,8 +256,9 @@ async def measure_request(
                 said = scrub(error_message(body), target.secrets())  # a server may echo the key
                 raise _FailureError(f"http_{status}", f"HTTP {status}: {said}", status)
             _check_event_stream(response)
-            async for data in event_data(response):
-                reader.feed(data, time.perf_counter())
+            decoder = EventDecoder(max_total=response_limit(shape.output_tokens))
+            async for event in events(response, decoder):
+                reader.feed_event(event, time.perf_counter())
         end = time.perf_counter()
         if not reader.finished:
             raise _FailureError(
@@ -249,6 +270,10 @@ async def measure_request(
             raise _FailureError("no_tokens", "the response carried no tokens", status)
     except _FailureError as failure:
         return _failed(index, start, origin, shape, reader, failure)
+    except TimeoutError:
+        late = _deadline(timeout, started, reader)
+        late.http_status = status
+        return _failed(index, start, origin, shape, reader, late)
     except StreamError as exc:
         return _failed(
             index,
@@ -263,6 +288,21 @@ async def measure_request(
         lost.http_status = status
         return _failed(index, start, origin, shape, reader, lost)
     return _completed(index, start, end, origin, shape, reader)
+
+
+def _deadline(timeout: float, started: bool, reader: StreamReader) -> _FailureError:
+    """A request past its ``--timeout``: how far it got."""
+    limit = f"within {timeout:g} s (--timeout, the limit of one request)"
+    if not started:
+        return _FailureError("timeout", f"no response {limit}")
+    chunks = len(reader.token_times)
+    progress = (
+        f"{chunks} chunk{'s' if chunks > 1 else ''} of text had arrived, the last "
+        f"{time.perf_counter() - reader.token_times[-1]:.2f} s before"
+        if chunks
+        else "no text had arrived"
+    )
+    return _FailureError("timeout", f"the response did not finish {limit}: {progress}")
 
 
 def _failed(
@@ -286,6 +326,7 @@ def _failed(
         http_status=failure.http_status,
         error_kind=failure.kind,
         error=failure.message,
+        invalid_utf8=reader.invalid_utf8,
     )
 
 
@@ -307,10 +348,11 @@ def _completed(
     tpot = (times[-1] - times[0]) / (output_tokens - 1) if output_tokens > 1 else None
     if tpot is not None and not math.isfinite(tpot):
         tpot = None
+    short = _short(shape, output_tokens, from_usage, reader.finish_reason)
     return RequestRecord(
         index=index,
         start_s=start - origin,
-        status="ok",
+        status="short" if short is not None else "ok",
         input_tokens=prompt if prompt is not None else shape.input_tokens,
         output_tokens=output_tokens,
         output_tokens_source="usage" if from_usage else "chunks",
@@ -320,31 +362,68 @@ def _completed(
         tpot_s=tpot,
         itl_s=[b - a for a, b in itertools.pairwise(times)],
         http_status=200,
+        error_kind="short" if short is not None else None,
+        error=short,
+        invalid_utf8=reader.invalid_utf8,
     )
 
 
-async def list_models(client: httpx.AsyncClient, base_url: str) -> list[str]:
-    """The model names a server serves (``GET /v1/models``); :class:`UsageError` when it cannot
-    be reached or does not say."""
+def _short(
+    shape: RequestShape, output_tokens: int, from_usage: bool, finish_reason: str | None
+) -> str | None:
+    """Why a finished response asked for its exact length (``exact_output``: ignore_eos) is
+    short of it, or None. Tokens counted from chunks (no usage) fall short without it when a
+    chunk carries several tokens: a ``length`` finish says the server reached max_tokens."""
+    if not shape.exact_output or output_tokens >= shape.output_tokens:
+        return None
+    if not from_usage and finish_reason == "length":
+        return None
+    counted = "the server's usage" if from_usage else "chunks of text, no usage sent"
+    return (
+        f"the response finished after {output_tokens} of the {shape.output_tokens} tokens "
+        f"asked for with ignore_eos ({counted}; finish_reason {finish_reason or 'none'}); is "
+        "ignore_eos honoured? --allow-eos counts such responses completed"
+    )
+
+
+async def list_models(client: httpx.AsyncClient, base_url: str, timeout: float = 60.0) -> list[str]:
+    """The model names a server serves (``GET /v1/models``, read for ``timeout`` seconds and
+    :data:`MAX_MODELS_BYTES` at most); :class:`UsageError` when it cannot be reached or does
+    not say."""
     # the credentials (the URL's, the API key in the client's headers) are never shown
     secrets = [*url_secrets(base_url), client.headers.get("authorization", "")[len("Bearer ") :]]
     url = redact_url(base_url + "/v1/models")
+    body = bytearray()
     try:
-        response = await client.get(base_url + "/v1/models")
+        async with (
+            asyncio.timeout(timeout),
+            client.stream("GET", base_url + "/v1/models") as response,
+        ):
+            async for part in response.aiter_bytes():
+                body += part
+                if len(body) > MAX_MODELS_BYTES:
+                    raise UsageError(
+                        f"{url} answered more than {size_text(MAX_MODELS_BYTES)}; "
+                        "name the model with --model"
+                    )
+    except TimeoutError:
+        raise UsageError(
+            f"{url} did not answer within {timeout:g} s (--timeout); name the model with --model"
+        ) from None
     except httpx.HTTPError as exc:
         raise UsageError(
             f"cannot reach {url}: {scrub(str(exc) or type(exc).__name__, secrets)}; is the "
             "server running (e.g. `planner bench serve`)? Give its address with --url"
         ) from None
     if response.status_code != 200:
-        said = scrub(error_message(response.content), secrets)
+        said = scrub(error_message(bytes(body)), secrets)
         raise UsageError(
             f"{url} answered HTTP {response.status_code}: {said}; name the model with --model"
         )
     try:
-        data = response.json().get("data")
+        data = json.loads(body).get("data")
         names = [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         names = []
     if not names:
         raise UsageError(f"{url} lists no models; name the model with --model")

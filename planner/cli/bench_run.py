@@ -386,10 +386,29 @@ def run_metadata(
         "output_tokens": None if replay else shape.output_tokens,
         "ignore_eos": shape.exact_output,
         "timeout_s": timeout,
+        "limits": stream_limits(shape),
         "slo_ms": slo.to_dict(),
         "stopped": result.stopped,
         "warmup_completed": sum(1 for r in warmup if r.ok),
         "warmup_failed": sum(1 for r in warmup if not r.ok),
+    }
+
+
+def stream_limits(shape: RequestShape) -> dict[str, int]:
+    """The sizes past which a response is refused as ``bad_stream`` (a replay's requests each
+    have their own response limit: the one here is for the run's output length)."""
+    from planner.bench.sse import (
+        MAX_EVENT_BYTES,
+        MAX_LINE_BYTES,
+        response_limit,
+        token_chunk_limit,
+    )
+
+    return {
+        "line_bytes": MAX_LINE_BYTES,
+        "event_bytes": MAX_EVENT_BYTES,
+        "response_bytes": response_limit(shape.output_tokens),
+        "text_chunks": token_chunk_limit(shape.output_tokens),
     }
 
 
@@ -449,6 +468,7 @@ def sweep_document(
         "output_tokens": shape.output_tokens,
         "ignore_eos": shape.exact_output,
         "timeout_s": timeout,
+        "limits": stream_limits(shape),
         "slo_ms": slo.to_dict(),
         "stopped": measured.stopped,
         "note": measured.note,
@@ -544,7 +564,7 @@ async def _measure(
         async with httpx.AsyncClient(
             timeout=timeout, headers=headers, trust_env=not is_loopback_url(base_url)
         ) as client:
-            model = (await list_models(client, base_url))[0]
+            model = (await list_models(client, base_url, timeout))[0]
     target = Target(base_url, endpoint, model, api_key)
     if before is not None:
         before(target)
@@ -607,7 +627,8 @@ def print_summary(summary: dict[str, Any], metadata: dict[str, Any]) -> None:
     overview.add_row(
         "requests",
         f"{summary['completed']} completed, {summary['failed']} failed, "
-        f"{summary['incomplete']} cut off",
+        f"{summary['incomplete']} cut off"
+        + (f", {summary['short']} short" if summary["short"] else ""),
     )
     overview.add_row("duration", f"{summary['duration']:,.2f} s")
     overview.add_row("request throughput", f"{summary['request_throughput']:,.2f} req/s")
@@ -633,6 +654,36 @@ def print_summary(summary: dict[str, Any], metadata: dict[str, Any]) -> None:
         stderr.print(f"failed: {count} x {kind}", markup=False)
 
 
+def print_stream_notes(summaries: list[dict[str, Any]]) -> None:
+    """What the responses of a run (every stage of a sweep) held that a person should know,
+    on stderr whatever the output: short responses, and events that were not UTF-8."""
+    total = {
+        key: sum(s[key] for s in summaries)
+        for key in (
+            "short",
+            "short_output_tokens",
+            "short_requested_output_tokens",
+            "invalid_utf8_events",
+            "invalid_utf8_requests",
+        )
+    }
+    if total["short"]:
+        stderr.print(
+            f"short: {total['short']} responses finished early, "
+            f"{total['short_output_tokens']:,} tokens of the "
+            f"{total['short_requested_output_tokens']:,} asked for with ignore_eos; left out of "
+            "the completed requests and their latencies (TPOT, calibration rows). Does the "
+            "server honour ignore_eos? --allow-eos counts such responses completed",
+            markup=False,
+        )
+    if total["invalid_utf8_events"]:
+        stderr.print(
+            f"note: {total['invalid_utf8_events']} events in {total['invalid_utf8_requests']} "
+            "responses were not valid UTF-8 (read with U+FFFD in place of the bad bytes)",
+            markup=False,
+        )
+
+
 def _number(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
@@ -655,8 +706,8 @@ def print_sweep(document: dict[str, Any]) -> None:
             [
                 f"{r['completed']}"
                 + (
-                    f" ({r['failed'] + r['incomplete']} not)"
-                    if r["failed"] + r["incomplete"]
+                    f" ({r['failed'] + r['incomplete'] + r['short']} not)"
+                    if r["failed"] + r["incomplete"] + r["short"]
                     else ""
                 )
                 for r in runs
@@ -724,7 +775,8 @@ def run_command(
     max_seconds: float = typer.Option(
         600.0,
         "--max-seconds",
-        help="Seconds the measured phase may last, at most (per stage of a sweep).",
+        help="Seconds a run may last, warm-up included (per stage of a sweep): a hard wall; "
+        "requests still in flight then are cut off, however much they are still receiving.",
     ),
     warmup: int = typer.Option(
         1,
@@ -784,7 +836,11 @@ def run_command(
         "--allow-eos for servers that refuse those fields.",
     ),
     timeout: float = typer.Option(
-        60.0, "--timeout", help="Seconds the server may stay silent before a request fails."
+        60.0,
+        "--timeout",
+        help="Seconds one request may take in all, connecting to the last byte, before it "
+        "fails (silences included). A response is also refused past 1 MiB on one line or in "
+        "one event, or 64 MiB in all (4 KiB per requested token when more).",
     ),
     slo_ttft: float | None = typer.Option(None, "--slo-ttft", help="Goodput target: TTFT (ms)."),
     slo_tpot: float | None = typer.Option(None, "--slo-tpot", help="Goodput target: TPOT (ms)."),
@@ -847,7 +903,8 @@ def run_command(
     """Measure an OpenAI-compatible server (vLLM, SGLang, TGI, TensorRT-LLM, NIM, llama.cpp,
     `planner bench serve`) under a load pattern, a sweep of rates or a replayed trace: TTFT,
     TPOT, inter-token and end-to-end latency, throughput and goodput, optionally written as
-    calibration rows. Ctrl-C stops the run and keeps what was measured."""
+    calibration rows. Ctrl-C stops the run and keeps what was measured. With --ignore-eos, a
+    response shorter than asked is counted short, not completed."""
     import asyncio
 
     from planner.bench.client import (
@@ -983,7 +1040,12 @@ def run_command(
         )
     elif result.stopped == "seconds":
         stderr.print(
-            f"stopped at --max-seconds {plan.max_seconds:g} after {len(result.records)} requests",
+            f"stopped at --max-seconds {plan.max_seconds:g} after {len(result.records)} requests"
+            + (
+                " (the warm-up reached it: no request was measured)"
+                if not result.records and result.warmup_records
+                else ""
+            ),
             markup=False,
         )
     if out is not None:
@@ -1014,11 +1076,19 @@ def run_command(
         print_json({**document, "planner": metadata})
     else:
         print_summary(summary, metadata)
+    print_stream_notes([summary])
     if summary["completed"] == 0:
-        reasons = ", ".join(f"{n} x {k}" for k, n in summary["failure_reasons"].items())
+        reasons = ", ".join(
+            [f"{n} x {k}" for k, n in summary["failure_reasons"].items()]
+            + ([f"{summary['short']} x short"] if summary["short"] else [])
+        )
+        if not result.records and result.warmup_records:
+            reasons = reasons or f"the warm-up reached --max-seconds {plan.max_seconds:g}"
         raise PlannerError(
             f"no request completed ({reasons or 'none was sent'}); first error: "
-            + next((r.error or "" for r in result.records if r.error), "-")
+            + next(
+                (r.error or "" for r in (result.records or result.warmup_records) if r.error), "-"
+            )
         )
 
 
@@ -1152,6 +1222,7 @@ def _sweep(
         print_json(document)
     else:
         print_sweep(document)
+    print_stream_notes(document["runs"])
     if not any(run.completed for run in runs):
         first_error = next(
             (r.error for s in measured.stages for r in s.result.records if r.error), "-"
