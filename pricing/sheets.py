@@ -31,6 +31,7 @@ from typing import Any, Literal, cast
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
+from planner.common.secrets import redact_text
 from planner.common.text import closest, printable, shown
 from planner.errors import InputFileError, NotFoundError, PlannerError, RowProblem, UsageError
 from planner.store.db import Store
@@ -1023,7 +1024,7 @@ def record_failed_refresh(
         fetched_at=datetime.now(UTC),
         row_count=0,
         status=STATUS_FAILED,
-        error=error if isinstance(error, str) else failure_reason(error),
+        error=redact_text(error) if isinstance(error, str) else failure_reason(error),
     )
     session.add(version)
     session.flush()
@@ -1031,14 +1032,15 @@ def record_failed_refresh(
 
 
 def failure_reason(exc: BaseException) -> str:
-    """One line saying why a refresh failed (a loader's own reason where it gives one)."""
+    """One line saying why a refresh failed (a loader's own reason where it gives one), without
+    credentials (an SDK's message may name an endpoint URL with its password)."""
     reason = getattr(exc, "reason", None)
     if isinstance(reason, str) and reason:
-        return reason
+        return redact_text(reason)
     text = " ".join(str(exc).split())
     if isinstance(exc, PlannerError) and text:
-        return text  # planner's (and the loaders') own messages say what happened
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        return redact_text(text)  # planner's (and the loaders') own messages say what happened
+    return redact_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
 def _provider_kind(provider: str) -> SourceKind:

@@ -33,6 +33,7 @@ from typing import Any
 
 import pandas as pd
 
+from planner.common.secrets import redact_text
 from planner.common.text import shown
 from planner.errors import PlannerError, UsageError
 from planner.report.model import ACTUAL_COLUMNS, Report, first_of_next_month
@@ -55,8 +56,8 @@ class ActualsError(PlannerError):
 
     def __init__(self, source: str, reason: str):
         self.source = source
-        self.reason = reason
-        super().__init__(f"{source}: {reason}")
+        self.reason = redact_text(reason)  # an SDK's words may name an endpoint with a password
+        super().__init__(f"{source}: {self.reason}")
 
 
 # --- the three sources ---------------------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from planner.common.secrets import redact_text
 from planner.errors import PlannerError
 
 if TYPE_CHECKING:
@@ -43,8 +44,8 @@ class LoaderError(PlannerError):
 
     def __init__(self, provider: Provider | str, reason: str) -> None:
         self.provider = str(provider)  # Provider is a StrEnum: its str is the value
-        self.reason = reason
-        super().__init__(f"{self.provider} price refresh failed: {reason}")
+        self.reason = redact_text(reason)  # an SDK's words may name an endpoint with a password
+        super().__init__(f"{self.provider} price refresh failed: {self.reason}")
 
 
 def fetch(provider: Provider | str, region: str | None = None, **options: Any) -> list[PricePoint]:
