@@ -242,7 +242,11 @@ async def measure_request(
         async with (
             asyncio.timeout(timeout),
             client.stream(
-                "POST", target.url, json=request_body(target, shape), headers=target.headers()
+                "POST",
+                target.url,
+                json=request_body(target, shape),
+                # uncompressed: the stream's limits count the bytes as sent
+                headers={**target.headers(), "Accept-Encoding": "identity"},
             ) as response,
         ):
             status = response.status_code

@@ -18,7 +18,7 @@ import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -63,6 +63,7 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
     otherwise (at once), ``/utf8`` an event holding bytes that are not UTF-8."""
 
     requests = 0
+    encodings: ClassVar[list[str | None]] = []  # each request's Accept-Encoding
     lock = threading.Lock()
 
     def do_POST(self) -> None:
@@ -70,6 +71,7 @@ class _Misbehaving(http.server.BaseHTTPRequestHandler):
         with self.lock:
             type(self).requests += 1
             number = type(self).requests
+            self.encodings.append(self.headers.get("Accept-Encoding"))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()  # HTTP/1.0: the body ends when the connection closes
@@ -257,6 +259,8 @@ def test_a_response_short_of_its_ignore_eos_length_is_short_not_completed(
     assert (record.output_tokens, record.requested_output_tokens) == (20, 128)
     assert record.error is not None
     assert "finished after 20 of the 128 tokens" in record.error
+    # the stream is asked for uncompressed: its limits count the bytes the server sends
+    assert _Misbehaving.encodings[-1] == "identity"
     # asked without ignore_eos, a server may stop early: completed
     allowed = _measure(misbehaving + "/short", RequestShape(4, 128, exact_output=False))
     assert allowed.ok
