@@ -953,7 +953,10 @@ def run_command(
         else:
             deployment.check_for_rows()
     if out is not None:
+        from planner.bench.metrics import requests_path
+
         check_output_path(out, "--out")
+        check_output_path(requests_path(out), "--out")  # the per-request file beside it
     sweep: SweepPlan | None = None
     trace: Trace | None = None
     run_plan: LoadPlan | None = None

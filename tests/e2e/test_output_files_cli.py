@@ -201,3 +201,19 @@ def test_the_focus_csv_writes_formula_text_as_text(demo_store_file: Path) -> Non
     rows = list(csv.DictReader(io.StringIO(csv_text(frame))))
     assert rows and all(r[text_column] == '\'=HYPERLINK("http://x";"x")' for r in rows)
     assert all(r[money] == "-2.5" for r in rows)
+
+
+def test_bench_run_refuses_a_linked_requests_file_before_the_run(
+    home: Path, tmp_path: Path
+) -> None:
+    # --out run.json writes run.jsonl beside it: a link there is refused before any request
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(VICTIM_BYTES)
+    (tmp_path / "run.jsonl").symlink_to(victim)
+    out = tmp_path / "run.json"
+    args = ["bench", "run", "--url", "http://127.0.0.1:9", "--requests", "1", "--no-store"]
+    result = run(home, *args, "--out", str(out))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert f"--out {tmp_path / 'run.jsonl'}: is a symbolic link" in result.stderr
+    assert "first error" not in result.stderr  # refused before the run
+    assert victim.read_bytes() == VICTIM_BYTES and not out.exists()
