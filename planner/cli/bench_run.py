@@ -518,27 +518,30 @@ def progress_bar(total: int, show: bool) -> Iterator[Progress]:
 
 
 class _Counter:
-    """Progress of the stage running: completed and failed requests."""
+    """Progress of the stage running: completed, failed and short requests."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
         self.task = progress.add_task("requests", total=None)
         self.prefix = ""
-        self.ok = self.failed = 0
+        self.ok = self.failed = self.short = 0
 
     def stage(self, prefix: str, total: int) -> None:
-        self.prefix, self.ok, self.failed = prefix, 0, 0
+        self.prefix, self.ok, self.failed, self.short = prefix, 0, 0, 0
         self.progress.reset(self.task, total=total, description=prefix or "requests")
 
     def record(self, record: RequestRecord) -> None:
         if record.ok:
             self.ok += 1
+        elif record.status == "short":
+            self.short += 1
         else:
             self.failed += 1
+        short = f", {self.short} short" if self.short else ""
         self.progress.update(
             self.task,
             advance=1,
-            description=f"{self.prefix}{self.ok} completed, {self.failed} failed",
+            description=f"{self.prefix}{self.ok} completed, {self.failed} failed{short}",
         )
 
 
