@@ -15,6 +15,13 @@ predictions, never a measurement of hardware.
 
 For testing clients, :class:`Faults` makes every Nth generation request fail with HTTP 500,
 stall (send the first token and then nothing), or drop its stream halfway.
+
+Limits, so that no client holds the server: a request line or header line of at most 64 KiB,
+100 headers, a body of at most 16 MiB whose JSON nests at most 64 levels (else HTTP 431, 413
+or 400); a request must arrive whole (head and body) within ``read_timeout`` seconds of its
+first byte, and a new connection must send its first byte within it too (else HTTP 408 and the
+connection closes); a kept-alive connection may wait ``idle_timeout`` seconds for its next
+request; at most ``max_connections`` connections at once (the others are answered HTTP 503).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import contextlib
 import itertools
 import json
 import math
+import re
+import resource
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -38,7 +47,10 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 LINE_LIMIT = 64 * 1024  # request line and each header
 MAX_HEADERS = 100
-MAX_BODY = 64 * 1024 * 1024
+MAX_BODY = 16 * 1024 * 1024  # a prompt of a million tokens, as text or as token ids, fits
+MAX_JSON_DEPTH = 64  # a request nests three or four levels
+READ_TIMEOUT = 10.0  # seconds for a request's head and body, from its first byte
+IDLE_TIMEOUT = 60.0  # seconds a kept-alive connection waits for its next request
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for completions
 MAX_SPEED = 1_000_000.0
 PLACEHOLDER_WORDS = ("lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit")
@@ -47,11 +59,13 @@ STATUS_TEXT = {
     400: "Bad Request",
     404: "Not Found",
     405: "Method Not Allowed",
+    408: "Request Timeout",
     411: "Length Required",
     413: "Content Too Large",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
     501: "Not Implemented",
+    503: "Service Unavailable",
 }
 GenerationKind = Literal["completions", "chat"]
 ROUTES: dict[str, GenerationKind] = {
@@ -215,12 +229,43 @@ class _Generation:
     include_usage: bool
 
 
+def default_max_connections() -> int:
+    """Connections the server holds at once: what the process may open (``ulimit -n``) less a
+    margin for its own files, so that one more is answered 503 rather than failing to open."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 100_000
+    return max(16, soft - 64)
+
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_ONE_KIND = bytes.maketrans(b"{}", b"[]")  # depth does not care which kind
+
+
+def json_nesting_problem(body: bytes, limit: int = MAX_JSON_DEPTH) -> str | None:
+    """Why ``body`` is refused before it is parsed: its JSON nests deeper than ``limit`` (the
+    parser would recurse once a level), or its brackets do not pair; None when neither."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return None  # too few containers to nest that deep
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    if brackets.count(b"[") != brackets.count(b"]") or brackets.count(b"{") != brackets.count(b"}"):
+        return "the body is not JSON (its brackets do not pair)"
+    brackets = brackets.translate(_ONE_KIND)
+    for _ in range(limit):  # each pass removes the innermost level: replace never rescans
+        brackets = brackets.replace(b"[]", b"")
+        if not brackets:
+            return None
+    return f"the body's JSON nests more than {limit} levels deep"
+
+
 async def _read_request(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bytes = b""
 ) -> _Request | None:
-    """The next request on a connection; None when the client closed it between requests."""
+    """The next request on a connection (``first``: its first byte, already read); None when
+    the client closed it between requests."""
     try:
-        line = await reader.readline()
+        line = first if first == b"\n" else first + await reader.readline()
     except ValueError:
         raise _HttpError(431, "request line too long") from None
     if not line:
@@ -305,10 +350,17 @@ def _prompt_tokens(kind: GenerationKind, body: dict[str, Any]) -> int:
 
 def _generation(kind: GenerationKind, request: _Request, engine: Engine, model: str) -> _Generation:
     """The request's parameters, checked as a server checks them (HTTP 400 or 404)."""
+    problem = json_nesting_problem(request.body)
+    if problem is not None:
+        raise _HttpError(400, problem)
     try:
         body = json.loads(request.body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise _HttpError(400, "the body is not JSON") from None
+    except (RecursionError, ValueError) as exc:  # a number of too many digits, among others
+        raise _HttpError(
+            400, f"the body is not JSON planner reads ({type(exc).__name__})"
+        ) from None
     if not isinstance(body, dict):
         raise _HttpError(400, "the body must be a JSON object")
     asked_model = body.get("model")
@@ -362,12 +414,23 @@ class BenchServer:
         port: int = DEFAULT_PORT,
         faults: Faults | None = None,
         allow_remote: bool = False,
+        read_timeout: float = READ_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
+        max_connections: int | None = None,
     ) -> None:
         self.engine = engine
         self.model_name = model_name
         self.host = check_host(host, allow_remote=allow_remote)
         self.port = port
         self.faults = faults or Faults()
+        for option, seconds in (("--read-timeout", read_timeout), ("--idle-timeout", idle_timeout)):
+            if not (math.isfinite(seconds) and 0 < seconds <= 3600):
+                raise UsageError(f"{option} {seconds:g}: expected seconds above 0, at most 3600")
+        self.read_timeout = read_timeout
+        self.idle_timeout = idle_timeout
+        if max_connections is not None and max_connections < 1:
+            raise UsageError(f"--max-connections {max_connections}: expected at least 1")
+        self.max_connections = max_connections or default_max_connections()
         self.generation_requests = 0
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
@@ -407,19 +470,60 @@ class BenchServer:
 
     # --- one connection ----------------------------------------------------------------------
 
+    async def _next_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, kept_alive: bool
+    ) -> _Request | None:
+        """The next request, the rest of which comes within :attr:`read_timeout` of its first
+        byte (else HTTP 408). The first byte comes within :attr:`read_timeout` on a new
+        connection (else HTTP 408), :attr:`idle_timeout` on a kept-alive one (else None: the
+        connection closes)."""
+        try:
+            wait = self.idle_timeout if kept_alive else self.read_timeout
+            first = await asyncio.wait_for(reader.read(1), wait)
+        except TimeoutError:
+            if not kept_alive:  # a new connection that never sent a request
+                raise self._timed_out() from None
+            return None
+        if not first:
+            return None
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                return await _read_request(reader, writer, first)
+        except TimeoutError:
+            raise self._timed_out() from None
+
+    def _timed_out(self) -> _HttpError:
+        return _HttpError(
+            408,
+            f"the request did not arrive whole within {self.read_timeout:g} s; the connection "
+            "closes",
+            "RequestTimeout",
+        )
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
         try:
+            if len(self._connections) > self.max_connections:
+                error = _HttpError(
+                    503,
+                    f"the server holds its limit of {self.max_connections} connections; retry "
+                    "when one closes",
+                    "ServiceUnavailableError",
+                )
+                await self._send_error(writer, error, keep_alive=False)
+                return
+            kept_alive = False
             while True:
                 try:
-                    request = await _read_request(reader, writer)
+                    request = await self._next_request(reader, writer, kept_alive=kept_alive)
                 except _HttpError as error:
                     await self._send_error(writer, error, keep_alive=False)
                     break
                 if request is None or not await self._respond(request, writer):
                     break
+                kept_alive = True
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away
         except asyncio.CancelledError:
