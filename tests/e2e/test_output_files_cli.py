@@ -80,6 +80,16 @@ LINKED = {
     "forecast --demand-out": [*FORECAST, "--demand-out", "{link}.csv"],
     "recommend --out": [*RECOMMEND, "--load-scale", "0.05", "--out", "{link}.json"],
     "recommend --plot": [*RECOMMEND, "--load-scale", "0.05", "--plot", "{link}.html"],
+    "calibrate --export": [
+        "calibrate",
+        str(ROOT / "data" / "reference" / "published_latency.csv"),
+        "--name",
+        "linked",
+        "--gpu",
+        "H100-SXM",
+        "--export",
+        "{link}.json",
+    ],
     "bench import --out-csv": [
         "bench",
         "import",
