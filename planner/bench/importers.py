@@ -97,6 +97,7 @@ TOKENS = Bound("a whole number of tokens", 1e13, whole=True)
 TOKENS_PER_REQUEST = Bound("a number of tokens, a request", 1e7)
 CONCURRENCY = Bound("a whole number of requests in flight", 1e7, low=1, whole=True)
 STREAMS = Bound("a whole number of streams", 1e7, low=1, whole=True)
+CLIENTS = Bound("a number of clients", 1e7, above_low=True)
 GPUS = Bound("a whole number of GPUs", 100_000, low=1, whole=True)
 
 
@@ -547,13 +548,31 @@ def _summary_bound(key: str) -> Bound | None:
 
 
 def _check_summary(stage: _At) -> None:
-    """Every summary number of a planner result within its range."""
+    """Every summary number of a planner result within its range, and the GPUs and load of
+    its ``planner`` block."""
     if not isinstance(stage.value, dict):
         raise stage.error("a planner bench run result (an object)")
     for key in stage.value:
         bound = _summary_bound(str(key))
         node = stage.get(str(key)) if bound is not None else None
         if bound is not None and node is not None:
+            node.within(bound)
+    info = stage.get("planner")
+    if info is None or not isinstance(info.value, dict):
+        return  # BenchRun.from_dict says what is wrong
+    hardware = info.get("hardware")
+    load = info.get("load")
+    kind = load.get("kind") if load is not None else None
+    for node, bound in (
+        (info.get("tp"), GPUS),
+        (hardware.get("count") if hardware is not None else None, GPUS),
+        (
+            load.get("value") if load is not None else None,
+            REQUEST_RATE if kind is not None and kind.value == "qps" else CLIENTS,
+        ),
+        (load.get("max_concurrency") if load is not None else None, CONCURRENCY),
+    ):
+        if node is not None:
             node.within(bound)
 
 

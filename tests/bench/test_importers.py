@@ -671,3 +671,11 @@ def test_absurd_guidellm_and_planner_values_are_located(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match=r"runs\[1\]\.mean_ttft_ms: expected a latency"):
         import_result(sweep)
     assert len(import_result(sweep, allow_extreme=True)) == len(_json(PLANNER_SWEEP)["runs"])
+    many = _edited(tmp_path, PLANNER_SWEEP, lambda d: d["runs"][0]["planner"].update(tp=10**6))
+    with pytest.raises(InputFileError, match=r"runs\[0\]\.planner\.tp: expected a whole number"):
+        import_result(many)
+    rate = _edited(
+        tmp_path, PLANNER_SWEEP, lambda d: d["runs"][2]["planner"]["load"].update(value=-1)
+    )
+    with pytest.raises(InputFileError, match=r"runs\[2\]\.planner\.load\.value: expected a"):
+        import_result(rate)
