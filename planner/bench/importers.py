@@ -98,6 +98,7 @@ TOKENS_PER_REQUEST = Bound("a number of tokens, a request", 1e7)
 CONCURRENCY = Bound("a whole number of requests in flight", 1e7, low=1, whole=True)
 STREAMS = Bound("a whole number of streams", 1e7, low=1, whole=True)
 CLIENTS = Bound("a number of clients", 1e7, above_low=True)
+UNIX_TIME = Bound("a time in seconds since 1970", 4_102_444_800, note="the year 2100")
 GPUS = Bound("a whole number of GPUs", 100_000, low=1, whole=True)
 
 
@@ -710,7 +711,7 @@ def _guidellm_run(
     )
     found = _metadata(labels, bench.get("extras"))
     start = bench.get("start_time")
-    started = start.number("a time in seconds since 1970") if start is not None else None
+    started = start.within(UNIX_TIME) if start is not None else None
     return _Found(
         run=run,
         tool=GUIDELLM,

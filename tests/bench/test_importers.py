@@ -667,6 +667,12 @@ def test_absurd_guidellm_and_planner_values_are_located(tmp_path: Path) -> None:
     ) in str(raised.value)
     (run,) = import_result(path, **CPU, allow_extreme=True)
     assert run.e2el.p99 == 5_000_000.0
+
+    def before_1970(data: Any) -> None:
+        _bench(data).update(start_time=-1_700_000_000.0, end_time=-1_699_999_990.0)
+
+    with pytest.raises(InputFileError, match=r"benchmarks\[0\]\.start_time: expected a time in "):
+        import_result(_edited(tmp_path, GUIDELLM, before_1970), **CPU)
     sweep = _edited(tmp_path, PLANNER_SWEEP, lambda d: d["runs"][1].update(mean_ttft_ms=1e308))
     with pytest.raises(InputFileError, match=r"runs\[1\]\.mean_ttft_ms: expected a latency"):
         import_result(sweep)
