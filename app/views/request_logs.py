@@ -169,7 +169,7 @@ def _result_outcome(file_name: str, result: IngestResult) -> Outcome:
         if result.start_at is not None and result.end_at is not None
         else ""
     )
-    notes = []
+    notes = [_md(note) for note in result.notes]
     if result.out_of_order_rows:
         notes.append(
             f"{result.out_of_order_rows:,} rows arrived out of order; the store keeps them "

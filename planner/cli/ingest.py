@@ -71,6 +71,12 @@ def ingest(
     replace: bool = typer.Option(
         False, "--replace", help="Replace an existing dataset of that name."
     ),
+    allow_any_time: bool = typer.Option(
+        False,
+        "--allow-any-time",
+        help="Keep arrival times before 1970 or more than a year from now (refused by default "
+        "as a wrong --time-unit, --time-kind or --start).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
@@ -92,6 +98,7 @@ def ingest(
         model=model,
         on_error=on_error,
         replace=replace,
+        allow_any_time=allow_any_time,
     )
     with (
         store_from(ctx) as store,
@@ -135,6 +142,8 @@ def ingest(
             f"{result.out_of_order_rows:,} rows arrived out of order; "
             "the store keeps them sorted by arrival"
         )
+    for note in result.notes:
+        stdout.print(f"note: {note}", markup=False, soft_wrap=True)
     if result.skipped_rows:
         stderr.print(f"skipped {result.skipped_rows:,} bad rows; first:")
         for example in result.skipped_examples:

@@ -28,6 +28,11 @@ from planner.store.models import Request
 Column: TypeAlias = "pa.ChunkedArray[Any]"  # subscriptable only in the type stubs
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+# The most tokens one request of a real log holds (the longest context windows are 10 million);
+# a larger count is a broken log.
+MAX_TOKENS = 100_000_000
+# The longest time-to-first-token or end-to-end latency a log may give (7 days, in ms).
+MAX_LATENCY_MS = 7 * 86_400_000
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_tokens")
 MILLISECOND_FIELDS = ("ttft_ms", "e2e_ms")
 TEXT_FIELDS = ("model", "priority_class", "status")
@@ -49,6 +54,14 @@ ARRIVAL_RANGE = "planner handles arrival times from 1678-01-01 to 2261-12-31"
 PLAUSIBLE_MIN_US = (datetime(1990, 1, 1, tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)
 PLAUSIBLE_MAX_US = (datetime(2100, 1, 1, tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)
 PLAUSIBLE_SPAN_US = 50 * 366 * 86_400 * 1_000_000  # a relative log spans less than 50 years
+# Arrival times a request log can really hold: from the Unix epoch to a year from now. Outside
+# them a row is refused unless the ingest allows any time (--allow-any-time).
+FUTURE_ALLOWANCE = timedelta(days=366)
+# A date-time written with a UTC offset (or Z): the offset follows the time of day.
+WITH_OFFSET = (
+    r"[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:[.,][0-9]+)?)?"
+    r"\s*(?:[zZ]|UTC|GMT|[+-][0-9]{2}(?::?[0-9]{2})?)\s*$"
+)
 UNIT_MICROS: dict[TimeUnit, tuple[int, int]] = {  # microseconds per unit, as a fraction
     TimeUnit.S: (1_000_000, 1),
     TimeUnit.MS: (1_000, 1),
@@ -77,6 +90,16 @@ class ChunkIssues:
             self.examples.append((int(index), column, describe(int(index))))
 
 
+@dataclass(frozen=True)
+class TimeForm:
+    """The first date-time of a chunk written one way (with or without a UTC offset)."""
+
+    row: int
+    line: int | None
+    value: str
+    count: int  # values of the chunk written that way
+
+
 @dataclass
 class NormalizedChunk:
     columns: dict[str, Any]  # request column -> numpy array or list, one value per kept row
@@ -85,6 +108,23 @@ class NormalizedChunk:
     max_arrival_us: int | None
     problems: list[RowProblem]  # first problems of the chunk, in row order
     bad_rows: int
+    # ISO 8601 date-times: the first written with a UTC offset, and the first without
+    with_offset: TimeForm | None = None
+    without_offset: TimeForm | None = None
+
+
+def plausible_window(now: datetime | None = None) -> tuple[int, int]:
+    """Arrival times (µs since the epoch) a real log can hold: the epoch to a year from now."""
+    moment = now or datetime.now(UTC)
+    return 0, (moment + FUTURE_ALLOWANCE - EPOCH) // timedelta(microseconds=1)
+
+
+def _us_text(micros: int) -> str:
+    return _iso(micros) + " UTC"
+
+
+def _iso(micros: int) -> str:
+    return (EPOCH + timedelta(microseconds=int(micros))).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def normalize_chunk(
@@ -94,15 +134,24 @@ def normalize_chunk(
     *,
     start_us: int | None,
     default_model: str | None,
+    window: tuple[int, int] | None = None,
 ) -> NormalizedChunk:
-    """Convert the raw columns of ``chunk`` (``fields``: request field -> file column)."""
+    """Convert the raw columns of ``chunk`` (``fields``: request field -> file column).
+
+    ``window``: the arrival times (µs since the epoch, both ends included) a row may have, as
+    :func:`plausible_window` gives them; a row outside is bad. None: any time planner can store.
+    """
     n = chunk.num_rows
     issues = ChunkIssues(np.zeros(n, dtype=bool))
     out: dict[str, Any] = {}
+    arrival_raw: Column | None = None
     for name, column in fields.items():
         raw = _plain(chunk.table.column(column))
         if name == "arrival":
             out["arrival_us"] = _arrival(raw, column, fmt.time, start_us, issues)
+            if window is not None:
+                _implausible(out["arrival_us"], raw, column, fmt.time, window, issues)
+            arrival_raw = raw
         elif name in TOKEN_FIELDS:
             out[name] = _integers(raw, column, issues, required=name != "cached_tokens")
         elif name in MILLISECOND_FIELDS:
@@ -118,6 +167,9 @@ def normalize_chunk(
             out["model"] = [default_model] * n
 
     keep = ~issues.bad
+    forms: tuple[TimeForm | None, TimeForm | None] = (None, None)
+    if arrival_raw is not None and fmt.time.kind is TimeKind.DATETIME and fmt.time.format is None:
+        forms = _offset_forms(chunk, arrival_raw, keep)
     bad_rows = int(issues.bad.sum())
     if bad_rows:
         out = {k: _select(v, keep) for k, v in out.items()}
@@ -134,7 +186,60 @@ def normalize_chunk(
         max_arrival_us=int(arrivals.max()) if kept else None,
         problems=problems,
         bad_rows=bad_rows,
+        with_offset=forms[0],
+        without_offset=forms[1],
     )
+
+
+def _implausible(
+    micros: npt.NDArray[np.int64],
+    raw: Column,
+    column: str,
+    time: TimeSpec,
+    window: tuple[int, int],
+    issues: ChunkIssues,
+) -> None:
+    """Flag arrivals before ``window`` (the Unix epoch) or after it (a year from now)."""
+    low, high = window
+    early = micros < low
+    late = micros > high
+
+    def describe(index: int) -> str:
+        value = int(micros[index])
+        given = _shown(raw, index)
+        read = "" if time.kind is TimeKind.DATETIME else f" ({time.expected()})"
+        if value < low:
+            where = f"before {_us_text(low)}"
+        else:
+            where = f"more than a year from now (after {_us_text(high)})"
+        return (
+            f"arrival {given}{read} is {_us_text(value)}, {where}: not a time a request log "
+            "holds; check --time-kind, --time-unit and --start, or pass --allow-any-time if "
+            "it is right"
+        )
+
+    issues.flag(early | late, column, describe)
+
+
+def _offset_forms(
+    chunk: RawChunk, raw: Column, good: npt.NDArray[np.bool_]
+) -> tuple[TimeForm | None, TimeForm | None]:
+    """The first good value of a text column of date-times written with a UTC offset and the
+    first written without one, each with how many there are."""
+    if not _is_text(raw):
+        return None, None
+    present = good & ~_missing(raw)
+    offset = np.asarray(pc.fill_null(pc.match_substring_regex(raw, WITH_OFFSET), pa.scalar(False)))
+    found: list[TimeForm | None] = []
+    for mask in (present & offset, present & ~offset):
+        where = np.flatnonzero(mask)
+        if where.size == 0:
+            found.append(None)
+            continue
+        index = int(where[0])
+        row, line = chunk.row_of(index)
+        found.append(TimeForm(row, line, _shown(raw, index), int(where.size)))
+    return found[0], found[1]
 
 
 def _plain(raw: Column) -> Column:
@@ -207,7 +312,7 @@ def _integers(
     if plain:  # fast path: clean integers, as integers or decimal digits
         try:
             values = np.asarray(pc.cast(raw, pa.int64()).to_numpy(zero_copy_only=False))
-            in_range = values.size == 0 or (values.min() >= 0 and values.max() <= INT32_MAX)
+            in_range = values.size == 0 or (values.min() >= 0 and values.max() <= MAX_TOKENS)
             if values.dtype == np.int64 and in_range:
                 return values if required else values.tolist()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
@@ -229,11 +334,13 @@ def _integers(
         finite & (clean < 0), column, lambda i: f"expected {expected}, got {_shown(raw, i)}"
     )
     issues.flag(
-        finite & (clean > INT32_MAX),
+        finite & (clean > MAX_TOKENS),
         column,
-        lambda i: f"token count {_shown(raw, i)} is too large (at most {INT32_MAX})",
+        lambda i: (
+            f"token count {_shown(raw, i)} is too large (at most {MAX_TOKENS:,} tokens a request)"
+        ),
     )
-    result = np.clip(clean, 0, INT32_MAX).astype(np.int64)
+    result = np.clip(clean, 0, MAX_TOKENS).astype(np.int64)
     if not required:  # optional counts keep NULL where the log has none
         return [None if m else int(v) for v, m in zip(result, missing, strict=True)]
     return result
@@ -247,6 +354,13 @@ def _milliseconds(raw: Column, column: str, issues: ChunkIssues) -> npt.NDArray[
         bad,
         column,
         lambda i: f"expected a non-negative number of milliseconds, got {_shown(raw, i)}",
+    )
+    issues.flag(
+        ~missing & (np.nan_to_num(numbers) > MAX_LATENCY_MS),
+        column,
+        lambda i: (
+            f"{_shown(raw, i)} ms is too long (at most {MAX_LATENCY_MS:,} ms, 7 days, a request)"
+        ),
     )
     return np.where(missing, np.nan, numbers)
 

@@ -105,6 +105,7 @@ def ingest_options(
     model: str | None = None,
     on_error: str = "fail",
     replace: bool = False,
+    allow_any_time: bool = False,
     names: Mapping[str, str] = CLI_NAMES,
 ) -> IngestOptions:
     """The options of one ingest from what the user typed, each checked, a bad one named as
@@ -137,4 +138,5 @@ def ingest_options(
         model=model,
         on_error="skip" if on_error == "skip" else "fail",
         replace=replace,
+        allow_any_time=allow_any_time,
     )

@@ -33,7 +33,9 @@ from planner.ingest.normalize import (
     EPOCH,
     PROBLEM_EXAMPLES,
     TEXT_LIMITS,
+    TimeForm,
     normalize_chunk,
+    plausible_window,
 )
 from planner.ingest.readers import estimate_rows, inspect_file, iter_chunks, read_columns
 from planner.store.bulk import insert_requests
@@ -56,6 +58,8 @@ class IngestOptions:
     model: str | None = None  # model name for rows that have none
     on_error: OnError = "fail"
     replace: bool = False
+    # arrival times before 1970 or more than a year from now are refused unless this is set
+    allow_any_time: bool = False
 
 
 @dataclass
@@ -71,6 +75,7 @@ class IngestResult:
     start_at: datetime | None = None
     end_at: datetime | None = None
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # how the file was read, for the user
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -316,6 +321,7 @@ def _recorded_options(
         "start": options.start.isoformat() if options.start else None,
         "model": options.model,
         "on_error": options.on_error,
+        "allow_any_time": options.allow_any_time,
     }
 
 
@@ -336,11 +342,16 @@ def _load_rows(
     first_us: int | None = None
     last_us: int | None = None
     previous_us: int | None = None
+    window = None if options.allow_any_time else plausible_window()
+    forms = _TimeForms(source.path, fields["arrival"], fmt)
     for raw in iter_chunks(source, list(dict.fromkeys(fields.values()))):
-        chunk = normalize_chunk(raw, fmt, fields, start_us=start_us, default_model=options.model)
+        chunk = normalize_chunk(
+            raw, fmt, fields, start_us=start_us, default_model=options.model, window=window
+        )
         problems = sorted(raw.problems + chunk.problems, key=lambda p: p.line or p.row or 0)
         if problems and options.on_error == "fail":
             raise InputFileError(source.path, problems[0])
+        forms.add(chunk.with_offset, chunk.without_offset)
         skipped += len(raw.problems) + chunk.bad_rows
         examples.extend(problems[: PROBLEM_EXAMPLES - len(examples)])
         if chunk.num_rows:
@@ -369,6 +380,7 @@ def _load_rows(
             )
         raise InputFileError(source.path, "the file has a header but no data rows")
     assert first_us is not None and last_us is not None
+    forms.check()
     dataset.row_count = rows
     dataset.skipped_rows = skipped
     dataset.start_at = _from_micros(first_us)
@@ -384,7 +396,69 @@ def _load_rows(
         out_of_order_rows=out_of_order,
         start_at=dataset.start_at,
         end_at=dataset.end_at,
+        notes=forms.notes(),
     )
+
+
+class _TimeForms:
+    """Whether a log writes its date-times with a UTC offset, without one, or both ways.
+
+    Both ways in one file is refused when the naive ones would be read as UTC (the default): a
+    log that names its offset on some rows likely means local time on the others. With a
+    --timezone other than UTC, the naive ones are read in that zone and the result says so.
+    """
+
+    def __init__(self, path: Path, column: str, fmt: LogFormat):
+        self.path, self.column, self.time = path, column, fmt.time
+        self.generic = fmt.name == "generic"
+        self.with_offset: TimeForm | None = None
+        self.without_offset: TimeForm | None = None
+        self.naive = 0
+
+    def add(self, with_offset: TimeForm | None, without_offset: TimeForm | None) -> None:
+        self.with_offset = self.with_offset or with_offset
+        self.without_offset = self.without_offset or without_offset
+        self.naive += without_offset.count if without_offset else 0
+        self.check()
+
+    def _both(self) -> str:
+        assert self.with_offset is not None and self.without_offset is not None
+        first, other = sorted((self.with_offset, self.without_offset), key=lambda f: f.row)
+        return (
+            f"row {first.row} has {first.value} "
+            f"({'with' if first is self.with_offset else 'without'} a UTC offset), "
+            f"row {other.row} has {other.value} "
+            f"({'with' if other is self.with_offset else 'without'} one)"
+        )
+
+    def check(self) -> None:
+        if self.with_offset is None or self.without_offset is None or self.time.timezone != "UTC":
+            return
+        later = max((self.with_offset, self.without_offset), key=lambda f: f.row)
+        raise InputFileError(
+            self.path,
+            RowProblem(
+                later.row,
+                self.column,
+                f"date-times written both with and without a UTC offset in one file: "
+                f"{self._both()}; planner will not guess the zone of those without one: write "
+                "every time with its offset (e.g. +00:00 or Z), or give the zone of those "
+                "without one with --timezone (e.g. --timezone Europe/Berlin"
+                + ("" if self.generic else "; it applies to --format generic with --map")
+                + ")",
+                later.line,
+            ),
+        )
+
+    def notes(self) -> list[str]:
+        if self.with_offset is None or self.without_offset is None:
+            return []
+        these = "date-time has" if self.naive == 1 else "date-times have"
+        return [
+            f"{self.naive:,} {these} no UTC offset in column {shown(self.column)}: read in "
+            f"{self.time.timezone} (--timezone); the others carry their own offset "
+            f"({self._both()})"
+        ]
 
 
 __all__ = ["IngestOptions", "IngestResult", "PlannerError", "ingest_file"]

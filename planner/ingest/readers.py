@@ -32,6 +32,10 @@ CHUNK_ROWS = 250_000
 CSV_BLOCK_BYTES = 8 << 20
 MAX_LINE_BYTES = 64 << 20  # a longer JSON line is a bad row, not a reason to exhaust memory
 SNIFF_BYTES = 64 << 10
+# A request log has a few dozen columns; a header beyond these is not a log's (and would cost
+# memory for every row read).
+MAX_COLUMNS = 10_000
+MAX_HEADER_BYTES = 1 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -190,30 +194,24 @@ def _check_text(path: Path, head: bytes) -> None:
 
 
 def read_columns(source: SourceFile) -> list[str]:
-    """The column names of the file: CSV header, first JSON object's keys, Parquet schema."""
+    """The column names of the file: CSV header, first JSON object's keys, Parquet schema; at
+    most MAX_COLUMNS of them, a CSV header at most MAX_HEADER_BYTES long."""
     if source.kind is FileKind.PARQUET:
         try:
-            return list(pq.ParquetFile(source.path).schema_arrow.names)
+            names = list(pq.ParquetFile(source.path).schema_arrow.names)
         except (pa.ArrowException, OSError) as exc:
             raise InputFileError(source.path, f"not a readable Parquet file ({exc})") from exc
+        _check_column_count(source, len(names), None, None)
+        return names
     try:
         with source.open_binary() as fh:
             if source.kind is FileKind.CSV:
-                text = io.TextIOWrapper(fh, encoding="utf-8-sig", errors="replace", newline="")
-                try:
-                    header = next(csv.reader(text, delimiter=source.delimiter), [])
-                except csv.Error as exc:  # e.g. a header line beyond csv's field size limit
-                    raise InputFileError(
-                        source.path, RowProblem(None, None, f"unreadable header ({exc})", 1)
-                    ) from exc
-                names = [h.strip() for h in header]
-                if not any(names):
-                    raise InputFileError(source.path, RowProblem(1, None, "empty header line", 1))
-                return names
+                return _csv_header(source, fh.read(MAX_HEADER_BYTES + 1))
             first: RowProblem | None = None
             for number, row, line in _json_lines(fh):
                 obj = _parse_json_line(line, number, row)
                 if isinstance(obj, dict):
+                    _check_column_count(source, len(obj), row, number)
                     return list(obj)
                 first = first or obj
                 if row >= 1000:
@@ -223,6 +221,61 @@ def read_columns(source: SourceFile) -> list[str]:
     if first is not None:
         raise InputFileError(source.path, first)
     raise InputFileError(source.path, "no JSON objects in the file")
+
+
+def _check_column_count(
+    source: SourceFile, count: int, row: int | None, line: int | None, detail: str = ""
+) -> None:
+    if count > MAX_COLUMNS:
+        what = "the first JSON object has" if source.kind is FileKind.JSONL else "the header has"
+        raise InputFileError(
+            source.path,
+            RowProblem(
+                row,
+                None,
+                f"{what} {count:,} columns; a request log has at most {MAX_COLUMNS:,}{detail}",
+                line,
+            ),
+        )
+
+
+def _csv_header(source: SourceFile, head: bytes) -> list[str]:
+    """The column names of a CSV header in ``head``, the file's first MAX_HEADER_BYTES + 1
+    bytes: refused when longer than that or wider than MAX_COLUMNS columns."""
+    text = head.removeprefix(UTF8_BOM).decode("utf-8", errors="replace")
+    buffer = io.StringIO(text, newline="")
+    reader = csv.reader(buffer, delimiter=source.delimiter)
+    try:
+        header = next(reader, [])
+    except csv.Error as exc:  # e.g. a header line beyond csv's field size limit
+        raise InputFileError(
+            source.path, RowProblem(None, None, f"unreadable header ({exc})", 1)
+        ) from exc
+    if len(head) > MAX_HEADER_BYTES and buffer.tell() >= len(text):  # cut short
+        raise InputFileError(
+            source.path,
+            RowProblem(
+                None,
+                None,
+                f"the header is longer than {MAX_HEADER_BYTES >> 20} MiB ({len(header):,} "
+                f"columns in its first MiB); a request log's header has at most "
+                f"{MAX_COLUMNS:,} columns and {MAX_HEADER_BYTES >> 20} MiB",
+                1,
+            ),
+        )
+    detail = ""
+    if len(header) > MAX_COLUMNS:
+        try:
+            first = next(reader, None)
+        except csv.Error:
+            first = None
+        if first is not None and (buffer.tell() < len(text) or len(head) <= MAX_HEADER_BYTES):
+            detail = f" (the first data row, line {reader.line_num}, has {len(first):,} fields)"
+    _check_column_count(source, len(header), None, 1, detail)
+    names = [h.strip() for h in header]
+    if not any(names):
+        raise InputFileError(source.path, RowProblem(1, None, "empty header line", 1))
+    return names
 
 
 def _json_lines(fh: IO[bytes]) -> Iterator[tuple[int, int, bytes | None]]:

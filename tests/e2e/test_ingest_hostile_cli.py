@@ -41,8 +41,13 @@ def datasets(home: Path) -> list[str]:
         (HEADER + "9999-12-31 00:00:00,1,1\n", "row 1, line 2, column 'TIMESTAMP': date-time"),
         (HEADER + "2024-06-01,0x10,1\n", "column 'ContextTokens': expected a non-negative integer"),
         (HEADER + "2024-06-01,1,99999999999999999999\n", "is too large"),
+        (HEADER + "2024-06-01,200000000,1\n", "at most 100,000,000 tokens a request"),
+        (HEADER + "2024-06-01,-5,1\n", "column 'ContextTokens': expected a non-negative integer"),
+        (HEADER + "2024-06-01,NaN,1\n", "expected a non-negative integer, got 'NaN'"),
+        (HEADER + "1916-02-18 01:46:40,1,1\n", "before 1970-01-01 00:00:00 UTC"),
+        (HEADER + "2100-01-01 00:00:00,1,1\n", "more than a year from now"),
     ],
-    ids=["year-9999", "hex", "huge"],
+    ids=["year-9999", "hex", "huge", "200m-tokens", "negative", "nan", "1916", "2100"],
 )
 def test_bad_content_exits_1_located(
     home: Path, tmp_path: Path, content: str, fragment: str
@@ -145,3 +150,50 @@ def test_names_from_files_and_stored_text_are_escaped(home: Path, tmp_path: Path
     assert "\x1b" not in shown.stdout and "\\x1b[31mred" in shown.stdout
     listed = run(home, "datasets", "list")
     assert "[bold]x" in listed.stdout
+
+
+MAP = ["--map", "arrival=ts", "--map", "input_tokens=i", "--map", "output_tokens=o"]
+
+
+def test_an_epoch_before_1970_is_refused_unless_asked(home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "epoch.csv"
+    path.write_text("ts,i,o\n1700000000,1,1\n-1700000000,1,1\n", encoding="utf-8")
+    epoch = ["--time-kind", "epoch", "-q"]
+    stderr = failed(run(home, "ingest", str(path), *MAP, *epoch), 1)
+    assert f"{path}: row 2, line 3, column 'ts': arrival '-1700000000'" in stderr
+    assert "is 1916-02-18 01:46:40 UTC, before 1970-01-01" in stderr
+    assert "--allow-any-time" in stderr and datasets(home) == []
+    allowed = run(home, "ingest", str(path), *MAP, *epoch, "--allow-any-time", "--json")
+    assert allowed.returncode == 0, allowed.stderr
+    data = json.loads(allowed.stdout)
+    assert data["rows"] == 2 and data["start_at"].startswith("1916-02-18")
+
+
+def test_times_with_and_without_offsets_in_one_file(home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "mixed.csv"
+    path.write_text(
+        "ts,i,o\n2024-01-01T00:00:00+02:00,1,1\n2024-01-01 01:00:00,1,1\n2024-01-01 02:00:00,1,1\n",
+        encoding="utf-8",
+    )
+    for extra in ([], ["--on-error", "skip"], ["--timezone", "UTC"]):
+        stderr = failed(run(home, "ingest", str(path), *MAP, "-q", *extra), 1)
+        assert f"{path}: row 2, line 3, column 'ts': date-times written both with and" in stderr
+        assert "row 1 has '2024-01-01T00:00:00+02:00' (with a UTC offset)" in stderr
+        assert "row 2 has '2024-01-01 01:00:00' (without one)" in stderr
+    assert datasets(home) == []
+    zoned = run(home, "ingest", str(path), *MAP, "-q", "--timezone", "Europe/Berlin")
+    assert zoned.returncode == 0, zoned.stderr
+    assert "note: 2 date-times have no UTC offset in column 'ts': read in Europe/Berlin" in (
+        zoned.stdout.replace("\n", " ")
+    )
+    assert "2023-12-31 22:00:00 to 2024-01-01 01:00:00 UTC" in zoned.stdout
+
+
+def test_a_header_of_ten_thousand_columns_and_more_says_so(home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "wide.csv"
+    path.write_text(",".join(f"c{i}" for i in range(20_000)) + "\n1,2,3\n", encoding="utf-8")
+    stderr = failed(run(home, "ingest", str(path)), 1)
+    assert f"{path}: line 1: the header has 20,000 columns; a request log has at most 10,000" in (
+        stderr.replace("\n", "")
+    )
+    assert "the first data row, line 2, has 3 fields" in stderr.replace("\n", "")

@@ -3,6 +3,7 @@ error, never a wrapped integer, a crash or a silently wrong value."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -337,3 +338,91 @@ def test_dictionary_columns_from_pandas_categoricals() -> None:
     assert result.columns["input_tokens"].tolist() == [1, 2]
     assert result.columns["output_tokens"].tolist() == [3, 4]
     assert result.columns["arrival_us"].tolist() == [START_US, START_US]
+
+
+# --- plausible values only: times a log can hold, one way of writing them, bounded headers ------
+
+
+def test_times_before_1970_or_over_a_year_ahead_are_refused_with_row_and_value() -> None:
+    from planner.ingest.normalize import plausible_window
+
+    fmt = LogFormat(
+        "generic", AZURE_LLM.columns, TimeSpec(TimeKind.EPOCH, TimeUnit.S), "epoch seconds"
+    )
+    now = datetime(2026, 12, 6, tzinfo=UTC)
+    values = pa.array(["-1700000000", "1700000000", "1900000000"])  # 1916, 2023, 2030
+    n = len(values)
+    chunk = RawChunk(pa.table(azure(values)), 1, range(2, 2 + n), header_lines=1)
+    fields = fmt.resolve(list(azure(values)))
+    result = normalize_chunk(
+        chunk, fmt, fields, start_us=None, default_model=None, window=plausible_window(now)
+    )
+    assert result.bad_rows == 2 and result.num_rows == 1
+    early, late = result.problems
+    assert (early.row, early.line, early.column) == (1, 2, "TIMESTAMP")
+    assert "'-1700000000' (a number of s since the Unix epoch) is 1916-" in early.message
+    assert "before 1970-01-01 00:00:00 UTC" in early.message and "--allow-any-time" in early.message
+    assert late.row == 3 and "more than a year from now (after 2027-12-07" in late.message
+    anything = normalize_chunk(chunk, fmt, fields, start_us=None, default_model=None)
+    assert anything.bad_rows == 0  # no window: any time planner can store
+
+
+@pytest.mark.parametrize(
+    ("values", "with_offset", "without_offset"),
+    [
+        (["2024-01-01T00:00:00+02:00", "2024-01-01 01:00:00"], 1, 2),
+        (["2024-01-01 01:00:00", "2024-01-01T00:00:00Z", "2024-01-01T03:00:00.5-0530"], 2, 1),
+        (["2024-01-01", "2024-01-01 00:00:00.250"], None, 1),  # a date alone has no offset
+        (["2024-01-01T00:00:00+00:00", "2024-01-01T00:00:01 UTC"], 1, None),
+    ],
+)
+def test_date_times_with_and_without_offset_are_told_apart(
+    values: list[str], with_offset: int | None, without_offset: int | None
+) -> None:
+    result = run(azure(pa.array(values)), AZURE_LLM)
+    assert (result.with_offset.row if result.with_offset else None) == with_offset
+    assert (result.without_offset.row if result.without_offset else None) == without_offset
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "fragment"),
+    [
+        ("ContextTokens", "100000001", "is too large (at most 100,000,000 tokens a request)"),
+        ("GeneratedTokens", "-5", "expected a non-negative integer, got '-5'"),
+        ("ContextTokens", "NaN", "expected a non-negative integer, got 'NaN'"),
+        ("GeneratedTokens", "1e308", "is too large"),
+    ],
+)
+def test_token_counts_out_of_range_are_located(column: str, value: str, fragment: str) -> None:
+    columns = azure(pa.array(["2024-06-01", "2024-06-02"]))
+    columns[column] = pa.array(["1", value])
+    result = run(columns, AZURE_LLM)
+    assert result.bad_rows == 1
+    problem = result.problems[0]
+    assert (problem.row, problem.line, problem.column) == (2, 3, column)
+    assert fragment in problem.message
+
+
+def test_a_latency_beyond_a_week_is_refused() -> None:
+    fmt = LogFormat("generic", {**AZURE_LLM.columns, "e2e_ms": "e2e"}, TimeSpec(), "with latencies")
+    columns = {**azure(pa.array(["2024-06-01", "2024-06-02"])), "e2e": pa.array(["12.5", "1e308"])}
+    result = run(columns, fmt)
+    assert result.bad_rows == 1 and result.problems[0].column == "e2e"
+    assert "'1e308' ms is too long (at most 604,800,000 ms" in result.problems[0].message
+
+
+def test_a_header_too_wide_or_too_long_says_so(write: WriteFile) -> None:
+    wide = write("wide.csv", ",".join(f"c{i}" for i in range(10_001)) + "\n1,2,3\n")
+    with pytest.raises(InputFileError) as caught:
+        read_columns(inspect_file(wide))
+    message = str(caught.value)
+    assert message.startswith(f"{wide}: line 1: the header has 10,001 columns; a request log ")
+    assert "at most 10,000 (the first data row, line 2, has 3 fields)" in message
+    long = write("long.csv", "a," * 600_000 + "a\n1,2,3\n")
+    with pytest.raises(InputFileError, match=r"line 1: the header is longer than 1 MiB"):
+        read_columns(inspect_file(long))
+    jsonl = write("wide.jsonl", json.dumps({f"k{i}": i for i in range(10_001)}) + "\n")
+    with pytest.raises(InputFileError, match=r"row 1, line 1: the first JSON object has 10,001"):
+        read_columns(inspect_file(jsonl))
+    fine = write("fine.csv", ",".join(f"c{i}" for i in range(10_000)) + "\n1\n")
+    assert len(read_columns(inspect_file(fine))) == 10_000
