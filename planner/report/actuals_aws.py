@@ -199,7 +199,7 @@ def _add_result(
         where = f"{metric} of {month:%Y-%m}"
         try:
             value = float(amount["Amount"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise ActualsError(
                 SOURCE,
                 f"unexpected response: {where} has Amount {shown(_amount_of(amount))}, "

@@ -211,7 +211,7 @@ def _add_rows(
         where = f"page {page}, row {number}"
         try:
             cost = float(row[cost_at])
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, OverflowError):
             raise ActualsError(
                 SOURCE, f"unexpected answer ({where}): cost {shown(row)} is not a number"
             ) from None

@@ -306,7 +306,7 @@ def _credit_sum(path: Path, row: int, column: str, text: str) -> float:
             )
         try:
             value = math.nan if isinstance(amount, bool) else float(amount)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             value = math.nan
         if not math.isfinite(value):
             raise InputFileError(

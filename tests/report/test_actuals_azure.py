@@ -262,6 +262,7 @@ def test_plan_vs_actual_sums_two_scopes_of_one_month(report: Report) -> None:
         (1e308, "cost 1e+308 USD is beyond the 1,000,000,000 USD"),
         (-1e12, "cost -1,000,000,000,000.00 USD is beyond"),
         ("NaN", "cost nan USD is not a finite amount"),
+        (10**400, "is not a number"),
     ],
 )
 def test_an_absurd_cost_is_refused_with_page_and_row(cost: object, expected: str) -> None:

@@ -225,6 +225,7 @@ def test_errors_are_planner_errors() -> None:
         ("credits", "[" * 50_000 + "]" * 50_000, "100,000 characters of credits"),
         ("credits", "[" * 20_000 + "]" * 20_000, "JSON nested 20,000 deep, more than the 16"),
         ("credits", '[{"amount": -1, "x": ' + "[" * 20 + "]" * 20 + "}]", "nested 22 deep"),
+        ("credits", '[{"amount": -1' + "0" * 400 + "}]", "is not a number"),
         ("invoice.month", "999912", "'999912' is not a month; expected YYYYMM from 200001"),
         ("invoice.month", "000001", "'000001' is not a month"),
     ],
