@@ -33,8 +33,9 @@ QUICK = (
 
 def _run(args: list[str], say: Callable[[str], None]) -> None:
     from planner.cli import app
+    from planner.common.secrets import redact_text
 
-    say("planner " + " ".join(args))
+    say(redact_text("planner " + " ".join(args)))  # --db URL without its password
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # the steps' tables are not the point
             app(args, standalone_mode=False)

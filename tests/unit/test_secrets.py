@@ -132,3 +132,11 @@ def test_loopback_in_every_form(host: str) -> None:
 )  # fmt: skip
 def test_not_loopback(host: str) -> None:
     assert not is_loopback_host(host)
+
+
+def test_the_demo_names_its_steps_without_the_store_password() -> None:
+    from planner.demo import _run
+
+    said: list[str] = []
+    _run(["--db", f"postgresql://planner:{SECRET}@127.0.0.1:1/x", "db", "--help"], said.append)
+    assert said == ["planner --db postgresql://planner:***@127.0.0.1:1/x db --help"]
