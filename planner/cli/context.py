@@ -96,9 +96,12 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
         except Exception as exc:
             if os.environ.get(DEBUG_ENV):
                 raise
+            from planner.common.secrets import redact_text
+
             stderr.print(
-                f"internal error ({type(exc).__name__}: {exc}). This is a bug in planner; "
-                f"rerun with {DEBUG_ENV}=1 for the traceback and report it.",
+                # a library's words may quote a URL or a header with its credentials
+                f"internal error ({type(exc).__name__}: {redact_text(str(exc))}). This is a bug "
+                f"in planner; rerun with {DEBUG_ENV}=1 for the traceback and report it.",
                 markup=False,
                 soft_wrap=True,
             )

@@ -140,3 +140,25 @@ def test_the_demo_names_its_steps_without_the_store_password() -> None:
     said: list[str] = []
     _run(["--db", f"postgresql://planner:{SECRET}@127.0.0.1:1/x", "db", "--help"], said.append)
     assert said == ["planner --db postgresql://planner:***@127.0.0.1:1/x db --help"]
+
+
+def test_an_internal_error_is_shown_without_credentials(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import typer
+
+    from planner.cli.context import user_errors
+
+    monkeypatch.delenv("PLANNER_DEBUG", raising=False)
+
+    @user_errors
+    def command() -> None:
+        raise RuntimeError(
+            f"bad request to http://user:{SECRET}@h/v1 (Authorization: Bearer {SECRET})"
+        )
+
+    with pytest.raises(typer.Exit):
+        command()
+    shown = capsys.readouterr().err
+    assert "internal error (RuntimeError: bad request to http://user:***@h/v1" in shown
+    assert SECRET not in shown
