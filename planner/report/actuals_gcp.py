@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
@@ -183,9 +184,21 @@ def _read(path: Path) -> pd.DataFrame:
             "wanted, or fewer columns",
         )
     try:
-        frame = pd.read_csv(
-            path, dtype=str, keep_default_na=False, encoding="utf-8-sig", skipinitialspace=False
-        )
+        with warnings.catch_warnings():
+            # a first row longer than the header: an error, not columns shifted into an index
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(
+                path,
+                dtype=str,
+                keep_default_na=False,
+                encoding="utf-8-sig",
+                skipinitialspace=False,
+                index_col=False,
+            )
+    except pd.errors.ParserWarning:
+        raise InputFileError(
+            path, RowProblem(1, None, "more fields than the header has columns", 2)
+        ) from None
     except pd.errors.EmptyDataError:
         raise InputFileError(
             path, "the file is empty; expected a CSV of the Cloud Billing BigQuery export"

@@ -281,3 +281,14 @@ def test_a_file_over_the_size_limit_is_refused_before_it_is_read(
     monkeypatch.setattr(actuals_gcp, "MAX_FILE_BYTES", 1000)
     with pytest.raises(InputFileError, match="planner reads an export of at most"):
         gcp_actuals(EXPORT)
+
+
+def test_a_first_row_longer_than_the_header_is_named_not_shifted(tmp_path: Path) -> None:
+    path = tmp_path / "extra.csv"
+    path.write_text("cost,currency,invoice.month\n1,USD,202701,5,6\n", encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        gcp_actuals(path)
+    assert str(caught.value) == f"{path}: row 1, line 2: more fields than the header has columns"
+    path.write_text("cost,currency,invoice.month\n1,USD,202701\n2,USD,202701,5\n")
+    with pytest.raises(InputFileError, match="Expected 3 fields in line 3, saw 4"):
+        gcp_actuals(path)
