@@ -9,8 +9,15 @@ sample ingested, the bundled prices loaded), with a memory cap and a time limit,
 - ``runaway``: past its time limit or its memory cap;
 - ``silent``: exit 0 where the input is wrong (a wrong value would be stored or printed);
 - ``leak``: a secret of the input appears in the output;
+- ``clobbered``: a file a link points to was replaced;
 - ``raw``: a control character of the input echoed raw, or an error message over 4 kB;
 - ``clean`` otherwise: a clear error (non-zero exit, one message) or a correct result.
+
+Beside the hand-written cases, ``--generated`` (the default) walks the command tree and gives
+every option that takes a value the values a hostile user types: NaN, infinity, a negative
+number, 1e308, a number with a wrong unit and 100,000 characters of text, each after a base
+invocation that is valid, so the option's own check is what answers. ``--no-generated`` runs the
+hand-written cases only.
 
 Not a pytest module (the sweep takes minutes); the findings it made are each covered by a test.
 """
@@ -45,6 +52,7 @@ AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 GOOD_ROW = "2023-11-16 18:15:46.6805900,374,44\n"
 SECRET = "s3cr3t-Pa55"
 ESC = "\x1b[31m"
+INTACT_BYTES = b"a file a link points to: never to be replaced\n"
 
 SIM = ["simulate", "--dataset", "demo", "--gpu", "H100-SXM", "--model", "llama-3.1-8b"]
 LAT = ["latency", "--gpu", "H100-SXM", "--model", "llama-3.1-8b"]
@@ -60,6 +68,7 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     timeout: float = 120.0
     secret: str | None = None
+    intact: Path | None = None  # a file the case must leave byte for byte as it was
 
 
 @dataclass
@@ -180,8 +189,41 @@ def files(folder: Path) -> dict[str, Path]:
     text("series-nan.csv", "ds,y\n2025-01-01 00:00,nan\n2025-01-01 01:00,inf\n")
     text("series-negative.csv", "ds,y\n2025-01-01 00:00,-5\n2025-01-01 01:00,3\n")
     text("series-one.csv", "ds,y\n2025-01-01 00:00,5\n")
+    trust_files(folder, text)
     text("demand-zero.csv", "ds,y\n" + "".join(f"2025-01-01 {h:02d}:00,0\n" for h in range(24)))
     return made
+
+
+def trust_files(folder: Path, text: Callable[[str, str | bytes], None]) -> None:
+    """Issue 30's inputs: links, formulas, look-alike names, absurd numbers, deep nesting."""
+    victim = folder / "victim.txt"
+    victim.write_bytes(INTACT_BYTES)
+    for link in ("link.csv", "link.html"):
+        (folder / link).symlink_to(victim)
+    header = "provider,region,instance_type,gpu_model,gpu_count,purchase_option,usd_per_hour\n"
+    row = "aws,{region},{instance},H100-SXM,8,on-demand,50\n"
+    for name, region, instance in (
+        ("price-formula.csv", "us-east-1", '"=HYPERLINK(""http://x""&A1;""x"")"'),
+        ("price-at.csv", "us-east-1", "@SUM(1)"),
+        ("price-plus.csv", "us-east-1", "+cmd|' /C calc'!A0"),
+        ("price-lookalike-region.csv", "us\u2010east\u20101", "p5.48xlarge"),
+    ):
+        text(name, header + row.format(region=region, instance=instance))
+    gcp = "billing_account_id,service.description,sku.description,usage_start_time,cost,currency,credits\n"
+    start = "2025-01-01 00:00:00 UTC"
+    text(
+        "gcp-deep.csv", gcp + f'x,Compute Engine,GPU,{start},5,USD,"{"[" * 50_000}{"]" * 50_000}"\n'
+    )
+    text("gcp-huge-cost.csv", gcp + f"x,Compute Engine,GPU,{start},1e308,USD,[]\n")
+    text("gcp-negative-cost.csv", gcp + f"x,Compute Engine,GPU,{start},-1e12,USD,[]\n")
+    vllm = json.loads(
+        (ROOT / "tests/fixtures/bench-results/vllm-bench-serve_catalog-metadata.json").read_text()
+    )
+    for name, value in (("vllm-ttft-1e308.json", 1e308), ("vllm-ttft-nan.json", float("nan"))):
+        text(name, json.dumps({**vllm, "mean_ttft_ms": value}))
+    text("mixed-offsets.csv", AZURE_HEADER + "2023-11-16T18:15:46+02:00,374,44\n" + GOOD_ROW)
+    text("epoch-1916.csv", "ts,in,out\n-1700000000,10,5\n-1699999999,10,5\n")
+    text("wide-header.csv", ",".join(f"c{i}" for i in range(10_000_000)) + "\n1,2,3\n")
 
 
 def _far_cell_xlsx(path: Path) -> None:
@@ -488,7 +530,7 @@ def cases(f: dict[str, Path], tmp: Path) -> list[Case]:
         ("--load-scale", "nan"),
         ("--load-scale", "-1"),
         ("--load-scale", "0"),
-        ("--replicas", "100000"),
+        ("--replicas", "1000000"),  # over one replica per 100 of --max-requests
         ("--replicas", "0"),
         ("--max-seqs", "0"),
         ("--tp", "3"),
@@ -598,12 +640,258 @@ def cases(f: dict[str, Path], tmp: Path) -> list[Case]:
     )
     add(Case("recommendations show missing", ["recommendations", "show", "999"]))
     add(Case("recommendations show text", ["recommendations", "show", "abc"]))
+    out.extend(trust_cases(f, tmp))
+    return out
+
+
+# A valid invocation of each command, fast to run, which a generated option is appended to (the
+# last occurrence of an option wins); commands absent here are not swept option by option.
+BENCH_RESULT = (
+    ROOT / "tests" / "fixtures" / "bench-results" / "vllm-bench-serve_catalog-metadata.json"
+)
+CLOSED_URL = "http://127.0.0.1:9"  # the discard port: nothing listens, a connection fails at once
+BASES: dict[str, list[str]] = {
+    "ingest": ["ingest", str(SAMPLE), "--name", "swept"],
+    "latency": LAT,
+    "simulate": [*SIM, "--load-scale", "0.05"],
+    "forecast": FC,
+    "recommend": [*REC, "--load-scale", "0.05", "--verify-top", "1"],
+    "dashboard": ["dashboard", "--dry-run"],
+    "report": ["report", "--recommendation", "1", "--out", "{tmp}/r.csv"],
+    "bench run": ["bench", "run", "--url", CLOSED_URL, "--requests", "2", "--no-store"],
+    "bench import": ["bench", "import", str(BENCH_RESULT), "--no-store"],
+    "prices list": ["prices", "list"],
+    "prices compare": ["prices", "compare", "--gpu", "H100"],
+    "datasets list": ["datasets", "list"],
+    "recommendations list": ["recommendations", "list"],
+}
+# Values that are never a number of anything: refused wherever a number is asked for.
+NOT_NUMBERS = ("nan", "inf", "3parsecs", "9" * 100_000)
+# Values a number option may or may not accept (judged for crashes, runaways and raw echoes).
+ODD_NUMBERS = ("-1", "1e308")
+LONG_TEXT = "x" * 100_000
+NUMBER_METAVARS = ("<int", "<float", "INTEGER", "FLOAT")
+
+
+def _leaf_commands() -> dict[str, list[tuple[str, str]]]:
+    """Every command's options that take a value, with the metavar its help shows."""
+    import typer
+
+    from planner.cli import app
+
+    found: dict[str, list[tuple[str, str]]] = {}
+
+    def walk(command: object, path: list[str]) -> None:
+        if hasattr(command, "list_commands"):
+            for name in command.list_commands(None):
+                walk(command.get_command(None, name), [*path, name])  # type: ignore[attr-defined]
+            return
+        options = []
+        for param in command.params:  # type: ignore[attr-defined]
+            if param.param_type_name != "option" or param.is_flag or param.count:
+                continue
+            metavar = param.metavar or param.display_type(None)
+            options.append((param.opts[0], str(metavar)))
+        found[" ".join(path)] = options
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+def option_cases(tmp: Path) -> list[Case]:
+    """Every option of every command in ``BASES`` with the values of ``NOT_NUMBERS``,
+    ``ODD_NUMBERS`` (number options) and ``LONG_TEXT`` (every option)."""
+    out: list[Case] = []
+    for command, options in _leaf_commands().items():
+        base = BASES.get(command)
+        if base is None:
+            continue
+        base = [a.replace("{tmp}", str(tmp)) for a in base]
+        for option, metavar in options:
+            if option in ("--db",):
+                continue  # the store's URL: swept with secrets above
+            numeric = any(m in metavar for m in NUMBER_METAVARS)
+            values = [*NOT_NUMBERS, *ODD_NUMBERS] if numeric else [LONG_TEXT]
+            for value in values:
+                expect = "error" if numeric and value in NOT_NUMBERS else "any"
+                shown = value if len(value) < 20 else f"<{len(value):,} chars>"
+                out.append(
+                    Case(
+                        f"opt {command} {option} {shown}",
+                        [*base, option, value],
+                        expect,
+                        timeout=90,
+                    )
+                )
+    return out
+
+
+def trust_cases(f: dict[str, Path], tmp: Path) -> list[Case]:
+    """Issue 30's cases: secrets, links, formulas, unbounded reads, absurd values."""
+    p = {k: str(v) for k, v in f.items()}
+    out: list[Case] = []
+    add = out.append
+    pg = f"postgresql+psycopg://planner:{SECRET}@127.0.0.1:1/db"
+    add(
+        Case(
+            "dashboard dry-run password",
+            ["--db", pg, "dashboard", "--dry-run"],
+            "any",
+            secret=SECRET,
+        )
+    )
+    add(
+        Case(
+            "dashboard env password",
+            ["dashboard", "--dry-run"],
+            "any",
+            env={"PLANNER_DATABASE_URL": pg},
+            secret=SECRET,
+        )
+    )
+    for label, url in (
+        ("userinfo", f"http://user:{SECRET}@127.0.0.1:9"),
+        ("query key", f"http://127.0.0.1:9/?api_key={SECRET}"),
+    ):
+        add(
+            Case(
+                f"bench run url {label}",
+                ["bench", "run", "--url", url, "--requests", "1", "--no-store"],
+                "any",
+                secret=SECRET,
+                timeout=60,
+            )
+        )
+    add(
+        Case(
+            "bench run api key env",
+            ["bench", "run", "--url", CLOSED_URL, "--requests", "1", "--no-store"],
+            "any",
+            env={"OPENAI_API_KEY": SECRET},
+            secret=SECRET,
+            timeout=60,
+        )
+    )
+    add(
+        Case(
+            "bench run api key option",
+            [
+                "bench",
+                "run",
+                "--url",
+                CLOSED_URL,
+                "--requests",
+                "1",
+                "--no-store",
+                "--api-key",
+                SECRET,
+            ],
+            "any",
+            secret=SECRET,
+            timeout=60,
+        )
+    )
+    for host in ("127.1", "127.0.0.2", "::1", "localhost"):
+        add(Case(f"dashboard host {host}", ["dashboard", "--dry-run", "--host", host], "ok"))
+    # links: the file a link points to is never replaced
+    for label, args in (
+        ("report --out", ["report", "--recommendation", "1", "--out", str(tmp / "link.csv")]),
+        (
+            "simulate --out-requests",
+            [*SIM, "--load-scale", "0.05", "--out-requests", str(tmp / "link.csv")],
+        ),
+        ("forecast --plot", [*FC, "--plot", str(tmp / "link.html")]),
+        ("forecast --demand-out", [*FC, "--demand-out", str(tmp / "link.csv")]),
+        (
+            "bench import --out-csv",
+            [
+                "bench",
+                "import",
+                str(BENCH_RESULT),
+                "--no-store",
+                "--out-csv",
+                str(tmp / "link.csv"),
+            ],
+        ),
+    ):
+        add(Case(f"link {label}", args, timeout=180, intact=tmp / "victim.txt"))
+    for name in (
+        "price-formula.csv",
+        "price-at.csv",
+        "price-plus.csv",
+        "price-lookalike-region.csv",
+    ):
+        add(Case(f"prices import {name}", ["prices", "import", p[name]]))
+    add(
+        Case(
+            "report first-month 9999-12",
+            [
+                "report",
+                "--recommendation",
+                "1",
+                "--out",
+                str(tmp / "r.csv"),
+                "--first-month",
+                "9999-12",
+            ],
+        )
+    )
+    for name in ("gcp-deep.csv", "gcp-huge-cost.csv", "gcp-negative-cost.csv"):
+        add(
+            Case(
+                f"report actuals {name}",
+                [
+                    "report",
+                    "--recommendation",
+                    "1",
+                    "--out",
+                    str(tmp / "r.xlsx"),
+                    "--actuals-gcp",
+                    p[name],
+                ],
+            )
+        )
+    for name in ("vllm-ttft-1e308.json", "vllm-ttft-nan.json"):
+        add(Case(f"bench import {name}", ["bench", "import", p[name], "--no-store"]))
+    add(
+        Case(
+            "bench import no metadata no-store",
+            [
+                "bench",
+                "import",
+                str(ROOT / "tests/fixtures/bench-results/vllm-bench-serve_no-metadata.json"),
+                "--no-store",
+            ],
+            "ok",
+        )
+    )
+    for name in ("mixed-offsets.csv", "epoch-1916.csv", "wide-header.csv"):
+        extra = (
+            [
+                "--map",
+                "arrival=ts",
+                "--map",
+                "input_tokens=in",
+                "--map",
+                "output_tokens=out",
+                "--time-kind",
+                "epoch",
+            ]
+            if name == "epoch-1916.csv"
+            else []
+        )
+        add(Case(f"ingest {name}", ["ingest", p[name], *extra]))
+    out.extend(option_cases(tmp))
     return out
 
 
 def prepare(home: Path) -> None:
     env = {**os.environ, "PLANNER_HOME": str(home)}
-    for args in (["ingest", str(SAMPLE), "--name", "demo"], ["prices", "load-snapshot"]):
+    for args in (
+        ["ingest", str(SAMPLE), "--name", "demo"],
+        ["prices", "load-snapshot"],
+        [*REC, "--load-scale", "0.05", "--verify-top", "1"],  # recommendation 1, for `report`
+    ):
         subprocess.run([PLANNER, *args], env=env, check=True, capture_output=True)
 
 
@@ -639,6 +927,9 @@ def run_case(case: Case, base: Path, scratch: Path) -> Outcome:
     first = (err.strip().splitlines() or [""])[-1][:160]
     if code == 70 or "Traceback" in err or code < 0 or code == 120:
         verdict = "runaway" if "MemoryError" in err or "out of memory" in err else "crash"
+    elif case.intact is not None and case.intact.read_bytes() != INTACT_BYTES:
+        verdict = "clobbered"
+        case.intact.write_bytes(INTACT_BYTES)
     elif case.secret and case.secret in out + err:
         verdict = "leak"
     elif "\x1b[" in out + err or len(err) > 4096:
@@ -658,6 +949,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--json", type=Path, help="write every outcome here")
+    parser.add_argument(
+        "--generated",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also sweep every option of every command with hostile values",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="planner-sweep-") as scratch_name:
         scratch = Path(scratch_name)
@@ -665,7 +962,11 @@ def main(argv: list[str] | None = None) -> int:
         prepare(base)
         inputs = scratch / "inputs"
         inputs.mkdir()
-        todo = [c for c in cases(files(inputs), inputs) if args.only in c.name]
+        todo = [
+            c
+            for c in cases(files(inputs), inputs)
+            if args.only in c.name and (args.generated or not c.name.startswith("opt "))
+        ]
         run: Callable[[Case], Outcome] = lambda c: run_case(c, base, scratch)  # noqa: E731
         with ThreadPoolExecutor(args.jobs) as pool:
             outcomes = list(pool.map(run, todo))
