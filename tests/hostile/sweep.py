@@ -209,13 +209,16 @@ def trust_files(folder: Path, text: Callable[[str, str | bytes], None]) -> None:
         ("price-lookalike-region.csv", "us\u2010east\u20101", "p5.48xlarge"),
     ):
         text(name, header + row.format(region=region, instance=instance))
-    gcp = "billing_account_id,service.description,sku.description,usage_start_time,cost,currency,credits\n"
-    start = "2025-01-01 00:00:00 UTC"
-    text(
-        "gcp-deep.csv", gcp + f'x,Compute Engine,GPU,{start},5,USD,"{"[" * 50_000}{"]" * 50_000}"\n'
-    )
-    text("gcp-huge-cost.csv", gcp + f"x,Compute Engine,GPU,{start},1e308,USD,[]\n")
-    text("gcp-negative-cost.csv", gcp + f"x,Compute Engine,GPU,{start},-1e12,USD,[]\n")
+    # GCP exports: the bundled fixture with its second row's cost or credits made absurd
+    gcp_lines = (ROOT / "tests/fixtures/actuals/gcp/billing_export.csv").read_text().splitlines()
+    row = gcp_lines[2]
+    for name, edited in (
+        ("gcp-deep.csv", row.replace(",[],", f',"{"[" * 50_000}{"]" * 50_000}",')),
+        ("gcp-huge-cost.csv", row.replace(",600.5,", ",1e308,")),
+        ("gcp-negative-cost.csv", row.replace(",600.5,", ",-1e12,")),
+    ):
+        assert edited != row, name
+        text(name, "\n".join([gcp_lines[0], gcp_lines[1], edited, *gcp_lines[3:]]) + "\n")
     vllm = json.loads(
         (ROOT / "tests/fixtures/bench-results/vllm-bench-serve_catalog-metadata.json").read_text()
     )
