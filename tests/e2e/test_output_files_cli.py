@@ -243,3 +243,20 @@ def test_bench_run_refuses_a_linked_requests_file_before_the_run(
     assert f"--out {tmp_path / 'run.jsonl'}: is a symbolic link" in result.stderr
     assert "first error" not in result.stderr  # refused before the run
     assert victim.read_bytes() == VICTIM_BYTES and not out.exists()
+
+
+def test_report_csv_refuses_a_linked_metadata_file_and_writes_neither(
+    home: Path, tmp_path: Path
+) -> None:
+    # the FOCUS CSV's metadata lands beside it (plan.focus-metadata.json): a link there is
+    # refused before either file is written
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(VICTIM_BYTES)
+    meta = tmp_path / "plan.focus-metadata.json"
+    meta.symlink_to(victim)
+    out = tmp_path / "plan.csv"
+    result = run(home, "report", "--recommendation", "1", "--out", str(out))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert f"--out {meta}: is a symbolic link" in result.stderr
+    assert victim.read_bytes() == VICTIM_BYTES and meta.is_symlink() and not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["home", meta.name, victim.name])
