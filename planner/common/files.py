@@ -31,8 +31,8 @@ def _under_system_folder(path: Path) -> bool:
 
 
 def writes_in_place(path: Path) -> bool:
-    """A device or a pipe, or anything under /dev or /proc: written in place, not replaced.
-    A link elsewhere is not (it is refused)."""
+    """A device or a pipe, or anything under /dev (but /dev/shm) or /proc: written in place,
+    not replaced. A link elsewhere is not (it is refused)."""
     if _under_system_folder(path):
         return True
     if path.is_symlink():
