@@ -91,7 +91,6 @@ def report_command(
     sensitivity, assumptions and plan vs actual."""
     import math
 
-    from planner.report.actuals import amount_limit
     from planner.report.export import (
         FORMATS,
         ActualSources,
@@ -116,7 +115,12 @@ def report_command(
         raise UsageError(f"--max-actual-usd {max_actual_usd:g}: expected a positive amount of USD")
     if actuals_gcp is not None and not actuals_gcp.is_file():
         raise UsageError(f"--actuals-gcp {shown(str(actuals_gcp))}: no such file")
-    sources = ActualSources(aws=actuals_aws, azure_scope=actuals_azure, gcp_export=actuals_gcp)
+    sources = ActualSources(
+        aws=actuals_aws,
+        azure_scope=actuals_azure,
+        gcp_export=actuals_gcp,
+        max_amount_usd=max_actual_usd,
+    )
     if actuals_azure is not None and not actuals_azure.strip().startswith("/"):
         raise UsageError(
             f"--actuals-azure {shown(actuals_azure)}: expected a scope such as "
@@ -131,8 +135,7 @@ def report_command(
             current_fleet_monthly_usd=current_monthly,
         )
     # every source is read before anything is written: a failure leaves no file behind
-    with amount_limit(max_actual_usd):
-        report = with_actuals(report, sources)
+    report = with_actuals(report, sources)
     written = write_report(report, chosen, out)
     if as_json:
         data = summary_json(report)

@@ -23,10 +23,8 @@ or writes them. Each SDK is imported only when its source is used.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -46,9 +44,8 @@ PLAN_CURRENCY = "USD"
 #: the largest amount, either sign, planner takes as one charge of actual spend (a line item of
 #: a GCP export, one month of AWS or Azure spend), in USD: a figure beyond it is far more likely
 #: a broken export or answer than a bill; a caller with a bill that large raises it
-#: (:func:`amount_limit`, ``planner report --max-actual-usd``)
+#: (``max_amount_usd=`` of each source, ``planner report --max-actual-usd``)
 MAX_AMOUNT_USD = 1e9
-_AMOUNT_LIMIT: ContextVar[float] = ContextVar("max_amount_usd", default=MAX_AMOUNT_USD)
 
 
 class ActualsError(PlannerError):
@@ -136,24 +133,6 @@ def gcp_actuals(
 
 
 # --- shared by the sources -----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def amount_limit(usd: float) -> Iterator[None]:
-    """Within the block, every source accepts amounts up to ``usd`` (either sign) instead of
-    :data:`MAX_AMOUNT_USD`."""
-    if not (math.isfinite(usd) and usd > 0):
-        raise UsageError(f"the largest amount of actual spend must be a positive number, not {usd}")
-    token = _AMOUNT_LIMIT.set(usd)
-    try:
-        yield
-    finally:
-        _AMOUNT_LIMIT.reset(token)
-
-
-def max_amount_usd() -> float:
-    """The largest amount, either sign, a source accepts now (:func:`amount_limit`)."""
-    return _AMOUNT_LIMIT.get()
 
 
 def money(value: float) -> str:

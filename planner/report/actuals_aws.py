@@ -47,6 +47,7 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
 from planner.common.text import shown
 from planner.errors import UsageError
 from planner.report.actuals import (
+    MAX_AMOUNT_USD,
     ActualsError,
     add_cost,
     beyond_limit,
@@ -55,7 +56,6 @@ from planner.report.actuals import (
     months_between,
     source_frame,
 )
-from planner.report.actuals import max_amount_usd as limit_now
 
 SOURCE = "AWS Cost Explorer"
 PROVIDER = "aws"
@@ -135,10 +135,10 @@ def aws_actuals(
     Raises :class:`ActualsError` ("AWS Cost Explorer: ...") when there are no usable credentials,
     they are refused, a call fails, or a cost is in a currency other than USD and
     ``exchange_rates`` (USD per unit) gives no rate for it, or an amount is not a finite number
-    within ``max_amount_usd`` (default ``planner.report.actuals.max_amount_usd()``).
+    within ``max_amount_usd`` (default ``planner.report.actuals.MAX_AMOUNT_USD``).
     """
     check_window(SOURCE, start, end)
-    limit = limit_now() if max_amount_usd is None else max_amount_usd
+    limit = MAX_AMOUNT_USD if max_amount_usd is None else max_amount_usd
     if metric not in METRICS:
         raise UsageError(f"{SOURCE}: metric {shown(metric)}: expected one of {', '.join(METRICS)}")
     if client is None:

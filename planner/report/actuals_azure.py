@@ -56,6 +56,7 @@ from azure.mgmt.costmanagement.models import (
 from planner.common.text import shown
 from planner.errors import UsageError
 from planner.report.actuals import (
+    MAX_AMOUNT_USD,
     ActualsError,
     add_cost,
     beyond_limit,
@@ -64,7 +65,6 @@ from planner.report.actuals import (
     months_between,
     source_frame,
 )
-from planner.report.actuals import max_amount_usd as limit_now
 
 SOURCE = "Azure Cost Management"
 PROVIDER = "azure"
@@ -125,10 +125,10 @@ def azure_actuals(
     credentials, they are refused or lack access to the scope, the scope does not exist, the
     answer cannot be read, or a cost is in a currency other than USD and ``exchange_rates``
     (USD per unit) gives no rate for it, or a cost is not a finite number within
-    ``max_amount_usd`` (default ``planner.report.actuals.max_amount_usd()``).
+    ``max_amount_usd`` (default ``planner.report.actuals.MAX_AMOUNT_USD``).
     """
     check_window(SOURCE, start, end)
-    limit = limit_now() if max_amount_usd is None else max_amount_usd
+    limit = MAX_AMOUNT_USD if max_amount_usd is None else max_amount_usd
     if cost_type not in COST_TYPES:
         raise UsageError(
             f"{SOURCE}: cost type {shown(cost_type)}: expected one of {', '.join(COST_TYPES)}"

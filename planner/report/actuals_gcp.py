@@ -37,14 +37,12 @@ import pandas as pd
 from planner.common.text import shown
 from planner.errors import InputFileError, RowProblem
 from planner.report.actuals import (
+    MAX_AMOUNT_USD,
     ActualsError,
     add_cost,
     beyond_limit,
     in_usd,
     source_frame,
-)
-from planner.report.actuals import (
-    max_amount_usd as limit_now,
 )
 
 SOURCE = "GCP billing export"
@@ -75,11 +73,11 @@ def gcp_actuals(
 
     Raises :class:`InputFileError` naming the file, the row and the column of a bad value and
     what was expected there (a counted row's cost or credits beyond ``max_amount_usd``, by
-    default ``planner.report.actuals.max_amount_usd()``, included), and :class:`ActualsError`
+    default ``planner.report.actuals.MAX_AMOUNT_USD``, included), and :class:`ActualsError`
     for a currency it cannot convert.
     """
     path = Path(path)
-    limit = limit_now() if max_amount_usd is None else max_amount_usd
+    limit = MAX_AMOUNT_USD if max_amount_usd is None else max_amount_usd
     frame = _read(path)
     headers = {_key(c): c for c in frame.columns}
     for needed in REQUIRED:

@@ -73,6 +73,8 @@ class ActualSources:
     aws: bool = False
     azure_scope: str | None = None
     gcp_export: Path | None = None
+    #: the largest amount taken as one charge (None: ``actuals.MAX_AMOUNT_USD``)
+    max_amount_usd: float | None = None
 
     def __bool__(self) -> bool:
         return self.aws or self.azure_scope is not None or self.gcp_export is not None
@@ -106,11 +108,15 @@ def with_actuals(report: Report, sources: ActualSources, today: date | None = No
     if sources.aws or sources.azure_scope is not None:
         start, end = actual_window(report, today)  # the APIs are asked for these months
         if sources.aws:
-            frames.append(aws_actuals(start, end))
+            frames.append(aws_actuals(start, end, max_amount_usd=sources.max_amount_usd))
         if sources.azure_scope is not None:
-            frames.append(azure_actuals(sources.azure_scope, start, end))
+            frames.append(
+                azure_actuals(
+                    sources.azure_scope, start, end, max_amount_usd=sources.max_amount_usd
+                )
+            )
     if sources.gcp_export is not None:  # an export holds the months it holds
-        frames.append(gcp_actuals(sources.gcp_export))
+        frames.append(gcp_actuals(sources.gcp_export, max_amount_usd=sources.max_amount_usd))
     actual = pd.concat(frames, ignore_index=True)
     return report.with_actuals(plan_vs_actual(report, actual))
 

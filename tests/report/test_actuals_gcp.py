@@ -260,17 +260,17 @@ def test_a_conversion_rate_out_of_range_and_a_large_foreign_cost(tmp_path: Path)
 
 
 def test_the_limit_can_be_raised_for_a_real_bill_that_large(tmp_path: Path) -> None:
-    from planner.report.actuals import amount_limit
+    from planner.report.export import ActualSources
 
     records = rows()
     records[2]["cost"] = "2e9"
     path = write(tmp_path / "export.csv", records)
     with pytest.raises(InputFileError, match="beyond the 1,000,000,000 USD"):
         gcp_actuals(path)
-    with amount_limit(3e9):
-        assert gcp_actuals(path)["actual_usd"].max() > 2e9
-    with pytest.raises(InputFileError):  # the block ended: the default again
-        gcp_actuals(path)
+    assert gcp_actuals(path, max_amount_usd=3e9)["actual_usd"].max() > 2e9
+    raised = ActualSources(gcp_export=path, max_amount_usd=3e9)
+    assert raised.max_amount_usd == 3e9
+    assert not ActualSources(max_amount_usd=3e9)  # a limit alone is no source
 
 
 def test_a_file_over_the_size_limit_is_refused_before_it_is_read(
