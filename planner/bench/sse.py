@@ -14,7 +14,8 @@ This module reads what the events carry, in the dialects real servers send:
 
 Event framing follows the SSE standard (``data:`` lines, an event spread over several ``data:``
 lines, ``:`` keep-alive comments, CRLF, LF or CR line ends, bytes split anywhere), read here
-from the response's bytes so that every read is bounded: a line may hold at most
+from the response's bytes so that every read is bounded (httpx-sse, used before, buffers a line
+without limit: one endless line grew to 3.4 GB): a line may hold at most
 :data:`MAX_LINE_BYTES`, an event's data at most :data:`MAX_EVENT_BYTES`, a whole response at
 most :func:`response_limit` bytes; past any of them the stream is refused
 (:class:`StreamError`) and nothing more is read. Event data that is not valid UTF-8 is read
