@@ -401,6 +401,16 @@ def check_host(host: str, *, allow_remote: bool) -> str:
     return host
 
 
+def check_limits(read_timeout: float, idle_timeout: float, max_connections: int | None) -> None:
+    """Refuse timeouts outside (0, 3600] seconds and fewer than one connection, naming the
+    option (checked before an engine is built: a torch engine takes a while)."""
+    for option, seconds in (("--read-timeout", read_timeout), ("--idle-timeout", idle_timeout)):
+        if not (math.isfinite(seconds) and 0 < seconds <= 3600):
+            raise UsageError(f"{option} {seconds:g}: expected seconds above 0, at most 3600")
+    if max_connections is not None and max_connections < 1:
+        raise UsageError(f"--max-connections {max_connections}: expected at least 1")
+
+
 class BenchServer:
     """The OpenAI-compatible server over ``engine``. ``port`` 0 takes a free port (read
     :attr:`port` after :meth:`start`)."""
@@ -423,13 +433,9 @@ class BenchServer:
         self.host = check_host(host, allow_remote=allow_remote)
         self.port = port
         self.faults = faults or Faults()
-        for option, seconds in (("--read-timeout", read_timeout), ("--idle-timeout", idle_timeout)):
-            if not (math.isfinite(seconds) and 0 < seconds <= 3600):
-                raise UsageError(f"{option} {seconds:g}: expected seconds above 0, at most 3600")
+        check_limits(read_timeout, idle_timeout, max_connections)
         self.read_timeout = read_timeout
         self.idle_timeout = idle_timeout
-        if max_connections is not None and max_connections < 1:
-            raise UsageError(f"--max-connections {max_connections}: expected at least 1")
         self.max_connections = max_connections or default_max_connections()
         self.generation_requests = 0
         self._server: asyncio.Server | None = None

@@ -1303,6 +1303,23 @@ def serve_command(
     stall_seconds: float = typer.Option(
         3600.0, "--stall-seconds", help="How long a stalled request stays silent."
     ),
+    read_timeout: float = typer.Option(
+        10.0,
+        "--read-timeout",
+        help="Seconds a request's head and body may take to arrive, from its first byte (and a "
+        "new connection's first byte); a slower one is answered 408 and closed.",
+    ),
+    idle_timeout: float = typer.Option(
+        60.0,
+        "--idle-timeout",
+        help="Seconds a kept-alive connection may wait for its next request.",
+    ),
+    max_connections: int | None = typer.Option(
+        None,
+        "--max-connections",
+        help="Connections served at once; one more is answered 503 (default: the open-file "
+        "limit less 64).",
+    ),
 ) -> None:
     """Serve an OpenAI-compatible streaming endpoint on this machine: with --backend torch, a
     real transformer (random weights, a catalog model's shape) computes every token with
@@ -1312,10 +1329,11 @@ def serve_command(
 
     from planner.bench.client import is_loopback_host
     from planner.bench.engine import TorchServingEngine, engine_spec
-    from planner.bench.server import BenchServer, Faults, ModelEngine, check_speed
+    from planner.bench.server import BenchServer, Faults, ModelEngine, check_limits, check_speed
 
     backend = check_choice("--backend", backend, SERVE_BACKENDS)
     check_speed(speed)
+    check_limits(read_timeout, idle_timeout, max_connections)
     if not host.strip() or any(c.isspace() for c in host):
         raise UsageError(f"--host {shown(host)}: expected an address such as {BENCH_DEFAULT_HOST}")
     if not is_loopback_host(host):
@@ -1348,6 +1366,9 @@ def serve_command(
         port=port,
         faults=faults,
         allow_remote=True,
+        read_timeout=read_timeout,
+        idle_timeout=idle_timeout,
+        max_connections=max_connections,
     )
 
     async def serve() -> None:

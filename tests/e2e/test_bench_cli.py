@@ -336,3 +336,37 @@ def test_out_csv_names_are_checked_before_the_first_request(
     assert "--out-csv:" in result.stderr and "H9000" in result.stderr and "--gpu" in result.stderr
     assert served.generation_requests == before
     assert not (tmp_path / "rows.csv").exists()
+
+
+def test_bench_serve_closes_a_half_sent_request_after_its_read_timeout(tmp_path: Path) -> None:
+    """`--read-timeout` reaches the server: a request whose head never ends is answered 408
+    within about that time (a slowloris holds no connection for long), and a bad value is
+    refused before any engine is built."""
+    import socket
+
+    refused = run(tmp_path, "bench", "serve", "--read-timeout", "nan")
+    assert refused.returncode != 0 and "--read-timeout nan" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PLANNER_DATABASE_URL"}
+    env["PLANNER_HOME"] = str(tmp_path)
+    server = subprocess.Popen(
+        [PLANNER, "bench", "serve", "--port", str(port), "--read-timeout", "0.5"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/health", server)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            raw.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # and nothing more
+            started = time.monotonic()
+            answer = raw.recv(4096)
+            elapsed = time.monotonic() - started
+    finally:
+        server.terminate()
+        _, log = server.communicate(timeout=30)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert elapsed < 5, elapsed
+    assert "Traceback" not in log
