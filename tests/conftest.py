@@ -7,6 +7,7 @@ nothing beside it passes the suite.
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,6 +118,15 @@ def demo_store_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("demo-store") / "planner.db"
     load_demo(f"sqlite:///{path}", quick=True)
     return path
+
+
+@pytest.fixture
+def demo_store_copy(tmp_path: Path, demo_store_file: Path) -> Path:
+    """A folder holding a private copy of the demo store as ``planner.db`` (a PLANNER_HOME)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(demo_store_file, home / "planner.db")
+    return home
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ pages run under Streamlit's AppTest through the real entry script and navigation
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -36,13 +35,10 @@ def empty_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 
 
 @pytest.fixture
-def demo_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, demo_store_file: Path) -> Path:
+def demo_home(monkeypatch: pytest.MonkeyPatch, demo_store_copy: Path) -> Path:
     """A private copy of the demo store: a test may add to it freely."""
-    home = tmp_path / "home"
-    home.mkdir()
-    shutil.copy(demo_store_file, home / "planner.db")
-    _use_home(monkeypatch, home)
-    return home
+    _use_home(monkeypatch, demo_store_copy)
+    return demo_store_copy
 
 
 def open_page(page: str, *, timeout: float = PAGE_TIMEOUT_S) -> AppTest:

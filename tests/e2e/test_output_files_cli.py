@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -52,11 +51,8 @@ PRICE_HEADER = "provider,region,instance_type,gpu_model,gpu_count,purchase_optio
 
 
 @pytest.fixture
-def home(tmp_path: Path, demo_store_file: Path) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    shutil.copy(demo_store_file, home / "planner.db")
-    return home
+def home(demo_store_copy: Path) -> Path:
+    return demo_store_copy
 
 
 def run(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

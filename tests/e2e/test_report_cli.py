@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,11 +21,8 @@ GCP_EXPORT = ROOT / "tests" / "fixtures" / "actuals" / "gcp" / "billing_export.c
 
 
 @pytest.fixture
-def home(tmp_path: Path, demo_store_file: Path) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    shutil.copy(demo_store_file, home / "planner.db")
-    return home
+def home(demo_store_copy: Path) -> Path:
+    return demo_store_copy
 
 
 def run(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
