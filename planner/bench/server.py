@@ -39,7 +39,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from planner.bench.client import is_loopback_host
+from planner.common.net import check_listen_host, is_loopback_host
 from planner.common.text import shown
 from planner.errors import PlannerError, UsageError
 
@@ -391,8 +391,7 @@ def _generation(kind: GenerationKind, request: _Request, engine: Engine, model: 
 
 def check_host(host: str, *, allow_remote: bool) -> str:
     """The address to listen on: loopback, or another one the caller allowed explicitly."""
-    if not host.strip() or any(c.isspace() for c in host):
-        raise UsageError(f"--host {shown(host)}: expected an address such as {DEFAULT_HOST}")
+    check_listen_host(host, example=DEFAULT_HOST)
     if not is_loopback_host(host) and not allow_remote:
         raise UsageError(
             f"--host {shown(host)} is not a loopback address: others could reach the server; "

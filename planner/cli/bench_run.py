@@ -1327,15 +1327,14 @@ def serve_command(
     predicts for a catalog deployment (a stand-in that computes nothing). Ctrl-C stops it."""
     import asyncio
 
-    from planner.bench.client import is_loopback_host
     from planner.bench.engine import TorchServingEngine, engine_spec
     from planner.bench.server import BenchServer, Faults, ModelEngine, check_limits, check_speed
+    from planner.common.net import check_listen_host, is_loopback_host
 
     backend = check_choice("--backend", backend, SERVE_BACKENDS)
     check_speed(speed)
     check_limits(read_timeout, idle_timeout, max_connections)
-    if not host.strip() or any(c.isspace() for c in host):
-        raise UsageError(f"--host {shown(host)}: expected an address such as {BENCH_DEFAULT_HOST}")
+    check_listen_host(host, example=BENCH_DEFAULT_HOST)
     if not is_loopback_host(host):
         stderr.print(
             f"warning: --host {host} is not a loopback address; anyone who can reach it can "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import functools
+import inspect
 import json
 import os
 import sys
@@ -10,12 +12,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 
-from planner.errors import PlannerError
+from planner.common.text import bounded_message, shown
+from planner.errors import PlannerError, UsageError
 
 if TYPE_CHECKING:
     from planner.store import Store
@@ -75,6 +79,7 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(command)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
+            check_path_lengths(command, kwargs)
             result = command(*args, **kwargs)
             sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
             return result
@@ -89,25 +94,71 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
             )
             raise typer.Exit(1) from None
         except PlannerError as exc:
-            stderr.print(f"error: {exc}", markup=False, soft_wrap=True)
+            stderr.print(f"error: {bounded_message(str(exc))}", markup=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from exc
+        except OSError as exc:
+            if exc.errno != errno.ENAMETOOLONG:
+                _internal_error(exc)
+            # a path given inside a text option (a schedule or a list of files) reached the OS
+            name = shown(str(exc.filename)) if exc.filename else "a path"
+            stderr.print(f"error: {name}: {TOO_LONG}", markup=False, soft_wrap=True)
+            raise typer.Exit(UsageError.exit_code) from None
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
         except Exception as exc:
-            if os.environ.get(DEBUG_ENV):
-                raise
-            from planner.common.secrets import redact_text
-
-            stderr.print(
-                # a library's words may quote a URL or a header with its credentials
-                f"internal error ({type(exc).__name__}: {redact_text(str(exc))}). This is a bug "
-                f"in planner; rerun with {DEBUG_ENV}=1 for the traceback and report it.",
-                markup=False,
-                soft_wrap=True,
-            )
-            raise typer.Exit(INTERNAL_ERROR_EXIT) from exc
+            _internal_error(exc)
 
     return run
+
+
+def _internal_error(exc: Exception) -> NoReturn:
+    """A bug in planner: one short report (the traceback only under PLANNER_DEBUG=1), exit 70."""
+    if os.environ.get(DEBUG_ENV):
+        raise exc
+    from planner.common.secrets import redact_text
+
+    stderr.print(
+        # a library's words may quote a URL or a header with its credentials
+        f"internal error ({type(exc).__name__}: {bounded_message(redact_text(str(exc)))}). "
+        f"This is a bug in planner; rerun with {DEBUG_ENV}=1 for the traceback and report it.",
+        markup=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(INTERNAL_ERROR_EXIT) from exc
+
+
+# Linux's limits: a path of at most 4,096 bytes, each of its names at most 255.
+PATH_MAX_BYTES = 4096
+NAME_MAX_BYTES = 255
+TOO_LONG = (
+    f"too long for a file name (at most {PATH_MAX_BYTES:,} bytes in a path and "
+    f"{NAME_MAX_BYTES} in each of its names)"
+)
+
+
+def check_path_lengths(command: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    """Refuse, naming the option, a path option the operating system could not open: checked
+    before any work, where the OS would refuse it only once the path is first used."""
+    for key, value in kwargs.items():
+        paths = value if isinstance(value, list | tuple) else [value]
+        for path in paths:
+            if not isinstance(path, Path):
+                continue
+            encoded = os.fsencode(path)
+            if len(encoded) < PATH_MAX_BYTES and all(
+                len(part) <= NAME_MAX_BYTES for part in encoded.split(b"/")
+            ):
+                continue
+            raise UsageError(f"{_option_name(command, key)} {shown(str(path))}: {TOO_LONG}")
+
+
+def _option_name(command: Callable[..., Any], key: str) -> str:
+    """The option the user typed for the command's parameter ``key`` (``--out-csv``), from its
+    declaration (``typer.Option(None, "--out-csv")``)."""
+    parameter = inspect.signature(command).parameters.get(key)
+    declared = getattr(parameter.default, "param_decls", None) if parameter else None
+    options = [d for d in declared or () if d.startswith("-")]
+    return options[0] if options else key.upper()
 
 
 def _silence_stdout() -> None:

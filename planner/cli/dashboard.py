@@ -10,9 +10,8 @@ from pathlib import Path
 import typer
 
 from planner.cli.context import CliState, stderr
-from planner.common.net import is_loopback_host
+from planner.common.net import check_listen_host, is_loopback_host
 from planner.common.secrets import redact_url
-from planner.common.text import shown
 from planner.config import DATABASE_URL_ENV, database_url
 from planner.errors import UsageError
 
@@ -28,11 +27,6 @@ def app_script() -> Path:
     if spec is None or spec.origin is None:
         raise UsageError("the dashboard is not installed with planner (no 'app' package found)")
     return Path(spec.origin).parent / "main.py"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is this machine (the dashboard is then reachable from it alone)."""
-    return is_loopback_host(host)
 
 
 def streamlit_command(host: str, port: int) -> list[str]:
@@ -68,13 +62,12 @@ def dashboard_command(
     ),
 ) -> None:
     """Start the analysts' dashboard in the browser, over the same store as the CLI."""
-    if not host.strip() or any(c.isspace() for c in host):
-        raise UsageError(f"--host {shown(host)}: expected an address such as 127.0.0.1")
+    check_listen_host(host)
     state: CliState = ctx.find_root().obj or CliState()
     url = database_url(state.db_url)
     command = streamlit_command(host, port)
     env = {**os.environ, DATABASE_URL_ENV: url}
-    if not is_loopback(host):
+    if not is_loopback_host(host):
         stderr.print(
             f"warning: listening on {host}, not loopback: anyone who can reach this machine "
             "can read the store through the dashboard",

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from planner.cli.context import print_json, stderr, stdout, store_from
-from planner.cli.options import INGEST_FIELDS, INGEST_FORMAT_NAMES, TimeKindChoice, TimeUnitChoice
+from planner.cli.options import INGEST_FIELDS, INGEST_FORMAT_NAMES, TIME_KINDS, TIME_UNITS
 from planner.common.text import printable
 
 # The option checks live in the library (the dashboard's upload form uses them too); they stay
@@ -41,13 +41,14 @@ def ingest(
         metavar="FIELD=COLUMN",
         help=f"Generic format: the column of a request field ({', '.join(INGEST_FIELDS)}).",
     ),
-    time_kind: TimeKindChoice = typer.Option(
-        TimeKindChoice.DATETIME,
+    time_kind: str = typer.Option(
+        "datetime",
         "--time-kind",
+        metavar="|".join(TIME_KINDS),
         help="Generic format: arrival as date-times, numbers since --start, or since the epoch.",
     ),
-    time_unit: TimeUnitChoice = typer.Option(
-        TimeUnitChoice.S, "--time-unit", help="Unit of numeric arrival times."
+    time_unit: str = typer.Option(
+        "s", "--time-unit", metavar="|".join(TIME_UNITS), help="Unit of numeric arrival times."
     ),
     time_format: str | None = typer.Option(
         None, "--time-format", help="strptime pattern of arrival date-times (default: ISO 8601)."

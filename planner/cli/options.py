@@ -9,8 +9,6 @@ copy equal to the library's value.
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 import typer
 
 from planner.latency.profile import DEFAULT_ENGINE
@@ -29,23 +27,6 @@ INGEST_FIELDS: tuple[str, ...] = (
     "e2e_ms",
     "status",
 )
-
-
-class TimeKindChoice(StrEnum):
-    """planner.ingest.TimeKind's values (the library takes either)."""
-
-    DATETIME = "datetime"
-    RELATIVE = "relative"
-    EPOCH = "epoch"
-
-
-class TimeUnitChoice(StrEnum):
-    """planner.ingest.TimeUnit's values (the library takes either)."""
-
-    S = "s"
-    MS = "ms"
-    US = "us"
-    NS = "ns"
 
 
 # planner.latency.predict
@@ -100,3 +81,7 @@ GPU_MEMORY_UTILIZATION_OPTION = typer.Option(
     "--gpu-memory-utilization",
     help="Share of GPU memory the engine may use, 0.1 to 1 (default: the engine's).",
 )
+
+# planner.ingest.TimeKind's and TimeUnit's values
+TIME_KINDS = ("datetime", "relative", "epoch")
+TIME_UNITS = ("s", "ms", "us", "ns")

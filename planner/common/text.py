@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 
 # Longest value quoted in a message: a 400 MB cell must not become a 400 MB error.
 MAX_SHOWN_CHARS = 80
+# A run of text without a space this long in a message is a value quoted whole, not words.
+_LONG_RUN = re.compile(r"\S{200,}")
 
 
 def closest(name: str, known: Sequence[str]) -> str:
@@ -35,3 +38,13 @@ def printable(text: str, limit: int | None = None) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def bounded_message(text: str) -> str:
+    """A message safe to print whole, whoever built it: every run of 200 or more characters
+    without a space (a value quoted whole, by planner or a library) is cut to its first
+    ``MAX_SHOWN_CHARS`` with its length, and control characters are escaped."""
+    cut = _LONG_RUN.sub(
+        lambda m: f"{m.group()[:MAX_SHOWN_CHARS]}... ({len(m.group()):,} characters)", text
+    )
+    return "\n".join(printable(line) for line in cut.split("\n"))

@@ -10,7 +10,9 @@ from __future__ import annotations
 import zoneinfo
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from enum import StrEnum
 from functools import cache
+from typing import TypeVar
 
 import pandas as pd
 
@@ -19,6 +21,8 @@ from planner.errors import UsageError
 from planner.ingest.formats import FORMAT_NAMES, TimeKind, TimeSpec, TimeUnit, parse_mapping
 from planner.ingest.normalize import ARRIVAL_MAX, ARRIVAL_MIN, ARRIVAL_RANGE
 from planner.ingest.pipeline import IngestOptions, check_name
+
+E = TypeVar("E", bound=StrEnum)
 
 
 def parse_start(value: str | None, option: str = "--start") -> datetime | None:
@@ -89,7 +93,18 @@ CLI_NAMES: dict[str, str] = {
     "timezone": "--timezone",
     "start": "--start",
     "on_error": "--on-error",
+    "time_kind": "--time-kind",
+    "time_unit": "--time-unit",
 }
+
+
+def _choice(kind: type[E], value: E | str, option: str) -> E:
+    """``value`` as one of ``kind``'s members, else a :class:`UsageError` naming ``option``."""
+    try:
+        return kind(value)
+    except ValueError:
+        known = ", ".join(member.value for member in kind)
+        raise UsageError(f"{option} {shown(str(value))}: expected one of {known}") from None
 
 
 def ingest_options(
@@ -112,18 +127,16 @@ def ingest_options(
     ``names`` calls it (the CLI's flags by default)."""
     called = {**CLI_NAMES, **names}
     if on_error not in ("fail", "skip"):
-        raise UsageError(f"{called['on_error']} {on_error!r}: expected fail or skip")
+        raise UsageError(f"{called['on_error']} {shown(on_error)}: expected fail or skip")
     if log_format is not None and log_format not in FORMAT_NAMES:
         raise UsageError(
-            f"{called['format']} {log_format!r}: unknown format; "
-            f"known formats: {closest(log_format, FORMAT_NAMES)}"
+            f"{called['format']} {shown(log_format)}: unknown format; "
+            f"known formats: {closest(log_format[:100], FORMAT_NAMES)}"
         )
     if name is not None:
         check_name(name, called["name"])
-    try:
-        kind, unit = TimeKind(time_kind), TimeUnit(time_unit)
-    except ValueError as exc:
-        raise UsageError(f"time kind or unit: {exc}") from exc
+    kind = _choice(TimeKind, time_kind, called["time_kind"])
+    unit = _choice(TimeUnit, time_unit, called["time_unit"])
     return IngestOptions(
         name=name,
         format=log_format,

@@ -84,8 +84,8 @@ def test_copied_constants_equal_the_library() -> None:
 
     assert options.INGEST_FORMAT_NAMES == FORMAT_NAMES
     assert options.INGEST_FIELDS == FIELDS
-    assert [k.value for k in options.TimeKindChoice] == [k.value for k in TimeKind]
-    assert [u.value for u in options.TimeUnitChoice] == [u.value for u in TimeUnit]
+    assert list(options.TIME_KINDS) == [k.value for k in TimeKind]
+    assert list(options.TIME_UNITS) == [u.value for u in TimeUnit]
     assert options.LATENCY_SIM_REQUESTS == DEFAULT_SIM_REQUESTS
     assert options.SIMULATE_MAX_REQUESTS == DEFAULT_MAX_REQUESTS
     assert options.SIMULATE_MAX_SEQS == MAX_SEQS
