@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 
+from planner.common.secrets import redact_text
 from planner.common.text import bounded_message, shown
 from planner.errors import PlannerError, UsageError
 
@@ -94,7 +95,9 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
             )
             raise typer.Exit(1) from None
         except PlannerError as exc:
-            stderr.print(f"error: {bounded_message(str(exc))}", markup=False, soft_wrap=True)
+            # the last guard: a message built from a URL or a header the code forgot to mask
+            message = bounded_message(redact_text(str(exc)))
+            stderr.print(f"error: {message}", markup=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from exc
         except OSError as exc:
             if exc.errno != errno.ENAMETOOLONG:
@@ -115,8 +118,6 @@ def _internal_error(exc: Exception) -> NoReturn:
     """A bug in planner: one short report (the traceback only under PLANNER_DEBUG=1), exit 70."""
     if os.environ.get(DEBUG_ENV):
         raise exc
-    from planner.common.secrets import redact_text
-
     stderr.print(
         # a library's words may quote a URL or a header with its credentials
         f"internal error ({type(exc).__name__}: {bounded_message(redact_text(str(exc)))}). "

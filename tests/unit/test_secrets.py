@@ -162,3 +162,24 @@ def test_an_internal_error_is_shown_without_credentials(
     shown = capsys.readouterr().err
     assert "internal error (RuntimeError: bad request to http://user:***@h/v1" in shown
     assert SECRET not in shown
+
+
+def test_a_user_error_built_from_an_unmasked_url_is_masked_when_shown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The last guard: a PlannerError whose message quotes a URL the code forgot to mask."""
+    import typer
+
+    from planner.cli.context import user_errors
+    from planner.errors import UsageError
+
+    @user_errors
+    def command() -> None:
+        raise UsageError(f"--url http://user:{SECRET}@h/v1?api_key={SECRET}: cannot reach it")
+
+    with pytest.raises(typer.Exit) as exited:
+        command()
+    shown = capsys.readouterr().err
+    assert exited.value.exit_code == 2
+    assert "error: --url http://user:***@h/v1?api_key=***" in shown
+    assert SECRET not in shown
