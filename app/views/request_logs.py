@@ -60,6 +60,8 @@ FIELD_NAMES = {
     "timezone": "Time zone",
     "start": "Start time",
     "on_error": "Bad rows",
+    "time_kind": "Arrival times",
+    "time_unit": "Unit of numeric times",
 }
 
 
@@ -264,6 +266,12 @@ def ingest_section() -> None:
             key="logs-skip-bad",
         )
         replace = st.checkbox("Replace a dataset of the same name", key="logs-replace")
+        any_time = st.checkbox(
+            "Keep arrival times before 1970 or more than a year ahead",
+            key="logs-any-time",
+            help="Such a time is almost always a wrong unit or kind of time; tick this only "
+            "for a log that really is that old or that far ahead.",
+        )
         model = st.text_input("Model name for rows that have none", key="logs-model")
         st.markdown(
             "**Generic columns**: one `FIELD=COLUMN` per line; fields: "
@@ -302,6 +310,7 @@ def ingest_section() -> None:
                 model=model.strip() or None,
                 on_error="skip" if skip else "fail",
                 replace=replace,
+                allow_any_time=any_time,
                 names=FIELD_NAMES,
             )
         except PlannerError as exc:

@@ -208,3 +208,20 @@ def test_delete_needs_confirmation(empty_home: Path, page: Page) -> None:
     assert _records(empty_home) == []
     assert any("Deleted dataset **gone**" in s.value for s in at.success)
     assert any("No datasets" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("any_time", [False, True])
+def test_a_log_from_1969_needs_the_option_to_keep_any_time(
+    empty_home: Path, page: Page, any_time: bool
+) -> None:
+    """Arrivals outside 1970 to a year ahead are refused as a likely wrong unit, on the page as
+    in the CLI, unless the analyst says the log really is that old."""
+    at = page("logs")
+    at.checkbox(key="logs-any-time").set_value(any_time)
+    at = _upload(at, "old.csv", GOOD.replace("2024-06-01", "1969-06-01").encode())
+    no_exception(at)
+    if any_time:
+        assert "6 rows" in at.success[0].value
+    else:
+        assert "1969-06-01" in at.error[0].value and "row 1, line 2" in at.error[0].value
+        assert _records(empty_home) == []
