@@ -91,3 +91,49 @@ def test_bad_urls_are_clear_errors(tmp_path: Path) -> None:
         StoreError, match=r"cannot open the store at postgresql://u:\*\*\*@127\.0\.0\.1:1/x"
     ):
         open_store("postgresql://u:secret@127.0.0.1:1/x")
+
+
+def test_upgrading_masks_credentials_stored_by_earlier_bench_runs(store_url: str) -> None:
+    """Runs stored before URLs were masked kept `--url http://user:PASSWORD@host` whole; the
+    upgrade to 0007 masks them in every column that held them, and keeps everything else."""
+    import json
+
+    from sqlalchemy import text
+
+    secret = "Pl4nted-0007-secret"
+    url = f"http://bench:{secret}@10.0.0.5:8000/v1?api_key={secret}"
+    engine = create_store_engine(store_url)
+    upgrade(engine, "0006")
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO bench_runs (id, name, created_at, source, target, load_kind, "
+                "completed, failed, summary, result, details) VALUES (1, 'old', :at, "
+                "'measured', :url, 'sync', 1, 1, :summary, :result, :details)"
+            ),
+            {
+                "at": datetime(2026, 12, 1, tzinfo=UTC),
+                "url": url,
+                "summary": json.dumps({"completed": 1, "mean_ttft_ms": 12.5}),
+                "result": json.dumps({"metadata": {"url": url, "headers": [f"Bearer {secret}"]}}),
+                "details": json.dumps({"planner": {"url": url}, "note": "kept"}),
+            },
+        )
+        connection.execute(
+            text(
+                "INSERT INTO bench_requests (id, run_id, request_index, status, error) VALUES "
+                "(1, 1, 0, 'failed', :error), (2, 1, 1, 'completed', NULL)"
+            ),
+            {"error": f"cannot connect to {url}"},
+        )
+    upgrade(engine)
+    with engine.connect() as connection:
+        run = connection.execute(text("SELECT * FROM bench_runs")).mappings().one()
+        errors = connection.execute(text("SELECT error FROM bench_requests ORDER BY id")).scalars()
+        stored = json.dumps({k: str(v) for k, v in run.items()}) + json.dumps(list(errors))
+    engine.dispose()
+    assert secret not in stored
+    assert run["target"] == "http://bench:***@10.0.0.5:8000/v1?api_key=***"
+    assert "cannot connect to http://bench:***@10.0.0.5:8000" in stored
+    assert '"mean_ttft_ms": 12.5' in str(run["summary"]) or "12.5" in str(run["summary"])
+    assert "kept" in str(run["details"])
