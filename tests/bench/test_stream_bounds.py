@@ -34,9 +34,11 @@ from planner.cli.context import user_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_SCRIPT = (
-    # the child writes its own peak memory (KiB) where PEAK_FILE says, as it exits
-    "import atexit, os, resource; atexit.register(lambda: open(os.environ['PEAK_FILE'], 'w')"
-    ".write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))); "
+    # the child writes its own peak memory (VmHWM, KiB) where PEAK_FILE says, as it exits: the
+    # peak of its own address space (ru_maxrss survives exec, and would count the forked copy
+    # of a pytest that has grown to a GB)
+    "import atexit, os, re; atexit.register(lambda: open(os.environ['PEAK_FILE'], 'w')"
+    ".write(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1])); "
     "import typer; from planner.cli.context import user_errors; "
     "from planner.cli.bench_run import run_command; app = typer.Typer(); "
     "app.command()(user_errors(run_command)); app()"
