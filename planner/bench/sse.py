@@ -226,6 +226,8 @@ class EventDecoder:
         if self._after_cr and piece[:1] == b"\n":
             at = 1
         self._after_cr = False
+        if b"\r" not in piece:
+            return self._feed_lf(piece, at)
         events: list[Event] = []
         for end in _LINE_END.finditer(piece, at):
             self._extend(piece, at, end.start())
@@ -240,16 +242,42 @@ class EventDecoder:
         self._extend(piece, at, len(piece))
         return events
 
+    def _feed_lf(self, piece: bytes, at: int) -> list[Event]:
+        """:meth:`feed` for a piece whose lines all end in LF (what servers send): split at
+        once (a data line read in place), the same events and limits as the general path, about
+        twice as fast."""
+        lines = piece[at:].split(b"\n") if at else piece.split(b"\n")
+        rest = lines.pop()  # after the last LF: the start of a line not yet ended
+        if lines and self._line:
+            lines[0] = b"".join(self._line) + lines[0]
+            self._line, self._line_bytes = [], 0
+        events: list[Event] = []
+        for line in lines:
+            if len(line) > self.max_line:
+                raise self._line_too_long()
+            if line[:6] == b"data: " and self._data_bytes + len(line) - 5 <= self.max_event:
+                self._data_bytes += len(line) - 5  # the value and its newline, as _read_line
+                self._data.append(self._text(line[6:]))
+                continue
+            event = self._read_line(line)
+            if event is not None:
+                events.append(event)
+        self._extend(rest, 0, len(rest))
+        return events
+
     def _extend(self, piece: bytes, start: int, stop: int) -> None:
         if stop <= start:
             return
         self._line_bytes += stop - start
         if self._line_bytes > self.max_line:
-            raise StreamError(
-                f"a line of the stream passed {size_text(self.max_line)} without ending "
-                "(the limit of one line)"
-            )
+            raise self._line_too_long()
         self._line.append(piece[start:stop])
+
+    def _line_too_long(self) -> StreamError:
+        return StreamError(
+            f"a line of the stream passed {size_text(self.max_line)} without ending "
+            "(the limit of one line)"
+        )
 
     def _text(self, raw: bytes) -> str:
         try:

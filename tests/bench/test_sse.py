@@ -4,11 +4,14 @@ through a real httpx response, with its bytes split at every possible place."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.bench.sse import (
     MAX_EVENT_BYTES,
@@ -299,3 +302,40 @@ def test_a_byte_order_mark_and_a_crlf_split_between_pieces_are_read_as_the_stand
         assert [json.loads(e.data)["choices"][0]["text"] for e in got] == [" a"]
     # CR alone ends a line; an event named error keeps its name
     assert EventDecoder().feed(b"event: error\rdata: boom\r\r") == [Event("error", "boom")]
+
+
+# A stream with every kind of line: data over several lines, a named event, comments, an id,
+# an empty data line, a non-UTF-8 byte, a multi-byte character and a keep-alive.
+MIXED = (
+    b': hello\n\ndata: {"a": 1}\n\nevent: error\ndata: x\ndata:y\n\nid: 7\ndata: \n\n'
+    b"data: caf\xc3\xa9 \xff\n\n: ping\n\ndata: [DONE]\n\n"
+)
+
+
+def _decoded(pieces: list[bytes]) -> list[tuple[str, str, bool]]:
+    decoder = EventDecoder()
+    return [(e.event, e.data, e.invalid_utf8) for p in pieces for e in decoder.feed(p)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(cuts=st.lists(st.integers(0, len(MIXED)), max_size=12), crlf=st.booleans())
+def test_any_split_and_either_line_end_give_the_same_events(cuts: list[int], crlf: bool) -> None:
+    """The LF fast path and the general path (taken by a piece holding a CR) read the same
+    events, wherever the stream is cut into pieces."""
+    data = MIXED.replace(b"\n", b"\r\n") if crlf else MIXED
+    bounds = sorted({0, len(data), *(min(c, len(data)) for c in cuts)})
+    pieces = [data[a:b] for a, b in itertools.pairwise(bounds)]
+    assert _decoded(pieces) == _decoded([MIXED])
+
+
+def test_the_fast_path_keeps_the_limits() -> None:
+    line = EventDecoder(max_line=64)
+    with pytest.raises(StreamError, match="the limit of one line"):
+        line.feed(b"data: " + b"x" * 80 + b"\n")
+    event = EventDecoder(max_event=16)
+    with pytest.raises(StreamError, match="the limit of one event"):
+        event.feed(b"data: 0123456789\ndata: 0123456789\n")
+    pending = EventDecoder(max_line=64)
+    pending.feed(b"data: " + b"x" * 40)  # a line not yet ended, then its end in the next piece
+    with pytest.raises(StreamError, match="the limit of one line"):
+        pending.feed(b"x" * 40 + b"\n\n")
