@@ -41,7 +41,7 @@ from planner.bench.sse import (
     size_text,
     token_chunk_limit,
 )
-from planner.common.net import is_loopback_host as is_loopback_host
+from planner.common.net import is_loopback_host
 from planner.common.secrets import redact_url, scrub, url_secrets
 from planner.common.text import shown
 from planner.errors import UsageError
