@@ -42,7 +42,7 @@ def test_a_100000_character_value_is_refused_in_one_short_message(
     assert result.returncode == 2, result.stderr[-500:]
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     assert len(result.stderr) < 1000, result.stderr[:300]
-    assert option in result.stderr or "too long for a file name" in result.stderr
+    assert option in result.stderr  # the option is named, not only the path
     assert "(100,0" in result.stderr  # the value's length is said, not the value
 
 
