@@ -1,5 +1,3 @@
 """The Streamlit dashboard: a thin shell over the ``planner`` library and store (``planner
 dashboard`` starts it). ``main.py`` is the entry script; ``views/`` holds one file per page;
 ``common.py`` what the pages share."""
-
-UPLOAD_LIMIT_MB = 1024  # the server's maxUploadSize; the uploader shows it

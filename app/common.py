@@ -19,11 +19,11 @@ import plotly.graph_objects as go
 import streamlit as st
 from sqlalchemy.orm import Session
 
-from app import UPLOAD_LIMIT_MB as UPLOAD_LIMIT_MB  # pages show the server's limit
 from planner.common.colours import PROVIDER_COLOURS as PROVIDER_COLOURS
 from planner.common.colours import PURCHASE_COLOURS as PURCHASE_COLOURS
 from planner.common.colours import SLO_COLOUR
 from planner.common.csvsafe import csv_bytes
+from planner.config import UPLOAD_LIMIT_MB as UPLOAD_LIMIT_MB  # pages show the server's limit
 from planner.config import database_url
 from planner.errors import PlannerError
 from planner.store import Store, open_store

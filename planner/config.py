@@ -13,6 +13,8 @@ HOME_ENV = "PLANNER_HOME"
 DATABASE_URL_ENV = "PLANNER_DATABASE_URL"
 BUSY_TIMEOUT_ENV = "PLANNER_DB_BUSY_TIMEOUT"
 DEFAULT_HOME = ".planner"
+# The dashboard server's maxUploadSize (`planner dashboard` sets it; the uploaders show it).
+UPLOAD_LIMIT_MB = 1024
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
 

@@ -9,7 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.common.text import printable
+
+def printable(text: str, limit: int | None = None) -> str:
+    """``text`` with control characters escaped (for tables and plain output), optionally cut."""
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + "…"
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 class PlannerError(Exception):

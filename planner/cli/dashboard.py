@@ -32,7 +32,7 @@ def app_script() -> Path:
 def streamlit_command(host: str, port: int) -> list[str]:
     """``streamlit run`` with the dashboard's settings: headless, no usage statistics (the
     browser would otherwise call out), no file watcher, uploads capped as the pages say."""
-    from app import UPLOAD_LIMIT_MB  # the page's stated limit is the server's
+    from planner.config import UPLOAD_LIMIT_MB  # the page's stated limit is the server's
 
     return [
         sys.executable, "-m", "streamlit", "run", str(app_script()),

@@ -6,6 +6,8 @@ import difflib
 import re
 from collections.abc import Sequence
 
+from planner.errors import printable as printable  # defined with the errors it keeps printable
+
 # Longest value quoted in a message: a 400 MB cell must not become a 400 MB error.
 MAX_SHOWN_CHARS = 80
 # A run of text without a space this long in a message is a value quoted whole, not words.
@@ -29,15 +31,6 @@ def shown(value: object, limit: int = MAX_SHOWN_CHARS) -> str:
     if cut:
         quoted += f"... ({len(text):,} characters)"
     return quoted
-
-
-def printable(text: str, limit: int | None = None) -> str:
-    """``text`` with control characters escaped (for tables and plain output), optionally cut."""
-    if limit is not None and len(text) > limit:
-        text = text[:limit] + "…"
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def bounded_message(text: str) -> str:

@@ -1,0 +1,25 @@
+"""The use-case layer: one module per user action (predict, simulate, forecast, recommend,
+report, bench, calibrate, ingest).
+
+Each action is one function that takes a typed request (a frozen dataclass that the CLI command
+and the dashboard page both build from their inputs) and returns a typed result that both
+render. The function checks the request, loads what it needs from the store through the
+``sessions`` it is given (opened only after the inputs are checked), calls the pure core
+(``latency``, ``simulate``, ``recommend``, ``pricing``, ``report``) on values, stores what the
+action keeps, and returns values. Shells never open sessions or resolve profiles themselves.
+
+What may import what is in docs/architecture.md and pyproject.toml's ``[tool.importlinter]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+# Opens the store's session when called (the CLI opens the store named by --db / PLANNER_DB_URL
+# only then; the dashboard its shared one); ``None`` inside means there is no store to read.
+SessionScope: TypeAlias = "Callable[[], AbstractContextManager[Session | None]]"
