@@ -17,8 +17,8 @@ a botocore ``Stubber`` on a real client). Cost Explorer's endpoint is us-east-1;
 billed by AWS ($0.01 at the time of writing).
 
 Bounds: at most :data:`MAX_PAGES` pages; each amount (one month, or one group of a month) a
-finite number of at most ``planner.report.actuals.MAX_AMOUNT_USD`` (1e9 USD, either sign) unless
-the caller raises it (``max_amount_usd``; ``planner report --max-actual-usd``).
+finite number of at most ``planner.report.actuals_common.MAX_AMOUNT_USD`` (1e9 USD, either
+sign) unless the caller raises it (``max_amount_usd``; ``planner report --max-actual-usd``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from botocore.exceptions import (  # type: ignore[import-untyped]
 
 from planner.common.text import shown
 from planner.errors import UsageError
-from planner.report.actuals import (
+from planner.report.actuals_common import (
     MAX_AMOUNT_USD,
     ActualsError,
     add_cost,
@@ -130,12 +130,12 @@ def aws_actuals(
     max_amount_usd: float | None = None,
 ) -> pd.DataFrame:
     """AWS spend per month from ``start`` to ``end`` (exclusive): one row per month the window
-    touches (0.0 for a month with no charges), in ``planner.report.actuals.SOURCE_COLUMNS``.
+    touches (0.0 for a month with no charges), in ``planner.report.actuals_common.SOURCE_COLUMNS``.
 
     Raises :class:`ActualsError` ("AWS Cost Explorer: ...") when there are no usable credentials,
     they are refused, a call fails, or a cost is in a currency other than USD and
     ``exchange_rates`` (USD per unit) gives no rate for it, or an amount is not a finite number
-    within ``max_amount_usd`` (default ``planner.report.actuals.MAX_AMOUNT_USD``).
+    within ``max_amount_usd`` (default ``planner.report.actuals_common.MAX_AMOUNT_USD``).
     """
     check_window(SOURCE, start, end)
     limit = MAX_AMOUNT_USD if max_amount_usd is None else max_amount_usd

@@ -22,7 +22,7 @@ caller passes one (the tests pass one with a recorded transport and a stub crede
 
 Bounds: at most :data:`MAX_PAGES` pages and :data:`MAX_ROWS` rows in all (a monthly query has a
 row per month and currency); each cost a finite number of at most
-``planner.report.actuals.MAX_AMOUNT_USD`` (1e9 USD, either sign) unless the caller raises it
+``planner.report.actuals_common.MAX_AMOUNT_USD`` (1e9 USD, either sign) unless the caller raises it
 (``max_amount_usd``; ``planner report --max-actual-usd``).
 """
 
@@ -55,7 +55,7 @@ from azure.mgmt.costmanagement.models import (
 
 from planner.common.text import shown
 from planner.errors import UsageError
-from planner.report.actuals import (
+from planner.report.actuals_common import (
     MAX_AMOUNT_USD,
     ActualsError,
     add_cost,
@@ -119,13 +119,13 @@ def azure_actuals(
 ) -> pd.DataFrame:
     """Azure spend of ``scope`` per month from ``start`` to ``end`` (exclusive): one row per
     month the window touches (0.0 for a month with no charges), in
-    ``planner.report.actuals.SOURCE_COLUMNS``.
+    ``planner.report.actuals_common.SOURCE_COLUMNS``.
 
     Raises :class:`ActualsError` ("Azure Cost Management: ...") when there are no usable
     credentials, they are refused or lack access to the scope, the scope does not exist, the
     answer cannot be read, or a cost is in a currency other than USD and ``exchange_rates``
     (USD per unit) gives no rate for it, or a cost is not a finite number within
-    ``max_amount_usd`` (default ``planner.report.actuals.MAX_AMOUNT_USD``).
+    ``max_amount_usd`` (default ``planner.report.actuals_common.MAX_AMOUNT_USD``).
     """
     check_window(SOURCE, start, end)
     limit = MAX_AMOUNT_USD if max_amount_usd is None else max_amount_usd

@@ -19,8 +19,9 @@ Bounds (each refusal names the file, the row, the column and the value): the fil
 most :data:`MAX_CREDITS_CHARS` characters of JSON nested at most :data:`MAX_JSON_DEPTH` deep, each
 credit a negative (or zero) amount; ``invoice.month`` is 200001 to 210012; a conversion rate is
 :data:`MIN_RATE` to :data:`MAX_RATE` units per USD; a counted row's cost and its credits are each
-at most ``planner.report.actuals.MAX_AMOUNT_USD`` (1e9 USD, either sign) unless the caller raises
-it (``max_amount_usd``; ``planner report --max-actual-usd``). NaN and infinities are refused.
+at most ``planner.report.actuals_common.MAX_AMOUNT_USD`` (1e9 USD, either sign) unless the
+caller raises it (``max_amount_usd``; ``planner report --max-actual-usd``). NaN and infinities
+are refused.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import pandas as pd
 
 from planner.common.text import shown
 from planner.errors import InputFileError, RowProblem
-from planner.report.actuals import (
+from planner.report.actuals_common import (
     MAX_AMOUNT_USD,
     ActualsError,
     add_cost,
@@ -69,11 +70,11 @@ def gcp_actuals(
     max_amount_usd: float | None = None,
 ) -> pd.DataFrame:
     """GCP spend per invoice month in the export at ``path`` (only the rows of ``services``,
-    e.g. "Compute Engine", when given), in ``planner.report.actuals.SOURCE_COLUMNS``.
+    e.g. "Compute Engine", when given), in ``planner.report.actuals_common.SOURCE_COLUMNS``.
 
     Raises :class:`InputFileError` naming the file, the row and the column of a bad value and
     what was expected there (a counted row's cost or credits beyond ``max_amount_usd``, by
-    default ``planner.report.actuals.MAX_AMOUNT_USD``, included), and :class:`ActualsError`
+    default ``planner.report.actuals_common.MAX_AMOUNT_USD``, included), and :class:`ActualsError`
     for a currency it cannot convert.
     """
     path = Path(path)

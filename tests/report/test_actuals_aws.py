@@ -16,13 +16,9 @@ import pytest
 from botocore.stub import Stubber  # type: ignore[import-untyped]
 
 from planner.errors import PlannerError
-from planner.report.actuals import (
-    SOURCE_COLUMNS,
-    ActualsError,
-    aws_actuals,
-    plan_vs_actual,
-)
+from planner.report.actuals import aws_actuals, plan_vs_actual
 from planner.report.actuals_aws import cost_filter
+from planner.report.actuals_common import SOURCE_COLUMNS, ActualsError
 from planner.report.model import ACTUAL_COLUMNS, Report
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "actuals" / "aws"

@@ -26,7 +26,8 @@ from requests.adapters import BaseAdapter
 from urllib3.response import HTTPResponse
 
 from planner.errors import PlannerError
-from planner.report.actuals import SOURCE_COLUMNS, ActualsError, azure_actuals, plan_vs_actual
+from planner.report.actuals import azure_actuals, plan_vs_actual
+from planner.report.actuals_common import SOURCE_COLUMNS, ActualsError
 from planner.report.model import Report
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "actuals" / "azure"

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from planner.errors import InputFileError, PlannerError, UsageError
-from planner.report.actuals import SOURCE_COLUMNS, ActualsError, gcp_actuals, plan_vs_actual
+from planner.report.actuals import gcp_actuals, plan_vs_actual
+from planner.report.actuals_common import SOURCE_COLUMNS, ActualsError
 from planner.report.model import ACTUAL_COLUMNS, Report
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "actuals" / "gcp"
