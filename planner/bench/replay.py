@@ -2,24 +2,27 @@
 
 ``planner bench run --pattern replay`` sends a log's requests to a server at the log's times
 (sped up by ``speedup``), each with its own prompt and output lengths, so a server is measured
-under the traffic it will actually meet. The requests are read with the store's own query
-(:func:`planner.store.queries.request_frame`) and filtered by model and time window here.
+under the traffic it will actually meet. The bench use case reads a dataset's requests from the
+store (:func:`planner.usecases.bench.read_trace`); turning them into a trace, filtered by time
+window, is here, on values.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-from sqlalchemy.orm import Session
 
 from planner.bench.loadgen import MAX_REQUESTS
 from planner.common.text import printable, shown
-from planner.errors import NotFoundError, UsageError
-from planner.store.queries import dataset_models, get_dataset, request_frame
+from planner.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_SPEEDUP = 1_000_000.0
@@ -86,8 +89,34 @@ def _when(moment: datetime | None, default: str) -> str:
     return default if moment is None else moment.isoformat()
 
 
-def read_trace(
-    session: Session,
+def check_trace_options(
+    speedup: float, max_requests: int | None, start: datetime | None, end: datetime | None
+) -> None:
+    """What can be checked of a replay before the store is read."""
+    check_speedup(speedup)
+    if max_requests is not None and not 1 <= max_requests <= MAX_REQUESTS:
+        raise UsageError(f"--requests {max_requests}: expected 1 to {MAX_REQUESTS:,} requests")
+    if start is not None and end is not None and end <= start:
+        raise UsageError(f"--end {end.isoformat()} is not after --start {start.isoformat()}")
+
+
+def unknown_model(dataset: str, model: str, models: Sequence[str | None]) -> UsageError:
+    """A model the dataset has no requests of, with the dataset's models (most requests
+    first)."""
+    shown_models = [printable(m or "(none)", 60) for m in models]
+    listed = ", ".join(shown_models[:MAX_LISTED_MODELS]) + (
+        f" and {len(shown_models) - MAX_LISTED_MODELS} more"
+        if len(shown_models) > MAX_LISTED_MODELS
+        else ""
+    )
+    return UsageError(
+        f"--dataset-model {shown(model)}: dataset {shown(dataset)} has no requests of "
+        f"that model (its models: {listed or 'none'})"
+    )
+
+
+def trace_of(
+    frame: pd.DataFrame,
     dataset: str,
     *,
     model: str | None = None,
@@ -96,33 +125,9 @@ def read_trace(
     speedup: float = 1.0,
     max_requests: int | None = None,
 ) -> Trace:
-    """The first ``max_requests`` requests of ``dataset`` (those of ``model`` only, when given,
-    arriving in ``[start, end)``), the first at offset 0 and every gap divided by ``speedup``.
-    An unknown dataset (with the closest names), an unknown model (with the dataset's models)
-    or an empty window is a :class:`UsageError`. ``start`` and ``end`` are timezone-aware."""
-    check_speedup(speedup)
-    if max_requests is not None and not 1 <= max_requests <= MAX_REQUESTS:
-        raise UsageError(f"--requests {max_requests}: expected 1 to {MAX_REQUESTS:,} requests")
-    if start is not None and end is not None and end <= start:
-        raise UsageError(f"--end {end.isoformat()} is not after --start {start.isoformat()}")
-    try:
-        stored = get_dataset(session, dataset)
-    except NotFoundError as exc:
-        raise UsageError(f"--dataset: {exc}") from None
-    frame = request_frame(session, stored)
-    if model is not None:
-        frame = frame[frame["model"] == model]
-        if frame.empty:
-            models = [printable(m or "(none)", 60) for m in dataset_models(session, stored)]
-            listed = ", ".join(models[:MAX_LISTED_MODELS]) + (
-                f" and {len(models) - MAX_LISTED_MODELS} more"
-                if len(models) > MAX_LISTED_MODELS
-                else ""
-            )
-            raise UsageError(
-                f"--dataset-model {shown(model)}: dataset {shown(dataset)} has no requests of "
-                f"that model (its models: {listed or 'none'})"
-            )
+    """The first ``max_requests`` requests of ``frame`` (a dataset's requests sorted by arrival,
+    those of ``model`` only when it is given) arriving in ``[start, end)``, the first at offset
+    0 and every gap divided by ``speedup``. An empty window is a :class:`UsageError`."""
     arrivals = frame["arrival_us"]
     inside = np.ones(len(frame), dtype=bool)
     if start is not None:

@@ -1,100 +1,57 @@
 """``planner bench engine``: time static batches of a catalog model's shape with the in-process
 PyTorch engine on this machine (random weights, real KV cache), and write the medians as
-calibration rows."""
+calibration rows. The options become a request for :func:`planner.bench.grid.measure_engine`."""
 
 from __future__ import annotations
 
-import json
-import platform
-from datetime import UTC, datetime
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
-import planner
-from planner.cli.bench_run import check_choice, progress_bar
+from planner.bench.grid import EngineRunRequest, measure_engine
+from planner.cli.bench_run import progress_bar
 from planner.cli.context import print_json, stderr, stdout
 from planner.cli.options import JSON_OPTION
-from planner.common.files import check_output_path, write_text_atomic
-from planner.common.text import shown
-from planner.errors import PlannerError, UsageError
+from planner.errors import PlannerError
 
 if TYPE_CHECKING:
-    from planner.bench.engine import Clock, GridResult, Point, TorchEngine
+    from rich.progress import Progress, TaskID
+
+    from planner.bench.engine import Clock, Point
 
 
-MAX_GRID_VALUE = 1_000_000
+class _Shown:
+    """The grid's progress as the CLI shows it: a bar on stderr while it measures, notes on
+    stderr."""
 
+    def __init__(self) -> None:
+        self.bar: tuple[Progress, TaskID] | None = None
 
-def parse_sizes(option: str, text: str) -> list[int]:
-    """``1,2,4,8`` -> [1, 2, 4, 8]: distinct whole numbers of at least 1, in the given order."""
-    sizes: list[int] = []
-    for part in text.split(","):
-        item = part.strip()
-        if not item.isdigit() or not 1 <= int(item) <= MAX_GRID_VALUE:
-            raise UsageError(
-                f"{option} {shown(text)}: expected whole numbers from 1 to {MAX_GRID_VALUE:,} "
-                f"separated by commas, such as 1,2,4,8 (got {shown(item)})"
-            )
-        if int(item) not in sizes:
-            sizes.append(int(item))
-    return sizes
+    def note(self, text: str, *, soft_wrap: bool = False) -> None:
+        stderr.print(text, markup=False, soft_wrap=soft_wrap)
 
+    @contextlib.contextmanager
+    def measuring(self, total: int) -> Iterator[None]:
+        with progress_bar(total, show=True) as progress:
+            self.bar = (progress, progress.add_task("static batches", total=total))
+            try:
+                yield
+            finally:
+                self.bar = None
 
-def _metadata(
-    engine: TorchEngine,
-    *,
-    clock: str,
-    repeats: int,
-    warmup: int,
-    output_tokens: int,
-    seed: int,
-    max_seconds: float,
-    result: GridResult,
-    started: datetime,
-) -> dict[str, Any]:
-    from planner.bench.engine import torch_version
+    def point(self, point: Point) -> None:
+        if self.bar is not None:
+            progress, task = self.bar
+            progress.update(task, description=f"batch {point.batch} x {point.prompt_tokens}")
 
-    s = engine.spec
-    return {
-        "tool": "planner bench engine",
-        "planner_version": planner.__version__,
-        "torch_version": torch_version(),
-        "python_version": platform.python_version(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or None,
-        "started_at": started.isoformat(),
-        "device": engine.device,
-        "threads": engine.threads,
-        "precision": engine.model.precision,
-        "dtype": str(engine.model.dtype).removeprefix("torch."),
-        "weights": str(engine.model.checkpoint) if engine.model.checkpoint else "random",
-        "model": {
-            "name": s.name,
-            "layers": s.layers,
-            "hidden_size": s.hidden_size,
-            "attention_heads": s.attention_heads,
-            "kv_heads": s.kv_heads,
-            "head_dim": s.head_dim,
-            "intermediate_size": s.intermediate_size,
-            "vocab_size": s.vocab_size,
-            "weights": "random (seeded)",
-        },
-        "kv_cache": {"slots": engine.slots, "max_len": engine.max_len},
-        "clock": clock,
-        "repeats": repeats,
-        "warmup": warmup,
-        "output_tokens": output_tokens,
-        "seed": seed,
-        "max_seconds": max_seconds,
-        "stopped": result.stopped,
-        "skipped": [
-            {"batch": k.batch, "prompt_tokens": k.prompt_tokens, "reason": k.reason}
-            for k in result.skipped
-        ],
-    }
+    def run(self) -> None:
+        if self.bar is not None:
+            progress, task = self.bar
+            progress.advance(task)
 
 
 def _ms(value: float | None) -> str:
@@ -178,146 +135,29 @@ def engine_command(
     weights, real KV cache, greedy decoding): TTFT (batched prefill), TPOT (decode step) and
     end-to-end per (batch, prompt), medians of repeated runs, on the process's CPU clock and the
     wall clock. Ctrl-C stops the grid and keeps what was measured."""
-    from planner.bench.engine import (
-        CLOCKS,
-        Clock,
-        TorchEngine,
-        check_device,
-        check_precision,
-        check_threads,
-        engine_rows,
-        engine_spec,
-        measure_grid,
-        require_torch,
-    )
-    from planner.bench.results import write_measurements
-    from planner.latency.catalog import load_catalog
 
-    require_torch()
-    batch_sizes = parse_sizes("--batches", batches)
-    prompt_lengths = parse_sizes("--prompts", prompts)
-    if not 1 <= output_tokens <= MAX_GRID_VALUE:
-        raise UsageError(f"--output-tokens {output_tokens}: expected at least 1")
-    if repeats < 1:
-        raise UsageError(f"--repeats {repeats}: expected at least 1 measured run")
-    if warmup < 0:
-        raise UsageError(f"--warmup {warmup}: expected 0 or more runs")
-    if not max_seconds > 0:
-        raise UsageError(f"--max-seconds {max_seconds:g}: expected a positive number")
-    clock_name = cast(Clock, check_choice("--clock", clock, CLOCKS))
-    precision_name = check_precision(precision)
-    device_name = check_device(device)
-    check_threads(threads)
-    spec = engine_spec(model, checkpoint)
-    if out_csv is not None:
-        if gpu is None:
-            raise UsageError(
-                "--out-csv needs --gpu: the catalog hardware row the rows are measured on "
-                "(see `planner catalog gpus`)"
-            )
-        catalog = load_catalog()
-        for option, table, value in (
-            ("--gpu", catalog.gpus, gpu),
-            ("--precision", catalog.precisions, precision_name),
-        ):
-            try:
-                table.get(value)
-            except UsageError as exc:
-                raise UsageError(f"{option}: --out-csv rows need catalog names; {exc}") from None
-        check_output_path(out_csv, "--out-csv")
-    if out is not None:
-        check_output_path(out, "--out")
-    longest = max(prompt_lengths) + output_tokens
-    fitting = [p for p in prompt_lengths if p + output_tokens <= spec.max_context]
-    max_len = max(fitting) + output_tokens if fitting else min(longest, spec.max_context)
-    engine = TorchEngine(
-        spec,
-        precision=precision_name,
-        device=device_name,
-        threads=threads,
-        slots=max(batch_sizes),
-        max_len=max_len,
-        seed=seed,
+    request = EngineRunRequest(
+        batches=batches,
+        prompts=prompts,
+        model=model,
         checkpoint=checkpoint,
-    )
-    started = datetime.now(UTC)
-    stderr.print(
-        f"measuring {engine.description}: {len(batch_sizes)} batch sizes x "
-        f"{len(prompt_lengths)} prompt lengths; Ctrl-C stops and keeps what was measured",
-        markup=False,
-        soft_wrap=True,
-    )
-    runs = len(batch_sizes) * len(fitting) * (warmup + repeats)
-    with progress_bar(runs, show=True) as progress:
-        task = progress.add_task("static batches", total=runs)
-
-        def on_point(point: Point) -> None:
-            progress.update(task, description=f"batch {point.batch} x {point.prompt_tokens}")
-
-        result = measure_grid(
-            engine,
-            batch_sizes,
-            prompt_lengths,
-            output_tokens,
-            repeats=repeats,
-            warmup=warmup,
-            max_seconds=max_seconds,
-            on_point=on_point,
-            on_run=lambda: progress.advance(task),
-        )
-    for skipped in result.skipped:
-        stderr.print(
-            f"skipped batch {skipped.batch} x {skipped.prompt_tokens} tokens: {skipped.reason}",
-            markup=False,
-        )
-    if result.stopped == "interrupted":
-        stderr.print(
-            f"interrupted: kept the {len(result.points)} points measured so far", markup=False
-        )
-    elif result.stopped == "seconds":
-        stderr.print(
-            f"stopped at --max-seconds {max_seconds:g} after {len(result.points)} points",
-            markup=False,
-        )
-    metadata = _metadata(
-        engine,
-        clock=clock_name,
+        precision=precision,
+        device=device,
+        threads=threads,
+        output_tokens=output_tokens,
         repeats=repeats,
         warmup=warmup,
-        output_tokens=output_tokens,
-        seed=seed,
+        clock=clock,
         max_seconds=max_seconds,
-        result=result,
-        started=started,
+        seed=seed,
+        gpu=gpu,
+        out=out,
+        out_csv=out_csv,
     )
-    document = {"points": [p.to_dict() for p in result.points], "planner": metadata}
-    if out is not None:
-        write_text_atomic(out, json.dumps(document, indent=2) + "\n", "--out")
-        stderr.print(f"wrote {out}", markup=False)
-    if out_csv is not None and result.points:
-        assert gpu is not None  # checked above
-        source = f"planner bench engine {started:%Y-%m-%d %H:%M} UTC" + (
-            f": {out}" if out is not None else ""
-        )
-        rows = engine_rows(
-            result.points,
-            gpu=gpu,
-            model=spec.name,
-            precision=precision_name,
-            clock=clock_name,
-            source=source,
-            threads=engine.threads,
-            device=engine.device,
-        )
-        write_measurements(rows, out_csv)
-        stderr.print(f"wrote {len(rows)} rows to {out_csv}", markup=False)
+    result = measure_engine(request, progress=_Shown())
     if json_output:
-        print_json(document)
+        print_json(result.document)
     else:
-        print_points(result.points, clock_name, metadata)
-    if not result.points:
-        raise PlannerError(
-            "no point was measured ("
-            + ("every combination was skipped" if result.skipped else "stopped before the first")
-            + ")"
-        )
+        print_points(result.points, result.clock, result.document["planner"])
+    if result.failure is not None:
+        raise PlannerError(result.failure)

@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from planner.cli.bench_store import store_runs, stored_names
 from planner.cli.context import print_json, stderr, user_errors
 from planner.cli.latency import store_session
 from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
-from planner.common.files import check_output_path
 from planner.common.text import printable
 from planner.errors import UsageError
+from planner.usecases.bench import BenchImportRequest, import_bench
 
 if TYPE_CHECKING:
     from planner.bench.results import BenchRun
@@ -86,9 +85,11 @@ def parse_size(text: str, option: str = "--max-bytes") -> int:
     )
 
 
-def _group_name(path: Path) -> str:
-    """A sweep's group from its file: ``benchmarks.json.gz`` -> ``benchmarks``."""
-    return path.name.split(".")[0] or "imported"
+class _Notes:
+    """The import's notes (the names stored) on stderr as they come."""
+
+    def note(self, text: str, *, soft_wrap: bool = False) -> None:
+        stderr.print(text, markup=False, soft_wrap=soft_wrap)
 
 
 @user_errors
@@ -170,50 +171,21 @@ def import_command(
     block), and with --out-csv writes them as measurements that `planner calibrate` fits.
     Storing the runs and --out-csv need the GPU, engine, model and precision (from the file
     or --gpu, --engine, --model, --precision); with --no-store and no --out-csv, none."""
-    from planner.bench.importers import GPUS, check_result_file, import_result
-    from planner.bench.results import measurement_rows, write_measurements
-    from planner.store.bench_runs import check_free_name
-
-    # what can be checked before reading a file: the options and each file's size
-    size_limit = parse_size(max_bytes)
-    if tp is not None and not GPUS.low <= tp <= GPUS.high:
-        raise UsageError(f"--tp {tp}: expected {GPUS.expected}")
-    if out_csv is not None:
-        check_output_path(out_csv, "--out-csv")
-    if run_name is not None and len(paths) > 1:
-        raise UsageError("--name names the runs of one file; import the files one at a time")
-    for path in paths:
-        check_result_file(path, size_limit)
-    needed_for = (["the store"] if store else []) + (["--out-csv"] if out_csv else [])
-    runs: list[BenchRun] = []
-    by_file: list[tuple[Path, list[BenchRun]]] = []
-    for path in paths:
-        found = import_result(
-            path,
-            gpu=gpu,
-            engine=engine,
-            model=model,
-            precision=precision,
-            tp=tp,
-            needed_for=needed_for,
-            max_bytes=size_limit,
-            allow_extreme=allow_extreme,
-        )
-        by_file.append((path, found))
-        runs += found
-    if store and run_name is not None:
-        with store_session(ctx) as session:
-            for stage_name in stored_names(run_name, len(runs) if len(runs) > 1 else 0):
-                check_free_name(session, stage_name)
-    if out_csv is not None:
-        rows = measurement_rows(runs)
-        write_measurements(rows, out_csv)
-    if store:
-        for path, found in by_file:
-            # a file of several runs (a guidellm sweep) is one group, named after the file
-            group = (run_name or _group_name(path)) if len(found) > 1 else None
-            stored: list[tuple[BenchRun, None, None]] = [(run, None, None) for run in found]
-            store_runs(ctx, stored, run_name, group=group, target=str(path))
+    request = BenchImportRequest(
+        paths=tuple(paths),
+        max_bytes=parse_size(max_bytes),
+        gpu=gpu,
+        engine=engine,
+        model=model,
+        precision=precision,
+        tp=tp,
+        out_csv=out_csv,
+        store=store,
+        name=run_name,
+        allow_extreme=allow_extreme,
+    )
+    result = import_bench(request, lambda: store_session(ctx), progress=_Notes())
+    runs = result.runs
     if as_json:
         print_json([run.to_dict() for run in runs])
     else:
@@ -228,8 +200,9 @@ def import_command(
     if out_csv is not None:
         engine_name = runs[0].info.engine if runs else "ENGINE"
         stderr.print(
-            f"wrote {len(rows)} measurement rows to {printable(str(out_csv))}; fit them with "
-            f"`planner calibrate {printable(str(out_csv))} --name NAME --engine {engine_name}`",
+            f"wrote {result.rows_written} measurement rows to {printable(str(out_csv))}; fit "
+            f"them with `planner calibrate {printable(str(out_csv))} --name NAME --engine "
+            f"{engine_name}`",
             markup=False,
             soft_wrap=True,
         )

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 
-from planner.cli.context import CliState, print_json, stderr, stdout, user_errors
-from planner.cli.latency import store_session
+from planner.cli.context import CliState, print_json, stdout, user_errors
 from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 from planner.errors import UsageError
 
 if TYPE_CHECKING:
-    from planner.bench.metrics import RequestRecord
-    from planner.bench.results import BenchRun
     from planner.store import Store
     from planner.store.bench_runs import StoredRun
 
@@ -249,39 +246,3 @@ runs_app = typer.Typer(
 runs_app.command("list")(runs_list_command)
 runs_app.command("show")(runs_show_command)
 runs_app.command("delete")(runs_delete_command)
-
-
-def stored_names(name: str, stages: int) -> list[str]:
-    """The names a run (``stages`` 0) or the stages of a sweep are stored under."""
-    return [f"{name}-{i + 1}" for i in range(stages)] if stages else [name]
-
-
-def store_runs(
-    ctx: typer.Context,
-    runs: Sequence[tuple[BenchRun, Iterable[RequestRecord] | None, dict[str, Any] | None]],
-    name: str | None,
-    *,
-    group: str | None,
-    target: str | None,
-) -> list[str]:
-    """Keep runs (with their requests, where measured) in the store, all or none (one
-    transaction), and say under which names; ``group`` keeps a sweep's stages together."""
-    from planner.store.bench_runs import get_run, save_run
-
-    names: list[str | None] = (
-        list(stored_names(name, len(runs) if group else 0)) if name else [None] * len(runs)
-    )
-    stored = []
-    with store_session(ctx) as session:
-        for (run, records, details), run_name in zip(runs, names, strict=True):
-            run_id = save_run(
-                session, run, records, name=run_name, group=group, target=target, details=details
-            )
-            stored.append(get_run(session, run_id).name)
-    stderr.print(
-        f"stored as {', '.join(stored)} (`planner bench runs show NAME`; the dashboard's "
-        "Benchmarks page)",
-        markup=False,
-        soft_wrap=True,
-    )
-    return stored

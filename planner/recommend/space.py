@@ -17,8 +17,8 @@ from planner.latency.profile import DEFAULT_ENGINE
 from planner.recommend.inputs import Constraints
 from planner.simulate.run import ServingSpec, kv_cache_source
 from pricing.costs import Prices
+from pricing.entries import gpu_matches
 from pricing.model import PricePoint, PurchaseOption
-from pricing.sheets import gpu_matches
 
 
 @dataclass(frozen=True)

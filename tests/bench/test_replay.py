@@ -11,11 +11,12 @@ import pytest
 
 from planner.bench.client import RequestShape, Target
 from planner.bench.loadgen import LoadPlan, RunResult, run_load
-from planner.bench.replay import Trace, TraceRequest, read_trace
+from planner.bench.replay import Trace, TraceRequest
 from planner.bench.server import BenchServer, ModelEngine, ServerThread
 from planner.errors import UsageError
 from planner.ingest import IngestOptions, ingest_file
 from planner.store import Store
+from planner.usecases.bench import read_trace
 from tests.conftest import WriteFile
 
 # Azure's format: absolute times; a request logged with 0 output tokens.

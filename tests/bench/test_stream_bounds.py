@@ -25,11 +25,12 @@ import typer
 from typer.testing import CliRunner
 
 from planner.bench.client import RequestShape, Target, measure_request
+from planner.bench.harness import bench_run_of
 from planner.bench.loadgen import LoadPlan, run_load
 from planner.bench.metrics import RequestRecord, read_jsonl, summarize
 from planner.bench.results import Load, RunInfo
 from planner.bench.sse import MAX_LINE_BYTES
-from planner.cli.bench_run import bench_run_of, run_command
+from planner.cli.bench_run import run_command
 from planner.cli.context import user_errors
 
 ROOT = Path(__file__).resolve().parents[2]
