@@ -14,9 +14,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Re-install only when the project's metadata changed, or the replica loop that setup.py compiles
-# (an edited engine.py runs as pure Python until it is rebuilt).
-COMPILED := setup.py planner/simulate/engine.py
+# Re-install only when the project's metadata changed, or the replica loop and step formula that
+# setup.py compiles (an edited engine.py or step.py runs as pure Python until it is rebuilt).
+COMPILED := setup.py planner/simulate/engine.py planner/latency/step.py
 $(VENV)/.installed: pyproject.toml $(COMPILED) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@

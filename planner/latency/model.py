@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from planner.latency.catalog import GIB, GPU, ModelSpec, Precision, UnsupportedError
 from planner.latency.profile import Profile
+from planner.latency.step import StepFormula
 
 Array = npt.NDArray[np.float64]
 ArrayLike = npt.ArrayLike
@@ -266,14 +267,35 @@ class LatencyModel:
         self.allreduce_bytes_per_token = m.hidden_size * d.activation_bytes * 2 * (tp - 1) / tp
         # a device that is never split (a CPU row: link 0) moves nothing between devices
         self.link_bandwidth = (gpu.link_gbps * 1e9 * profile.comm_eff) if tp > 1 else np.inf
-        # iteration_seconds' per-call constants, each computed exactly as that formula would
-        self._moe = m.is_moe
-        self._experts_per_token = m.experts_per_token
-        self._proj_read_s = self.proj_bytes / self.bandwidth
-        self._expert_read_s = 1.0 * self.expert_bytes / self.bandwidth  # one expert touched
-        self._lm_read_s = self.lm_bytes / self.bandwidth
-        self._allreduce_s = profile.allreduce_us * 1e-6
-        self._overhead_s = profile.iteration_overhead_ms * 1e-3
+        # the one step formula (planner.latency.step), on these constants: iteration_seconds here
+        # and the simulator's RooflineStepTimes.iteration both call it
+        self.step = StepFormula(
+            moe=m.is_moe,
+            experts=m.experts,
+            experts_per_token=m.experts_per_token,
+            gemm_half_tokens=self.gemm_half_tokens,
+            matmul_flops=self.matmul_flops,
+            proj_flops_per_token=self.proj_flops_per_token,
+            proj_read_s=self.proj_bytes / self.bandwidth,
+            expert_flops_per_token=self.expert_flops_per_token,
+            router_flops_per_token=self.router_flops_per_token,
+            expert_bytes=self.expert_bytes,
+            bandwidth=self.bandwidth,
+            expert_read_s=1.0 * self.expert_bytes / self.bandwidth,  # one expert touched
+            attn_fixed=self.attn_fixed,
+            attn_flops_per_pair=self.attn_flops_per_pair,
+            attn_flops=self.attn_flops,
+            kv_bytes_per_token=self.kv_bytes_per_token,
+            kv_bandwidth=self.kv_bandwidth,
+            lm_flops_per_token=self.lm_flops_per_token,
+            lm_flops=self.lm_flops,
+            lm_read_s=self.lm_bytes / self.bandwidth,
+            allreduces=self.allreduces,
+            allreduce_s=profile.allreduce_us * 1e-6,
+            allreduce_bytes_per_token=self.allreduce_bytes_per_token,
+            link_bandwidth=self.link_bandwidth,
+            overhead_s=profile.iteration_overhead_ms * 1e-3,
+        )
 
     def gemm_rows(self, tokens: ArrayLike) -> Array:
         """Rows a GEMM of ``tokens`` rows costs at the asymptotic rate: with an efficiency of
@@ -335,61 +357,10 @@ class LatencyModel:
     def iteration_seconds(
         self, tokens: float, attn_pairs: float, kv_read: float, logits: float
     ) -> float:
-        """``cost(...).total`` for one iteration, in plain floats: the simulator's hot path,
-        where NumPy's per-call overhead would dominate. Tested equal to ``cost``.
-
-        Written for speed, with the same operations in the same order as ``cost`` (results
-        are bit for bit those of the plain formula): ``max(a, b)`` as ``b if b > a else a``,
-        constants precomputed in ``__init__``, and a dense model's one touched expert (a
-        factor of 1.0) left out. The simulator runs a compiled twin of it,
-        ``planner.simulate.engine.RooflineStepTimes.iteration``: change both
-        (tests/unit/test_sim_engine.py checks they give the same float)."""
-        if tokens <= 0:
-            return 0.0
-        half = self.gemm_half_tokens
-        matmul_flops = self.matmul_flops
-        projections = (tokens + half) * self.proj_flops_per_token / matmul_flops
-        weights_s = self._proj_read_s
-        if weights_s > projections:
-            projections = weights_s
-        if self._moe:
-            m = self.deployment.model
-            touched = m.experts * (1 - (1 - m.experts_per_token / m.experts) ** tokens)
-            # rows per expert (a vanishing batch touches k experts with about one row each)
-            per_expert = tokens * m.experts_per_token / touched if touched > 0 else 1.0
-            mlp_flops = (per_expert + half) * touched * self.expert_flops_per_token + (
-                tokens * self.router_flops_per_token
-            )
-            mlp = mlp_flops / matmul_flops
-            weights_s = touched * self.expert_bytes / self.bandwidth
-        else:
-            # one expert touched: x * 1.0 and x / 1.0 are x exactly
-            per_expert = tokens * self._experts_per_token
-            mlp_flops = (per_expert + half) * self.expert_flops_per_token + (
-                tokens * self.router_flops_per_token
-            )
-            mlp = mlp_flops / matmul_flops
-            weights_s = self._expert_read_s
-        if weights_s > mlp:
-            mlp = weights_s
-        attention = (
-            self.attn_fixed
-            + attn_pairs * self.attn_flops_per_pair / self.attn_flops
-            + (kv_read + tokens) * self.kv_bytes_per_token / self.kv_bandwidth
-        )
-        if logits > 0:
-            lm_head = (logits + half) * self.lm_flops_per_token / self.lm_flops
-            weights_s = self._lm_read_s
-            if weights_s > lm_head:
-                lm_head = weights_s
-        else:
-            lm_head = 0.0
-        total = projections + mlp + attention + lm_head
-        if self.allreduces:  # else the communication term is 0.0, and total + 0.0 is total
-            total += self.allreduces * (
-                self._allreduce_s + tokens * self.allreduce_bytes_per_token / self.link_bandwidth
-            )
-        return float(total + self._overhead_s)
+        """``cost(...).total`` for one iteration, in plain floats (tested equal to ``cost``):
+        :meth:`planner.latency.step.StepFormula.seconds`, the one step formula, which the
+        simulator's ``RooflineStepTimes.iteration`` calls too (compiled with it)."""
+        return self.step.seconds(tokens, attn_pairs, kv_read, logits)
 
     # --- the three kinds of iteration --------------------------------------------------------
 

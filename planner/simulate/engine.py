@@ -32,6 +32,7 @@ from librt.vecs import append, pop, vec
 from mypy_extensions import i64
 
 from planner.latency.model import LatencyModel
+from planner.latency.step import StepFormula
 
 # Final: the compiled build reads these as constants, not from the module's dict at each use
 BLOCK_TOKENS: Final = 16  # vLLM's KV-cache block size
@@ -77,90 +78,17 @@ class RooflineStepTimes:
         self.gamma = float(model.decode_time(1, 1_000_000.0) - model.decode_time(1, 0.0)) / 1e6
         self._base = [0.0, *(float(b) for b in base[1:])]
         self.request_overhead = model.profile.request_overhead_ms * 1e-3
-        # LatencyModel.iteration_seconds' constants, for its formula compiled here (below)
-        m = model.deployment.model
-        self._moe = m.is_moe
-        self._experts = float(m.experts)
-        self._experts_per_token = float(m.experts_per_token)
-        self._half = float(model.gemm_half_tokens)
-        self._matmul_flops = float(model.matmul_flops)
-        self._proj_flops_per_token = float(model.proj_flops_per_token)
-        self._proj_read_s = float(model._proj_read_s)
-        self._expert_flops_per_token = float(model.expert_flops_per_token)
-        self._router_flops_per_token = float(model.router_flops_per_token)
-        self._expert_bytes = float(model.expert_bytes)
-        self._bandwidth = float(model.bandwidth)
-        self._expert_read_s = float(model._expert_read_s)
-        self._attn_fixed = float(model.attn_fixed)
-        self._attn_flops_per_pair = float(model.attn_flops_per_pair)
-        self._attn_flops = float(model.attn_flops)
-        self._kv_bytes_per_token = float(model.kv_bytes_per_token)
-        self._kv_bandwidth = float(model.kv_bandwidth)
-        self._lm_flops_per_token = float(model.lm_flops_per_token)
-        self._lm_flops = float(model.lm_flops)
-        self._lm_read_s = float(model._lm_read_s)
-        self._allreduces = float(model.allreduces)
-        self._allreduce_s = float(model._allreduce_s)
-        self._allreduce_bytes_per_token = float(model.allreduce_bytes_per_token)
-        self._link_bandwidth = float(model.link_bandwidth)
-        self._overhead_s = float(model._overhead_s)
+        # the one step formula, which LatencyModel.iteration_seconds calls too; compiled with
+        # this module (setup.py), the call below is a native one
+        self._step: StepFormula = model.step
 
     def decode_base(self, batch: int) -> float:
         return self._base[batch]
 
     def iteration(self, tokens: float, attn_pairs: float, kv_read: float, logits: float) -> float:
-        """``LatencyModel.iteration_seconds``, compiled with the replica loop: once per
-        iteration, where the interpreted method cost about a quarter of a simulated request.
-        The same operations in the same order on the same values (every int the formula
-        meets is converted to float exactly as Python's mixed arithmetic does), so the same
-        float bit for bit (tests/unit/test_sim_engine.py checks it on random iterations). A
-        copy, not a call: the latency model is not compiled, and the simulator may not be
-        imported by it; change both."""
-        if tokens <= 0:
-            return 0.0
-        half = self._half
-        matmul_flops = self._matmul_flops
-        projections = (tokens + half) * self._proj_flops_per_token / matmul_flops
-        weights_s = self._proj_read_s
-        if weights_s > projections:
-            projections = weights_s
-        if self._moe:
-            experts = self._experts
-            per_token = self._experts_per_token
-            touched: float = experts * (1 - (1 - per_token / experts) ** tokens)
-            per_expert = tokens * per_token / touched if touched > 0 else 1.0
-            mlp_flops = (per_expert + half) * touched * self._expert_flops_per_token + (
-                tokens * self._router_flops_per_token
-            )
-            mlp = mlp_flops / matmul_flops
-            weights_s = touched * self._expert_bytes / self._bandwidth
-        else:
-            per_expert = tokens * self._experts_per_token
-            mlp_flops = (per_expert + half) * self._expert_flops_per_token + (
-                tokens * self._router_flops_per_token
-            )
-            mlp = mlp_flops / matmul_flops
-            weights_s = self._expert_read_s
-        if weights_s > mlp:
-            mlp = weights_s
-        attention = (
-            self._attn_fixed
-            + attn_pairs * self._attn_flops_per_pair / self._attn_flops
-            + (kv_read + tokens) * self._kv_bytes_per_token / self._kv_bandwidth
-        )
-        if logits > 0:
-            lm_head = (logits + half) * self._lm_flops_per_token / self._lm_flops
-            weights_s = self._lm_read_s
-            if weights_s > lm_head:
-                lm_head = weights_s
-        else:
-            lm_head = 0.0
-        total = projections + mlp + attention + lm_head
-        if self._allreduces:
-            total += self._allreduces * (
-                self._allreduce_s + tokens * self._allreduce_bytes_per_token / self._link_bandwidth
-            )
-        return total + self._overhead_s
+        """``LatencyModel.iteration_seconds``: :meth:`planner.latency.step.StepFormula.seconds`,
+        the one step formula, once per iteration (the compiled builds call it natively)."""
+        return self._step.seconds(tokens, attn_pairs, kv_read, logits)
 
 
 @dataclass(frozen=True)
@@ -1343,7 +1271,8 @@ IMPLEMENTATION = "pure Python"
 
 def _compiled_twin(source: Path) -> Any:
     """The mypyc build of this module's ``source``, or None: not built, turned off by
-    ``PLANNER_PURE_PYTHON``, or built from another version of it (an edit since the install)."""
+    ``PLANNER_PURE_PYTHON``, built from another version of it (an edit since the install), or
+    the step formula it calls not compiled from the current ``planner/latency/step.py``."""
     if os.environ.get("PLANNER_PURE_PYTHON"):
         return None
     try:
@@ -1364,6 +1293,16 @@ def _compiled_twin(source: Path) -> Any:
         warnings.warn(
             f"planner: the compiled simulator was built from another version of {source}; "
             "running the pure-Python one (reinstall planner to rebuild it)",
+            stacklevel=2,
+        )
+        return None
+    # the compiled copy calls the step formula's compiled copy: both stamps must hold
+    from planner.latency import step
+
+    if step.IMPLEMENTATION != "compiled":
+        warnings.warn(
+            "planner: the compiled step formula is not in use (planner/latency/step.py changed "
+            "since the build); running the pure-Python simulator (reinstall planner to rebuild)",
             stacklevel=2,
         )
         return None

@@ -4,6 +4,8 @@ so that a wrong catalog row fails here as well as a wrong formula."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import re
 
 import numpy as np
@@ -670,3 +672,13 @@ def test_iteration_seconds_equals_cost_total_on_random_iterations(
     ]
     np.testing.assert_allclose(scalars, vector, rtol=1e-12)
     assert m.iteration_seconds(0, 0, 0, 0) == 0
+
+
+def test_the_step_formula_pickles_and_copies() -> None:
+    # compiled (a native class made only through __init__) or not, a latency model travels
+    m = latency_model("mixtral-8x7b", Profile("rough", gemm_half_tokens=180.0), tp=2)
+    expected = m.iteration_seconds(300.0, 9e5, 2e5, 200.0)
+    for step in (pickle.loads(pickle.dumps(m.step)), copy.deepcopy(m).step, copy.copy(m.step)):
+        assert type(step) is type(m.step)
+        assert step.constants() == m.step.constants()
+        assert step.seconds(300.0, 9e5, 2e5, 200.0) == expected

@@ -40,7 +40,7 @@ from planner.simulate.engine import (
     StepTimes,
 )
 from planner.simulate.fleet import Fleet, FleetConfig
-from planner.simulate.run import steady_load
+from planner.simulate.steady import steady_load
 from planner.simulate.workload import Workload
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -728,8 +728,9 @@ def test_roofline_step_times_are_the_latency_models(model: str, tp: int) -> None
 def test_compiled_iteration_is_the_latency_models_bit_for_bit(
     model: str, precision: str, tp: int
 ) -> None:
-    # RooflineStepTimes.iteration is LatencyModel.iteration_seconds' formula, compiled with the
-    # replica loop: the very same float, or the simulator's results would drift from the model
+    # RooflineStepTimes.iteration and LatencyModel.iteration_seconds both call the one step
+    # formula (planner.latency.step): the very same float, or the simulator's results would
+    # drift from the model (tests/unit/test_sim_compiled.py holds its compiled build to its source)
     lm = rough_model(model, precision, tp)
     times = RooflineStepTimes(lm, max_batch=8)
     rng = np.random.default_rng(5)
