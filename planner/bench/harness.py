@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from planner.bench.replay import Trace
     from planner.bench.results import BenchRun, Load, RunInfo, Stats
 
-PATTERNS = ("sync", "concurrency", "rate", "poisson", "replay", "sweep")
 DEFAULT_SWEEP_CONCURRENCY = 16
 DEFAULT_SWEEP_POINTS = 8
 TOOL = "planner bench run"

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from planner.bench.harness import (
-    PATTERNS,
     Deployment,
     bench_run_of,
     calibration_load,
@@ -205,11 +204,12 @@ def run_bench(
 def _check(request: BenchRunRequest, progress: RunProgress) -> _Checked:
     """The request's options, checked before the store is read or a request sent."""
     from planner.bench.client import ENDPOINT_PATHS, RequestShape, check_url
+    from planner.bench.loadgen import PATTERNS
     from planner.bench.metrics import SloTargets, requests_path
 
     base_url = check_url(request.url)
     kind = cast("EndpointKind", check_choice("--endpoint", request.endpoint, tuple(ENDPOINT_PATHS)))
-    name = check_choice("--pattern", request.pattern, PATTERNS)
+    name = check_choice("--pattern", request.pattern, (*PATTERNS, "sweep"))
     only_with(
         name, "sweep", {"--sweep-points": request.sweep_points, "--sweep-kind": request.sweep_kind}
     )
