@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.forecast import ForecastSettings, backtest, forecast, plan_backtest, tune
+from planner.forecast.backtest import backtest, plan_backtest, tune
+from planner.forecast.model import ForecastSettings, forecast
 from planner.forecast.series import HourlySeries, read_servegen
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,25 +16,22 @@ from planner.forecast.plot import forecast_figure, metric_axis
 from planner.forecast.run import (
     MAX_HORIZON_HOURS,
     BacktestOptions,
-    backtest_table,
     bundled_series,
-    by_day_table,
     demand_csv,
     demand_frame,
-    fit_forecast,
-    load_series,
-    read_series_upload,
-    run_label,
-    run_messages,
-    run_rows,
     series_models,
     series_upload_models,
-    store_run,
-    stored_history,
 )
-from planner.forecast.series import METRICS, HourlySeries
-from planner.forecast.store import list_forecasts, load_forecast, points_frame
+from planner.forecast.series import METRICS
 from planner.store.queries import dataset_models, get_dataset, list_datasets
+from planner.usecases.forecast import (
+    ForecastRequest,
+    StoredForecast,
+    StoredForecasts,
+    forecast,
+    open_forecast,
+    stored_forecasts,
+)
 
 ALL_MODELS = "all models (summed)"
 SOURCES = ("Dataset in the store", "Bundled series", "Upload a series")
@@ -56,15 +53,8 @@ SCORE_FORMATS = {
 
 
 @st.cache_data(show_spinner=False)
-def _runs(url: str, version: str) -> pd.DataFrame:
-    with common.session() as session:
-        return run_rows(list_forecasts(session))
-
-
-@st.cache_data(show_spinner=False)
-def _labels(url: str, version: str) -> dict[int, str]:
-    with common.session() as session:
-        return {r.id: run_label(r) for r in list_forecasts(session)}
+def _forecasts(url: str, version: str) -> StoredForecasts:
+    return stored_forecasts(common.session)
 
 
 @st.cache_data(show_spinner=False)
@@ -80,35 +70,9 @@ def _dataset_models(url: str, version: str, name: str) -> list[str]:
 
 
 @st.cache_data(show_spinner=False)
-def _stored(url: str, version: str, forecast_id: int) -> dict[str, Any]:
+def _stored(url: str, version: str, forecast_id: int) -> StoredForecast:
     """Everything the page shows of a stored forecast (plain values: cached by pickling)."""
-    with common.session() as session:
-        run = load_forecast(session, forecast_id)
-        points = points_frame(run)
-        history = stored_history(session, run)
-        notes, warnings = run_messages(run)
-        scores = run.scores or {}
-        backtest = scores.get("backtest")
-        tuned = scores.get("tune")
-        return {
-            "id": run.id,
-            "label": run_label(run),
-            "title": f"{run.metric.replace('_', ' ')} per hour, {run.source}"
-            + (f", model {run.model}" if run.model else ""),
-            "metric": run.metric,
-            "method": run.method,
-            "quantile": run.demand_quantile,
-            "settings": run.settings,
-            "points": points,
-            "history": history.frame if history is not None else None,
-            "backtest": backtest_table(backtest),
-            "backtest_plan": (backtest or {}).get("plan"),
-            "beats_baseline": (backtest or {}).get("beats_baseline"),
-            "by_day": by_day_table(backtest),
-            "tune": pd.DataFrame((tuned or {}).get("candidates") or []),
-            "notes": notes,
-            "warnings": warnings,
-        }
+    return open_forecast(forecast_id, common.session)
 
 
 @st.cache_data(show_spinner=False)
@@ -183,15 +147,19 @@ def _series_inputs(url: str, version: str) -> tuple[str, Any] | None:
     return "upload", {"name": name, "data": data, "model": model}
 
 
-def _read_series(kind: str, how: dict[str, Any]) -> HourlySeries:
+def _request(
+    kind: str, how: dict[str, Any], settings: ForecastSettings, **options: Any
+) -> ForecastRequest:
+    """The forecast request of the chosen series (see :func:`_series_inputs`)."""
     if kind == "upload":
-        return read_series_upload(how["name"], how["data"], model=how["model"])
-    with common.session() as session:
-        return load_series(session, **how)
+        source: dict[str, Any] = {"upload": (how["name"], how["data"]), "model": how["model"]}
+    else:
+        source = how
+    return ForecastRequest(settings, **source, **options)
 
 
-def _fit_section(url: str, version: str) -> None:
-    chosen = _series_inputs(url, version)
+def _fit_options() -> dict[str, Any]:
+    """The fit's options, as widgets: the horizon, the quantile and how to fit and check."""
     left, middle, right = st.columns(3)
     horizon_days = left.number_input(
         "Horizon (days)",
@@ -247,39 +215,55 @@ def _fit_section(url: str, version: str) -> None:
         help="Under 48 hours of history Prophet cannot tell the daily pattern from noise: a "
         "seasonal-naive forecast instead of an error.",
     )
+    return {
+        "horizon_days": horizon_days,
+        "quantile": quantile,
+        "mode": mode,
+        "growth": growth,
+        "holidays": holidays,
+        "cutoffs": cutoffs,
+        "log": log,
+        "run_backtest": run_backtest,
+        "allow_baseline": allow_baseline,
+    }
+
+
+def _fit_section(url: str, version: str) -> None:
+    chosen = _series_inputs(url, version)
+    options = _fit_options()
     clicked = st.button("Fit forecast", key="forecast-fit", type="primary", disabled=chosen is None)
     if not clicked or chosen is None:
         return
     kind, how = chosen
     with common.shown_errors():
         settings = ForecastSettings(
-            horizon_hours=int(horizon_days) * 24,
-            growth=growth,
-            seasonality_mode=mode,
-            country_holidays=holidays.strip().upper() or None,
-            log_transform=log,
+            horizon_hours=int(options["horizon_days"]) * 24,
+            growth=options["growth"],
+            seasonality_mode=options["mode"],
+            country_holidays=options["holidays"].strip().upper() or None,
+            log_transform=options["log"],
         )
-        checks = BacktestOptions(wanted=None if run_backtest else False, cutoffs=int(cutoffs))
+        checks = BacktestOptions(
+            wanted=None if options["run_backtest"] else False, cutoffs=int(options["cutoffs"])
+        )
+        request = _request(
+            kind,
+            how,
+            settings,
+            checks=checks,
+            quantile=float(options["quantile"]),
+            allow_baseline=options["allow_baseline"],
+        )
         bar = st.progress(0.0, text="reading the series")
 
         def progress(stage: str, done: int, total: int) -> None:
             bar.progress(done / total if total else 0.0, text=f"{stage}: {done} of {total} fits")
 
         with st.spinner("Fitting the forecast (Prophet: a few seconds a fit)..."):
-            series = _read_series(kind, how)
-            fitted = fit_forecast(
-                series,
-                settings,
-                checks,
-                quantile=float(quantile),
-                allow_baseline=allow_baseline,
-                progress=progress,
-            )
-            bar.progress(1.0, text="storing the forecast")
-            with common.session() as session:
-                new_id = store_run(session, fitted)
-        st.session_state.setdefault(HISTORIES, {})[new_id] = series.frame
-        st.session_state[PENDING] = new_id
+            fitted = forecast(request, common.session, progress=progress)
+            bar.progress(1.0, text="stored the forecast")
+        st.session_state.setdefault(HISTORIES, {})[fitted.forecast_id] = fitted.series.frame
+        st.session_state[PENDING] = fitted.forecast_id
         st.rerun()  # the picker lists the new forecast and opens it
 
 
@@ -288,20 +272,30 @@ def _fit_section(url: str, version: str) -> None:
 
 def _show(url: str, version: str, forecast_id: int) -> None:
     view = _stored(url, version, forecast_id)
-    points: pd.DataFrame = view["points"]
-    history = view["history"]
+    history = view.history
     if history is None:
         history = st.session_state.get(HISTORIES, {}).get(forecast_id)
-    quantile = view["quantile"]
     demand = None
     with common.shown_errors():
-        demand = demand_frame(points)
-    backtest: pd.DataFrame = view["backtest"]
-    unit = metric_axis(view["metric"])
+        demand = demand_frame(view.points)
+    _chart(view, history, demand)
+    _backtest(view)
+    for warning in view.warnings:
+        st.warning(warning, icon=":material/warning:")
+    if view.notes:
+        with st.expander("Notes: the series and the fit", expanded=False):
+            for note in view.notes:
+                st.markdown(f"- {note}")
+    _downloads(view, demand)
 
-    st.subheader(f"Forecast #{forecast_id}: {view['title']}")
+
+def _chart(view: StoredForecast, history: pd.DataFrame | None, demand: pd.DataFrame | None) -> None:
+    """The headline figures and the chart of history, forecast, bands and demand."""
+    points, quantile = view.points, view.quantile
+    unit = metric_axis(view.metric)
+    st.subheader(f"Forecast #{view.id}: {view.title}")
     columns = st.columns(4)
-    columns[0].metric("Method", view["method"])
+    columns[0].metric("Method", view.method)
     columns[1].metric("Horizon", f"{len(points):,} h", help=f"{len(points) / 24:.1f} days")
     columns[2].metric("Mean forecast", f"{points['mean'].mean():,.0f}", help=unit)
     if demand is not None and quantile is not None:
@@ -315,9 +309,9 @@ def _show(url: str, version: str, forecast_id: int) -> None:
         history=history,
         demand=demand,
         quantile=quantile,
-        label=view["title"],
-        metric=view["metric"],
-        method=view["method"],
+        label=view.title,
+        metric=view.metric,
+        method=view.method,
     )
     fig.update_layout(title=None)  # the subheader names it; the legend sits on top
     common.chart(fig, key="forecast-chart")
@@ -333,6 +327,10 @@ def _show(url: str, version: str, forecast_id: int) -> None:
             f"filled in), forecast {len(points):,} h; hours in UTC."
         )
 
+
+def _backtest(view: StoredForecast) -> None:
+    """The backtest beside the baseline, MAPE by day ahead, and the tuning table."""
+    forecast_id, backtest = view.id, view.backtest
     st.markdown("**Backtest: Prophet beside the seasonal-naive baseline on the same hours**")
     if backtest.empty:
         st.info(
@@ -340,7 +338,7 @@ def _show(url: str, version: str, forecast_id: int) -> None:
             icon=":material/info:",
         )
     else:
-        plan = view["backtest_plan"] or {}
+        plan = view.backtest_plan or {}
         cutoffs = plan.get("cutoffs") or []
         if cutoffs:
             st.caption(
@@ -356,32 +354,28 @@ def _show(url: str, version: str, forecast_id: int) -> None:
             key="forecast-backtest-table",
         )
         common.download_table(backtest, f"forecast-{forecast_id}-backtest", key="forecast-bt")
-        if view["beats_baseline"] is False:
+        if view.beats_baseline is False:
             st.warning(
                 "Prophet did no better than the baseline in the backtest: plan with the "
                 "baseline's view of next week in mind.",
                 icon=":material/warning:",
             )
-        by_day: pd.DataFrame = view["by_day"]
-        if not by_day.empty:
+        if not view.by_day.empty:
             with st.expander("MAPE by day ahead"):
-                st.dataframe(by_day, hide_index=True, width="stretch", column_config=SCORE_FORMATS)
-                common.download_table(
-                    by_day, f"forecast-{forecast_id}-by-day", key="forecast-by-day"
+                st.dataframe(
+                    view.by_day, hide_index=True, width="stretch", column_config=SCORE_FORMATS
                 )
-    tune: pd.DataFrame = view["tune"]
-    if not tune.empty:
+                common.download_table(
+                    view.by_day, f"forecast-{forecast_id}-by-day", key="forecast-by-day"
+                )
+    if not view.tune.empty:
         with st.expander("Tuning: candidates by backtest MAPE"):
-            st.dataframe(tune, hide_index=True, width="stretch")
-            common.download_table(tune, f"forecast-{forecast_id}-tuning", key="forecast-tune")
+            st.dataframe(view.tune, hide_index=True, width="stretch")
+            common.download_table(view.tune, f"forecast-{forecast_id}-tuning", key="forecast-tune")
 
-    for warning in view["warnings"]:
-        st.warning(warning, icon=":material/warning:")
-    if view["notes"]:
-        with st.expander("Notes: the series and the fit", expanded=False):
-            for note in view["notes"]:
-                st.markdown(f"- {note}")
 
+def _downloads(view: StoredForecast, demand: pd.DataFrame | None) -> None:
+    forecast_id, quantile = view.id, view.quantile
     st.markdown("**Downloads**")
     if demand is not None:
         st.download_button(
@@ -395,9 +389,9 @@ def _show(url: str, version: str, forecast_id: int) -> None:
             f"read; `--demand {forecast_id}` reads it from the store.",
         )
     st.caption("Every forecast hour: point forecast, 80% and 95% bands, demand")
-    common.download_table(points, f"forecast-{forecast_id}-hours", key="forecast-points")
+    common.download_table(view.points, f"forecast-{forecast_id}-hours", key="forecast-points")
     with st.expander("Settings"):
-        st.json(view["settings"])
+        st.json(view.settings)
 
 
 # --- the page --------------------------------------------------------------------------------
@@ -409,9 +403,10 @@ st.caption(
     "the demand curve that `planner recommend --demand` and `simulate --rates` plan for."
 )
 url, version = common.store_url(), common.version()
-labels: dict[int, str] = {}
+stored: StoredForecasts | None = None
 with common.shown_errors():
-    labels = _labels(url, version)
+    stored = _forecasts(url, version)
+labels: dict[int, str] = stored.labels if stored is not None else {}
 pending = st.session_state.pop(PENDING, None)
 if pending is not None and pending in labels:
     st.session_state["forecast-stored"] = pending  # before the picker: opens the new forecast
@@ -423,7 +418,7 @@ if labels:
         "Stored forecast", ids, format_func=labels.__getitem__, key="forecast-stored"
     )
     with st.expander("All stored forecasts"):
-        runs = _runs(url, version)
+        runs = stored.rows if stored is not None else pd.DataFrame()
         st.dataframe(runs, hide_index=True, width="stretch")
         common.download_table(runs, "forecasts", key="forecast-runs")
 else:

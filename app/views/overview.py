@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import common
-from planner.forecast.store import load_forecast, points_frame
+from planner.store.forecasts import load_forecast, points_frame
 from planner.store.headlines import (
     ForecastHeadline,
     RecommendationHeadline,

@@ -52,7 +52,7 @@ def _searches() -> SearchRegistry:
 @st.cache_data(show_spinner=False)
 def _demand_choices(url: str, version: str) -> tuple[list[str], dict[int, str]]:
     """Dataset names, and stored forecasts that carry a demand curve (id -> label)."""
-    from planner.forecast.store import list_forecasts
+    from planner.store.forecasts import list_forecasts
     from planner.store.queries import list_datasets
 
     with common.session() as session:

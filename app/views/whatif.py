@@ -92,7 +92,7 @@ def _datasets(url: str, version: str) -> dict[str, int]:
 @st.cache_data(show_spinner=False)
 def _forecasts(url: str, version: str) -> dict[int, str]:
     """Stored forecasts with a demand curve: id -> label."""
-    from planner.forecast.store import list_forecasts
+    from planner.store.forecasts import list_forecasts
 
     with common.session() as session:
         return {

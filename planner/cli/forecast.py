@@ -4,27 +4,32 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from planner.cli.context import print_json, stderr, stdout, store_from
-from planner.common.files import check_output_path
 from planner.common.text import shown
 from planner.errors import UsageError
 
 # Prophet takes half a second to import: planner.forecast loads inside the command, so the
 # other commands don't pay for it.
 if TYPE_CHECKING:
-    import pandas as pd
     from rich.progress import Progress, TaskID
+    from sqlalchemy.orm import Session
 
     from planner.forecast.backtest import BacktestResult, Scores, TuneResult
     from planner.forecast.model import Forecast
+    from planner.forecast.series import HourlySeries
+    from planner.store import Store
+    from planner.usecases import SessionScope
+    from planner.usecases.forecast import ForecastRequest, ForecastResult
 
 METRICS = ("requests", "input_tokens", "output_tokens")  # planner.forecast.series.METRICS
 
@@ -208,25 +213,10 @@ def forecast_command(
 ) -> None:
     """Forecast hourly load with Prophet: backtest against a seasonal-naive baseline, 80%/95%
     bands, a demand curve at a planning quantile; the forecast is stored."""
-    import numpy as np
+    from planner.forecast.model import DEFAULT_HORIZON_HOURS, ForecastSettings, read_events
+    from planner.forecast.run import BacktestOptions
+    from planner.usecases.forecast import ForecastRequest, forecast
 
-    from planner.forecast.demand import write_demand_curve
-    from planner.forecast.model import (
-        DEFAULT_HORIZON_HOURS,
-        ForecastSettings,
-        check_quantile,
-        read_events,
-    )
-    from planner.forecast.run import (
-        BacktestOptions,
-        check_source,
-        fit_forecast,
-        load_series,
-        store_run,
-    )
-    from planner.forecast.series import check_metric, iso_hour
-
-    check_source(dataset, series_file)
     checks = BacktestOptions(
         wanted=run_backtest,
         tune=do_tune,
@@ -235,15 +225,7 @@ def forecast_command(
         cutoffs=cutoffs,
         calibrate=calibrate_bands,
     )
-    checks.validate()
-    check_metric(metric)
-    check_quantile(quantile)
     horizon_hours = parse_hours("--horizon", horizon, MAX_HORIZON_HOURS) or DEFAULT_HORIZON_HOURS
-    # Output files are checked before any work, so a bad path never costs a fit.
-    if demand_out is not None:
-        check_output_path(demand_out, "--demand-out")
-    if plot is not None:
-        check_output_path(plot, "--plot")
     settings = ForecastSettings(
         horizon_hours=horizon_hours,
         growth=growth,
@@ -256,70 +238,72 @@ def forecast_command(
         cap=cap,
         seed=seed,
     )
-    settings.validate()
-    gap_ranges = _gaps(gap)
-
-    with store_from(ctx) as store:
-        with store.session() as session:
-            series = load_series(
-                session, dataset=dataset, series_file=series_file, model=model, metric=metric
-            )
-        if gap_ranges:
-            series = series.with_gaps(gap_ranges)
-        if zeros_as_gaps:
-            series = series.zeros_as_gaps()
-
-        with _Bars(quiet) as bars:
-            fitted = fit_forecast(
-                series,
-                settings,
-                checks,
-                quantile=quantile,
-                allow_baseline=allow_baseline,
-                progress=bars.update,
-            )
-        result, checked, tuned, demand = fitted.result, fitted.checked, fitted.tuned, fitted.demand
-        # The files first (each written whole or not at all), so a write that fails leaves
-        # nothing stored behind the error.
-        if demand_out is not None:
-            write_demand_curve(demand, demand_out, "--demand-out")
-        if plot is not None:
-            from planner.forecast.plot import write_html
-
-            write_html(result, plot, demand, quantile, "--plot")
-        with store.session() as session:
-            forecast_id = store_run(session, fitted)
-
-    if demand_out is not None and metric != "requests":
-        result.notes.append(
-            f"the demand curve holds {metric} per hour; `planner simulate --rates` reads "
-            "y as requests per hour"
-        )
-
+    request = ForecastRequest(
+        settings,
+        dataset=dataset,
+        series_file=series_file,
+        model=model,
+        metric=metric,
+        gaps=tuple(_gaps(gap)),
+        zeros_as_gaps=zeros_as_gaps,
+        checks=checks,
+        quantile=quantile,
+        allow_baseline=allow_baseline,
+        demand_out=demand_out,
+        plot=plot,
+    )
+    with ExitStack() as opened:
+        bars = opened.enter_context(_Bars(quiet))
+        done = forecast(request, _sessions(ctx, opened), progress=bars.update)
     if as_json:
-        data = result.to_dict()
-        data["id"] = forecast_id
-        data["quantile"] = quantile
-        data["demand"] = [
-            {"ds": iso_hour(d), "y": float(y)}
-            for d, y in zip(demand["ds"], demand["y"].to_numpy(np.float64), strict=True)
-        ]
-        data["daily"] = [
-            {
-                "day": iso_hour(row["day"])[:10],
-                **{k: (float(v) if k != "hours" else int(v)) for k, v in row.items() if k != "day"},
-            }
-            for row in result.daily(quantile).to_dict("records")
-        ]
-        data["backtest"] = checked.to_dict(series) if checked is not None else None
-        data["tune"] = tuned.to_dict() if tuned is not None else None
-        data["demand_out"] = str(demand_out) if demand_out is not None else None
-        data["plot"] = str(plot) if plot is not None else None
-        print_json(data)
-        for warning in result.warnings:
+        print_json(_json(done, request))
+        for warning in done.fitted.result.warnings:
             stderr.print(f"warning: {warning}", markup=False, soft_wrap=True)
         return
-    _print(result, checked, tuned, demand, quantile, forecast_id, demand_out, plot)
+    _print(done, request)
+
+
+def _sessions(ctx: typer.Context, opened: ExitStack) -> SessionScope:
+    """Sessions of the store named by --db, opened on the first one (once the request is
+    checked) and closed with ``opened``."""
+    stores: list[Store] = []
+
+    @contextmanager
+    def session() -> Iterator[Session]:
+        if not stores:
+            stores.append(opened.enter_context(store_from(ctx)))
+        with stores[0].session() as active:
+            yield active
+
+    return session
+
+
+def _json(done: ForecastResult, request: ForecastRequest) -> dict[str, Any]:
+    import numpy as np
+
+    from planner.forecast.series import iso_hour
+
+    result, demand, quantile = done.fitted.result, done.fitted.demand, request.quantile
+    checked, tuned = done.fitted.checked, done.fitted.tuned
+    data = result.to_dict()
+    data["id"] = done.forecast_id
+    data["quantile"] = quantile
+    data["demand"] = [
+        {"ds": iso_hour(d), "y": float(y)}
+        for d, y in zip(demand["ds"], demand["y"].to_numpy(np.float64), strict=True)
+    ]
+    data["daily"] = [
+        {
+            "day": iso_hour(row["day"])[:10],
+            **{k: (float(v) if k != "hours" else int(v)) for k, v in row.items() if k != "day"},
+        }
+        for row in result.daily(quantile).to_dict("records")
+    ]
+    data["backtest"] = checked.to_dict(done.series) if checked is not None else None
+    data["tune"] = tuned.to_dict() if tuned is not None else None
+    data["demand_out"] = str(request.demand_out) if request.demand_out is not None else None
+    data["plot"] = str(request.plot) if request.plot is not None else None
+    return data
 
 
 def _pct(value: float) -> str:
@@ -350,19 +334,29 @@ def _scores_row(name: str, s: Scores) -> list[str]:
     ]
 
 
-def _print(
-    result: Forecast,
-    checked: BacktestResult | None,
-    tuned: TuneResult | None,
-    demand: pd.DataFrame,
-    quantile: float,
-    forecast_id: int,
-    demand_out: Path | None,
-    plot: Path | None,
-) -> None:
-    import numpy as np
-    import pandas as pd
+def _print(done: ForecastResult, request: ForecastRequest) -> None:
+    result = done.fitted.result
+    _print_header(result)
+    if done.fitted.tuned is not None:
+        stdout.print(_tuning_table(done.fitted.tuned))
+    if done.fitted.checked is not None:
+        stdout.print(_backtest_table(result.series, done.fitted.checked))
+    stdout.print(_daily_table(result, request.quantile))
+    stdout.print(
+        f"stored as forecast #{done.forecast_id}"
+        + (
+            f"; demand curve written to {escape(str(request.demand_out))}"
+            if request.demand_out
+            else ""
+        )
+        + (f"; chart written to {escape(str(request.plot))}" if request.plot else "")
+    )
+    for warning in result.warnings:
+        stderr.print(f"warning: {warning}", markup=False, soft_wrap=True)
 
+
+def _print_header(result: Forecast) -> None:
+    """What was forecast and how, its span, and the notes on the series and the fit."""
     from planner.forecast.series import iso_hour
 
     s = result.settings
@@ -387,49 +381,59 @@ def _print(
     for note in result.notes:
         stderr.print(f"note: {note}", markup=False, soft_wrap=True)
 
-    if tuned is not None:
-        table = Table(
-            "growth",
-            "changepoint prior",
-            "seasonality prior",
-            "mode",
-            "MAPE",
-            "sMAPE",
-            "MASE",
-            title=f"tuning: {len(tuned.table)} candidates by backtest MAPE (best 5)",
-        )
-        for row in tuned.table[:5]:
-            table.add_row(
-                row["growth"],
-                f"{row['changepoint_prior_scale']:g}",
-                f"{row['seasonality_prior_scale']:g}",
-                row["seasonality_mode"],
-                _pct(row["mape"] if row["mape"] is not None else np.nan),
-                _pct(row["smape"] if row["smape"] is not None else np.nan),
-                f"{row['mase']:.2f}" if row["mase"] is not None else "-",
-            )
-        stdout.print(table)
 
-    if checked is not None:
-        plan = checked.plan
-        first = iso_hour(series.frame["ds"].iloc[plan.cutoffs[0]])
-        last = iso_hour(series.frame["ds"].iloc[plan.cutoffs[-1]])
-        table = Table(
-            "method",
-            "MAPE",
-            "sMAPE",
-            "MASE",
-            "80% band",
-            "95% band",
-            "accuracy",
-            title=(
-                f"backtest: {len(plan.cutoffs)} cutoff(s) {first} to {last}, each forecasting "
-                f"{plan.horizon_hours} h; {checked.prophet.points:,} hours scored"
-            ),
+def _tuning_table(tuned: TuneResult) -> Table:
+    import numpy as np
+
+    table = Table(
+        "growth",
+        "changepoint prior",
+        "seasonality prior",
+        "mode",
+        "MAPE",
+        "sMAPE",
+        "MASE",
+        title=f"tuning: {len(tuned.table)} candidates by backtest MAPE (best 5)",
+    )
+    for row in tuned.table[:5]:
+        table.add_row(
+            row["growth"],
+            f"{row['changepoint_prior_scale']:g}",
+            f"{row['seasonality_prior_scale']:g}",
+            row["seasonality_mode"],
+            _pct(row["mape"] if row["mape"] is not None else np.nan),
+            _pct(row["smape"] if row["smape"] is not None else np.nan),
+            f"{row['mase']:.2f}" if row["mase"] is not None else "-",
         )
-        table.add_row(*_scores_row("Prophet", checked.prophet))
-        table.add_row(*_scores_row(checked.baseline_name, checked.baseline))
-        stdout.print(table)
+    return table
+
+
+def _backtest_table(series: HourlySeries, checked: BacktestResult) -> Table:
+    from planner.forecast.series import iso_hour
+
+    plan = checked.plan
+    first = iso_hour(series.frame["ds"].iloc[plan.cutoffs[0]])
+    last = iso_hour(series.frame["ds"].iloc[plan.cutoffs[-1]])
+    table = Table(
+        "method",
+        "MAPE",
+        "sMAPE",
+        "MASE",
+        "80% band",
+        "95% band",
+        "accuracy",
+        title=(
+            f"backtest: {len(plan.cutoffs)} cutoff(s) {first} to {last}, each forecasting "
+            f"{plan.horizon_hours} h; {checked.prophet.points:,} hours scored"
+        ),
+    )
+    table.add_row(*_scores_row("Prophet", checked.prophet))
+    table.add_row(*_scores_row(checked.baseline_name, checked.baseline))
+    return table
+
+
+def _daily_table(result: Forecast, quantile: float) -> Table:
+    import pandas as pd
 
     table = Table(
         "day (UTC)",
@@ -451,11 +455,4 @@ def _print(
             _num(day["peak_mean"]),
             _num(day["peak_demand"]),
         )
-    stdout.print(table)
-    stdout.print(
-        f"stored as forecast #{forecast_id}"
-        + (f"; demand curve written to {escape(str(demand_out))}" if demand_out else "")
-        + (f"; chart written to {escape(str(plot))}" if plot else "")
-    )
-    for warning in result.warnings:
-        stderr.print(f"warning: {warning}", markup=False, soft_wrap=True)
+    return table

@@ -8,13 +8,16 @@ exactly what :func:`planner.simulate.workload.read_rate_curve` reads (``planner 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from planner.forecast.model import Forecast
 from planner.forecast.series import _utc, write_hourly_csv
 from planner.simulate.workload import RateCurve
+
+if TYPE_CHECKING:
+    from planner.forecast.model import Forecast  # imports Prophet: for the annotation only
 
 
 def demand_curve(result: Forecast, quantile: float = 0.9) -> pd.DataFrame:

@@ -1,27 +1,27 @@
-"""A forecast run as ``planner forecast`` and the dashboard's Load forecast page make it: read the
-series, plan the backtest, backtest (or tune) against the seasonal-naive baseline, fit, scale
-the bands to what the backtest covered, read the demand curve at the planning quantile; the
-caller stores it with :func:`store_run` once any files it writes are written.
+"""A forecast run as ``planner forecast`` and the dashboard's Load forecast page make it, on
+values: plan the backtest, backtest (or tune) against the seasonal-naive baseline, fit, scale
+the bands to what the backtest covered, read the demand curve at the planning quantile, and
+the record the store keeps of it (:meth:`ForecastRunResult.record`). Reading a dataset and
+storing are ``planner.usecases.forecast``'s.
 
-Also what the page needs to show a stored run again: its history (:func:`stored_history`), its
-backtest scores as a table, its notes, and the demand curve as the CSV ``simulate --rates`` and
-``recommend --demand`` read.
+Also what the page needs to show a stored run again: its backtest scores as a table, its notes,
+its label, and the demand curve as the CSV ``simulate --rates`` and ``recommend --demand`` read.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
-from sqlalchemy.orm import Session
 
 from planner.common.uploads import uploaded_file
-from planner.errors import NotFoundError, PlannerError, UsageError
+from planner.errors import NotFoundError, UsageError
 from planner.forecast.backtest import (
     DEFAULT_MAX_CUTOFFS,
     BacktestPlan,
@@ -34,6 +34,7 @@ from planner.forecast.backtest import (
     tune,
 )
 from planner.forecast.model import (
+    BANDS,
     MIN_HISTORY_HOURS,
     Forecast,
     ForecastSettings,
@@ -45,14 +46,10 @@ from planner.forecast.series import (
     HourlySeries,
     SeriesReport,
     _utc,
-    check_metric,
     hourly_csv_text,
     read_series,
-    series_from_dataset,
 )
-from planner.forecast.store import save_forecast
 from planner.paths import data_dir
-from planner.store.forecast_models import ForecastRun
 from planner.workload.hourly_csv import csv_rows, read_text
 
 # Longest horizon: an hourly forecast a year out is already mostly trend and noise, and every
@@ -70,31 +67,6 @@ RunProgress = Callable[[str, int, int], None]
 def check_source(dataset: str | None, series_file: Path | str | None) -> None:
     if (dataset is None) == (series_file is None):
         raise UsageError("give exactly one of --dataset NAME or --series FILE.csv")
-
-
-def load_series(
-    session: Session | None,
-    *,
-    dataset: str | None = None,
-    series_file: Path | str | None = None,
-    model: str | None = None,
-    metric: str = "requests",
-) -> HourlySeries:
-    """The series to forecast: a dataset's hourly ``metric`` (one ``model``'s or all summed), or
-    a series file (``ds,y``, or ServeGen's rates file with ``model`` picking one series)."""
-    check_source(dataset, series_file)
-    check_metric(metric)
-    if dataset is not None:
-        if session is None:
-            raise ValueError("reading a dataset needs a store session")
-        return series_from_dataset(session, dataset, metric=metric, model=model)
-    assert series_file is not None
-    if metric != "requests":
-        raise UsageError(
-            f"--metric {metric}: a series file holds one metric, read as given; "
-            "--metric applies to datasets"
-        )
-    return read_series(series_file, model=model)
 
 
 def read_series_upload(name: str, data: bytes, *, model: str | None = None) -> HourlySeries:
@@ -199,6 +171,12 @@ class ForecastRunResult:
     quantile: float
     demand: pd.DataFrame  # ds, y
 
+    def record(self) -> dict[str, Any]:
+        """What the store keeps of this run (see :func:`forecast_record`)."""
+        return forecast_record(
+            self.result, backtest=self.checked, tuned=self.tuned, quantile=self.quantile
+        )
+
 
 def fit_forecast(
     series: HourlySeries,
@@ -250,45 +228,70 @@ def fit_forecast(
     return ForecastRunResult(result, checked, tuned, quantile, result.demand(quantile))
 
 
-def store_run(session: Session, run: ForecastRunResult) -> int:
-    """Store a fitted run as ``planner forecast`` does; its id."""
-    stored = save_forecast(
-        session, run.result, backtest=run.checked, tuned=run.tuned, quantile=run.quantile
-    )
-    return stored.id
+def forecast_record(
+    result: Forecast,
+    *,
+    backtest: BacktestResult | None = None,
+    tuned: TuneResult | None = None,
+    quantile: float | None = None,
+) -> dict[str, Any]:
+    """What the store keeps of ``result`` (the keywords of
+    :func:`planner.store.forecasts.save_forecast`): its settings, the backtest and tuning
+    scores, and every hour with the demand at ``quantile``."""
+    scores: dict[str, Any] = {
+        "backtest": backtest.to_dict(result.series) if backtest is not None else None,
+        "tune": tuned.to_dict() if tuned is not None else None,
+        "series": result.series.report.to_dict(),
+        "notes": result.notes,
+        "warnings": result.warnings,
+    }
+    settings = result.settings.to_dict()
+    settings["growth_resolved"] = result.growth
+    points = result.points[["ds", "mean", *BANDS]].copy()
+    if quantile is not None:
+        points["demand"] = result.demand(quantile)["y"].to_numpy(np.float64)
+    return {
+        "dataset_id": result.series.dataset_id,
+        "source": result.series.source,
+        "model": result.series.model,
+        "metric": result.metric,
+        "method": result.method,
+        "history_start": result.series.start,
+        "history_end": result.series.end,
+        "demand_quantile": quantile,
+        "settings": settings,
+        "scores": scores,
+        "points": points,
+    }
 
 
 # --- a stored run, shown again ---------------------------------------------------------------
 
 
-def stored_history(session: Session, run: ForecastRun) -> HourlySeries | None:
-    """The history a stored forecast was fitted on, read again where it still can be: its
-    dataset (while it is in the store), or a series bundled in ``data/samples/`` under the
-    file name it was read from. None when neither is there, or what is there now spans other
-    hours than the fit's (another file of that name, a dataset changed since)."""
-    try:
-        if run.dataset_id is not None and run.source.startswith("dataset "):
-            series = series_from_dataset(
-                session, run.source.removeprefix("dataset "), metric=run.metric, model=run.model
-            )
-            if series.dataset_id != run.dataset_id:
-                return None
-        else:
-            kind, _, name = run.source.partition(" ")
-            path = data_dir() / SAMPLES / name
-            if kind not in ("ServeGen", "file") or not name or not path.is_file():
-                return None
-            series = read_series(path, model=run.model)
-            if series.metric != run.metric:
-                return None
-    except (PlannerError, ValueError):
-        return None
-    if series.start != _utc(run.history_start) or series.end != _utc(run.history_end):
-        return None
-    return series
+class StoredRun(Protocol):
+    """What the page shows of a stored forecast (``planner.store.forecast_models.ForecastRun``)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def metric(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def horizon_hours(self) -> int: ...
+    @property
+    def demand_quantile(self) -> float | None: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def scores(self) -> dict[str, Any]: ...
 
 
-def run_label(run: ForecastRun) -> str:
+def run_label(run: StoredRun) -> str:
     """``#1 · ServeGen servegen_rates_10min.csv · m-small · requests · 2026-12-01 10:00``."""
     parts = [f"#{run.id}", run.source]
     if run.model:
@@ -298,7 +301,7 @@ def run_label(run: ForecastRun) -> str:
     return " · ".join(parts)
 
 
-def run_rows(runs: list[ForecastRun]) -> pd.DataFrame:
+def run_rows(runs: Sequence[StoredRun]) -> pd.DataFrame:
     """One row per stored forecast: what the page's picker and ``--demand ID`` refer to."""
     return pd.DataFrame(
         [
@@ -377,7 +380,7 @@ def by_day_table(backtest_scores: dict[str, Any] | None) -> pd.DataFrame:
     )
 
 
-def run_messages(run: ForecastRun) -> tuple[list[str], list[str]]:
+def run_messages(run: StoredRun) -> tuple[list[str], list[str]]:
     """(notes, warnings) of a stored forecast: what the series held (gaps, zeros) and how it
     was fitted, as ``planner forecast`` prints them."""
     scores = run.scores or {}
@@ -390,7 +393,7 @@ def run_messages(run: ForecastRun) -> tuple[list[str], list[str]]:
 
 def demand_frame(points: pd.DataFrame) -> pd.DataFrame:
     """A stored forecast's demand curve (``ds``, ``y``) from its points (see
-    :func:`planner.forecast.store.points_frame`)."""
+    :func:`planner.store.forecasts.points_frame`)."""
     if points.empty or "demand" not in points or points["demand"].isna().any():
         raise NotFoundError("this forecast has no demand curve stored; fit it again")
     return pd.DataFrame({"ds": points["ds"], "y": points["demand"].astype(np.float64)})

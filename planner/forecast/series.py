@@ -1,4 +1,5 @@
-"""Hourly series to forecast: from an ingested dataset, a ``ds,y`` CSV, or ServeGen's rates file.
+"""Hourly series to forecast: from an ingested dataset's hourly counts, a ``ds,y`` CSV, or
+ServeGen's rates file.
 
 Every series is a complete grid of consecutive UTC hours. A value is either a measurement
 (zero included: an hour in which nothing arrived is real demand) or missing (NaN): an hour
@@ -20,14 +21,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from planner.common.files import check_output_path, write_text_atomic
 from planner.common.text import closest, shown
 from planner.errors import InputFileError, NotFoundError, RowProblem, UsageError
-from planner.store.models import Dataset, Request
-from planner.store.queries import get_dataset
 from planner.workload.hourly_csv import (
     DS_EXAMPLE,
     check_fields,
@@ -323,56 +320,29 @@ def _grid(start: pd.Timestamp, hours: int) -> pd.DatetimeIndex:
     return pd.date_range(start, periods=hours, freq="h")
 
 
-# --- from the store --------------------------------------------------------------------------
+# --- from a dataset's hourly counts ----------------------------------------------------------
 
 
-def dataset_hourly(session: Session, dataset: Dataset) -> pd.DataFrame:
-    """Requests, input and output tokens per (hour, model) of a dataset, summed in SQL.
-
-    Columns: ``hour`` (hours since the epoch), ``model`` (None where the log names none),
-    ``requests``, ``input_tokens``, ``output_tokens``.
-    """
-    # Integer division buckets exactly on SQLite and PostgreSQL alike.
-    bucket = (Request.arrival_us // HOUR_US).label("hour")
-    query = (
-        select(
-            bucket,
-            Request.model,
-            func.count().label("requests"),
-            func.sum(Request.input_tokens).label("input_tokens"),
-            func.sum(Request.output_tokens).label("output_tokens"),
-        )
-        .where(Request.dataset_id == dataset.id)
-        .group_by(bucket, Request.model)
-        .order_by(bucket)
-    )
-    rows = session.execute(query).all()
-    frame = pd.DataFrame(
-        rows, columns=["hour", "model", "requests", "input_tokens", "output_tokens"]
-    )
-    return frame.astype(
-        {
-            "hour": "int64",
-            "requests": "float64",
-            "input_tokens": "float64",
-            "output_tokens": "float64",
-        }
-    )
-
-
-def series_from_dataset(
-    session: Session, name: str, *, metric: str = "requests", model: str | None = None
+def series_from_hours(
+    name: str,
+    table: pd.DataFrame,
+    first_us: int | None,
+    last_us: int | None,
+    *,
+    dataset_id: int | None = None,
+    metric: str = "requests",
+    model: str | None = None,
 ) -> HourlySeries:
-    """The hourly ``metric`` of dataset ``name`` (one ``model``'s, or all models' summed).
+    """The hourly ``metric`` of dataset ``name`` (one ``model``'s, or all models' summed), from
+    its requests summed per (hour, model) (``table``: ``hour`` since the epoch, ``model``, and
+    the metrics) and its first and last arrival (microseconds since the epoch).
 
     Hours inside the log's span with no requests are zeros. The first and last hours are partial
     when the log starts or ends well inside them (more than 36 s); they become missing values,
     since a partial count would read as a drop in load.
     """
     check_metric(metric)
-    dataset = get_dataset(session, name)
-    table = dataset_hourly(session, dataset)
-    if table.empty:
+    if table.empty or first_us is None or last_us is None:
         raise UsageError(f"dataset {shown(name)} has no requests to forecast")
     models = sorted({m for m in table["model"] if m is not None})
     notes: list[str] = []
@@ -391,12 +361,6 @@ def series_from_dataset(
     y = np.zeros(hours)
     y[per_hour.index.to_numpy() - first_hour] = per_hour.to_numpy()
 
-    bounds = session.execute(
-        select(func.min(Request.arrival_us), func.max(Request.arrival_us)).where(
-            Request.dataset_id == dataset.id
-        )
-    ).one()
-    first_us, last_us = int(bounds[0]), int(bounds[1])
     if first_us - first_hour * HOUR_US > EDGE_SLACK_US:
         y[0] = np.nan
         notes.append(
@@ -415,7 +379,7 @@ def series_from_dataset(
         metric=metric,
         source=f"dataset {name}",
         model=model,
-        dataset_id=dataset.id,
+        dataset_id=dataset_id,
         notes=tuple(notes),
     )
 

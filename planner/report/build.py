@@ -222,7 +222,7 @@ def _scenarios(session: Session, stored: Stored) -> Scenarios:
     if found is None:
         return _same_load(expected, "The demand is not a forecast, so it has no bands")
     # the forecast modules load the forecasting libraries: only for a forecast's demand
-    from planner.forecast.store import load_forecast, points_frame
+    from planner.store.forecasts import load_forecast, points_frame
 
     forecast_id = int(found.group(1))
     try:

@@ -651,7 +651,7 @@ def stored_demand(session: Session, forecast_id: int) -> StoredDemand:
     """The demand curve stored with forecast ``forecast_id`` (``planner forecast``)."""
     # the forecast modules load the forecasting libraries: only when a forecast is asked for
     from planner.forecast.demand import rate_curve
-    from planner.forecast.store import load_forecast, points_frame
+    from planner.store.forecasts import load_forecast, points_frame
     from planner.store.models import Dataset
 
     run = load_forecast(session, forecast_id)

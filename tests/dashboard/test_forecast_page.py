@@ -12,8 +12,8 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from planner.config import database_url
-from planner.forecast.store import list_forecasts, load_forecast, points_frame
 from planner.store import open_store
+from planner.store.forecasts import list_forecasts, load_forecast, points_frame
 from tests.conftest import SERVEGEN
 from tests.dashboard.conftest import no_exception
 

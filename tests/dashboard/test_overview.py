@@ -10,9 +10,9 @@ from typing import Any
 from streamlit.testing.v1 import AppTest
 
 from app.common import PAGES
-from planner.forecast.store import list_forecasts
 from planner.ingest import ingest_file
 from planner.store import open_store
+from planner.store.forecasts import list_forecasts
 from planner.store.queries import list_datasets
 from planner.store.recommendations import list_recommendations
 from tests.conftest import AZURE_CONV

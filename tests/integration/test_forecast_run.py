@@ -1,5 +1,6 @@
-"""A forecast run as ``planner forecast`` and the Load forecast page make it (planner.forecast.run),
-on the real store: fitted, stored, and shown again from the store."""
+"""A forecast run as ``planner forecast`` and the Load forecast page make it (planner.forecast.run
+on values, planner.usecases.forecast with the store), on the real store: fitted, stored, and
+shown again from the store."""
 
 from __future__ import annotations
 
@@ -22,20 +23,18 @@ from planner.forecast.run import (
     demand_csv,
     demand_frame,
     fit_forecast,
-    load_series,
     plan_for,
     read_series_upload,
     run_messages,
     run_rows,
     series_models,
     series_upload_models,
-    store_run,
-    stored_history,
 )
 from planner.forecast.series import HourlySeries, SeriesReport, read_servegen
-from planner.forecast.store import list_forecasts, load_forecast, points_frame
-from planner.simulate.workload import read_rate_curve
 from planner.store import Store
+from planner.store.forecasts import list_forecasts, load_forecast, points_frame, save_forecast
+from planner.usecases.forecast import load_series, stored_history
+from planner.workload.rates import read_rate_curve
 from tests.conftest import SERVEGEN
 
 # A day ahead from the last of two weeks, one backtest cutoff: a few seconds on a busy core.
@@ -78,7 +77,7 @@ def test_a_stored_run_is_shown_again_as_it_was_fitted(
 ) -> None:
     series, run, _ = fitted_small
     with store.session() as session:
-        forecast_id = store_run(session, run)
+        forecast_id = save_forecast(session, **run.record()).id
     with store.session() as session:
         stored = load_forecast(session, forecast_id)
         points = points_frame(stored)
@@ -114,11 +113,15 @@ def test_no_history_when_the_series_is_gone_or_another(store: Store, fitted_smal
     _series, run, _ = fitted_small
     other = replace(run.result.series, source="file my_own_rates.csv")
     with store.session() as session:
-        mine = store_run(session, replace(run, result=replace(run.result, series=other)))
+        mine = save_forecast(
+            session, **replace(run, result=replace(run.result, series=other)).record()
+        ).id
         shifted = replace(
             run.result.series, frame=run.result.series.frame.iloc[24:].reset_index(drop=True)
         )
-        moved = store_run(session, replace(run, result=replace(run.result, series=shifted)))
+        moved = save_forecast(
+            session, **replace(run, result=replace(run.result, series=shifted)).record()
+        ).id
     with store.session() as session:
         assert stored_history(session, load_forecast(session, mine)) is None
         # a bundled file of that name that spans other hours than the fit's is not its history

@@ -15,30 +15,26 @@ from sqlalchemy import func, select
 
 import planner.store.forecast_models  # noqa: F401  (registers the forecast tables)
 from planner.errors import NotFoundError, UsageError
-from planner.forecast import (
-    ForecastSettings,
-    backtest,
-    demand_curve,
-    forecast,
-    list_forecasts,
-    load_forecast,
-    points_frame,
-    rate_curve,
-    read_servegen,
-    save_forecast,
-    series_from_dataset,
-    write_demand_curve,
-)
+from planner.forecast.backtest import backtest
+from planner.forecast.demand import demand_curve, rate_curve, write_demand_curve
+from planner.forecast.model import ForecastSettings, forecast
+from planner.forecast.run import forecast_record
+from planner.forecast.series import read_servegen
 from planner.ingest import IngestOptions, TimeKind, TimeSpec, TimeUnit, ingest_file
 from planner.latency.profile import DEFAULT_ENGINE
 from planner.latency.registry import resolve_profile
 from planner.simulate.fleet import FleetConfig
 from planner.simulate.run import ServingSpec, simulate
-from planner.simulate.workload import RateCurve, read_rate_curve, synthetic, token_pool
+from planner.simulate.workload import synthetic
 from planner.store import Store
+from planner.store.calibrations import known_profiles
 from planner.store.forecast_models import ForecastPoint, ForecastRun
+from planner.store.forecasts import list_forecasts, load_forecast, points_frame, save_forecast
 from planner.store.models import Base
 from planner.store.queries import delete_dataset
+from planner.usecases.forecast import series_from_dataset
+from planner.usecases.load import token_pool
+from planner.workload.rates import RateCurve, read_rate_curve
 from tests.conftest import AZURE_CODE, SERVEGEN
 
 START_S = 1_736_121_600  # 2025-01-06T00:00:00Z, a Monday
@@ -130,7 +126,7 @@ def test_forecast_is_stored_and_read_back(store: Store, gateway: pd.DataFrame) -
     assert checked.baseline_name == "same hour yesterday"  # five days: no week to look back
     result = forecast(series, settings)
     with store.session() as session:
-        run = save_forecast(session, result, backtest=checked, quantile=0.9)
+        run = save_forecast(session, **forecast_record(result, backtest=checked, quantile=0.9))
         forecast_id = run.id
     with store.session() as session:
         run = load_forecast(session, forecast_id)
@@ -187,7 +183,7 @@ def test_demand_curve_feeds_the_simulator(store: Store, tmp_path: Path) -> None:
     ingest_file(store, AZURE_CODE)
     with store.session() as session:
         inputs, outputs = token_pool(session, "AzureLLMInferenceTrace_code_2023")
-        profile = resolve_profile(session, "H100-SXM", DEFAULT_ENGINE)
+        profile = resolve_profile(known_profiles(session), "H100-SXM", DEFAULT_ENGINE)
     two_hours = RateCurve(rates.start, rates.requests_per_hour[:2])
     workload = synthetic(two_hours, inputs, outputs, seed=1)
     expected = two_hours.total_requests
