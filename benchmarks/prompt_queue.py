@@ -42,7 +42,8 @@ from planner.recommend.screen import (
 from planner.simulate.fleet import FleetConfig
 from planner.simulate.metrics import SLO
 from planner.simulate.run import ServingSpec, simulate
-from planner.simulate.workload import RateCurve, synthetic
+from planner.simulate.workload import synthetic
+from planner.workload.rates import RateCurve
 
 SWEEP_CASES = (0, 1, 6, 7, 8)  # indexes into screen_accuracy.CASES
 LOADS = (0.15, 0.3, 0.5)  # shares of a replica's full-batch throughput

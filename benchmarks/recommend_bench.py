@@ -27,7 +27,7 @@ import pandas as pd
 from planner.recommend.engine import recommend
 from planner.recommend.inputs import Constraints, Demand, Request, SearchOptions, Targets
 from planner.simulate.metrics import SLO
-from planner.simulate.workload import RateCurve
+from planner.workload.rates import RateCurve
 from pricing.snapshot import load_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,7 +37,8 @@ from planner.recommend.screen import Lengths, replica_capacity
 from planner.simulate.fleet import FleetConfig
 from planner.simulate.metrics import SLO
 from planner.simulate.run import ServingSpec, simulate
-from planner.simulate.workload import RateCurve, synthetic
+from planner.simulate.workload import synthetic
+from planner.workload.rates import RateCurve
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "samples" / "azure_llm_conv_2023.csv.gz"

@@ -5,9 +5,9 @@ discrete-event simulator. Latency percentiles and CDFs against the SLO targets, 
 cost per purchase option, replicas, queue and busy share over time; the last runs are kept so
 two can be compared side by side.
 
-The run is described as ``planner.simulate.inputs.WhatIf`` and built by ``prepare_whatif``,
-exactly as ``planner simulate`` builds it (same checks, same limits on the run's size), then
-simulated by ``run_whatif``.
+The run is described as ``planner.simulate.inputs.WhatIf`` and simulated by the use case
+``planner.usecases.simulate.simulate``, exactly as ``planner simulate`` runs it (same checks,
+same limits on the run's size).
 """
 
 from __future__ import annotations
@@ -41,12 +41,8 @@ from planner.simulate.inputs import (
     curve_window,
     estimated_seconds,
     fleet_size,
-    prepare_whatif,
-    run_whatif,
     scaled_curve,
     schedule_counts,
-    sheet_instances,
-    stored_demand,
 )
 from planner.simulate.metrics import SLO
 from planner.simulate.results import (
@@ -58,9 +54,10 @@ from planner.simulate.results import (
     request_cdfs,
 )
 from planner.simulate.run import ServingSpec
-from planner.simulate.workload import RateCurve
 from planner.store.summaries import dataset_records
-from pricing.sheets import latest_prices
+from planner.usecases.load import instance_prices, stored_demand
+from planner.usecases.simulate import SimulateRequest, simulate
+from planner.workload.rates import RateCurve
 
 RUNS_KEY = "whatif-runs"  # this session's last runs, oldest first
 KEPT_RUNS = 6
@@ -112,7 +109,7 @@ def _demand(url: str, version: str, forecast_id: int) -> tuple[RateCurve, str, s
 @st.cache_data(show_spinner=False)
 def _instances(url: str, version: str, gpu: str, tp: int) -> list[InstancePrices]:
     with common.session() as session:
-        return sheet_instances(latest_prices(session, gpu=gpu), tp)
+        return instance_prices(session, gpu, tp)
 
 
 # --- inputs ---------------------------------------------------------------------------------------
@@ -514,25 +511,29 @@ def _keep(run: dict[str, Any]) -> None:
 def _run(inputs: Inputs) -> None:
     whatif = inputs.whatif
     with common.shown_errors():
-        prepared = prepare_whatif(whatif, common.session)
-        total = len(prepared.workload)
-        bar = st.progress(0.0, text=f"simulating {total:,} requests")
+        bar = st.progress(0.0, text="loading the requests")
 
-        def progress(done: int) -> None:
-            bar.progress(min(done / total, 1.0), text=f"simulated {done:,} of {total:,} requests")
+        def progress(done: int, total: int) -> None:
+            text = (
+                f"simulated {done:,} of {total:,} requests"
+                if done
+                else f"simulating {total:,} requests"
+            )
+            bar.progress(min(done / max(total, 1), 1.0), text=text)
 
         folder = Path(tempfile.mkdtemp(prefix="planner-whatif-"))
         try:
-            result = run_whatif(
-                prepared, requests_out=folder / "requests.parquet", progress=progress
-            )
+            request = SimulateRequest(whatif, requests_out=folder / "requests.parquet")
+            done = simulate(request, common.session, progress=progress)
+            result = done.simulation
             cdfs = request_cdfs(
                 read_requests(folder / "requests.parquet", ["ttft_s", "tpot_s", "e2e_s"])
             )
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        bar.empty()
+        finally:
+            bar.empty()
         number = max((r["number"] for r in _runs()), default=0) + 1
         label = inputs.label or _auto_label(whatif, number)
         if any(r["label"] == label for r in _runs()):
@@ -546,7 +547,7 @@ def _run(inputs: Inputs) -> None:
                 "slo_ms": inputs.slo_ms,
                 "result": result.to_dict(),
                 "timeline": result.timeline,
-                "start": prepared.workload.start,
+                "start": done.start,
                 "cdfs": cdfs,
                 "folder": str(folder),
             }

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +27,6 @@ from planner.cli.options import (
     SIMULATE_VLLM_WATERMARK,
 )
 from planner.common.files import atomic_output, check_output_path, write_text_atomic
-from planner.common.text import shown
-from planner.errors import UsageError
 
 if TYPE_CHECKING:
     from planner.simulate.run import SimulationResult
@@ -217,87 +218,39 @@ def simulate_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Simulate a fleet serving a request stream: latency percentiles, SLO attainment, cost."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from planner.ingest.options import parse_start
-    from planner.simulate.inputs import (
-        DemandSource,
-        FleetSettings,
-        ReplicaPrices,
-        WhatIf,
-        check_settings,
-        parse_duration,
-        parse_rate_limits,
-        parse_schedule,
-        prepare_whatif,
-        run_whatif,
-    )
-    from planner.simulate.metrics import SLO, RequestWriter
+    from planner.simulate import inputs
+    from planner.simulate.metrics import SLO
     from planner.simulate.run import ServingSpec
+    from planner.usecases.simulate import SimulateRequest, check_requests_out, simulate
 
-    prices = ReplicaPrices(price_per_hour, spot_price_per_hour, reserved_price_per_hour)
-    # Every number first: Typer takes 'nan' and 'inf' for a float option.
-    kv_asked, spec = check_settings(
-        has_dataset=dataset is not None,
-        has_rates=rates is not None,
-        policy=policy,
-        memory_utilization=memory_utilization,
-        kv_cache=kv_cache,
-        engine=engine,
-        cv=cv,
-        load_scale=load_scale,
-        prefix_hit_rate=prefix_hit_rate,
-        response_cache_hit_rate=response_cache_hit_rate,
-        spot_interruptions_per_hour=spot_rate,
-        target_utilization=target_utilization,
-        target_queue=target_queue,
-        prices=prices,
-        admission=admission,
-        kv_watermark=kv_watermark,
-    )
+    duration = inputs.parse_duration
     # Output files: checked before the work, written whole or not at all.
-    for option, path in (
-        ("--out-requests", out_requests),
-        ("--out-summary", out_summary),
-        ("--out-timeline", out_timeline),
-    ):
+    check_requests_out(out_requests)
+    for option, path in (("--out-summary", out_summary), ("--out-timeline", out_timeline)):
         if path is not None:
             check_output_path(path, option)
-    if out_requests is not None and out_requests.suffix.lower() not in RequestWriter.SUFFIXES:
-        raise UsageError(
-            f"--out-requests {shown(str(out_requests))}: unsupported output format "
-            f"{shown(out_requests.suffix or '(no suffix)')}; "
-            f"supported: {', '.join(RequestWriter.SUFFIXES)}"
-        )
-    default_slo = SLO(
-        parse_duration("--slo-ttft", slo_ttft, positive=True),
-        parse_duration("--slo-tpot", slo_tpot, positive=True),
-        parse_duration("--slo-e2e", slo_e2e, positive=True),
-    )
     serving = ServingSpec(
         gpu=gpu,
         model=model,
         precision=precision,
         tp=tp,
-        kv_cache=kv_asked,
+        kv_cache=kv_cache,
         memory_utilization=memory_utilization,
         max_seqs=max_seqs,
         max_batched_tokens=max_batched_tokens,
         chunked_prefill=not no_chunked_prefill,
         policy=policy,
         static_max_batch=static_batch,
-        static_max_wait_s=parse_duration("--static-wait", static_wait) or 0.0,
+        static_max_wait_s=duration("--static-wait", static_wait) or 0.0,
         prefix_caching=not no_prefix_caching,
         prefix_hit_rate=prefix_hit_rate,
-        engine=spec.name,
+        engine=engine,
         admission=admission,
         kv_watermark=kv_watermark,
     )
-    # Parsed whether or not --autoscale is on: a bad value is an error, never silently unused.
-    cold_start_s = parse_duration("--cold-start", cold_start) or 0.0
-    warm_start_s = parse_duration("--warm-start", warm_start) or 0.0
-    hourly = parse_schedule(schedule)
-    fleet = FleetSettings(
+    hourly = inputs.parse_schedule(schedule)
+    # Durations parsed whether or not --autoscale is on: a bad value is an error, never unused.
+    fleet = inputs.FleetSettings(
         replicas=replicas,
         spot=spot,
         reserved=reserved,
@@ -307,30 +260,26 @@ def simulate_command(
         max_replicas=max_replicas,
         target_utilization=target_utilization,
         target_queue=target_queue,
-        cold_start_s=cold_start_s,
-        warm_start_s=warm_start_s,
+        cold_start_s=duration("--cold-start", cold_start) or 0.0,
+        warm_start_s=duration("--warm-start", warm_start) or 0.0,
         warm_pool=warm_pool,
         spot_interruptions_per_hour=spot_rate,
-        spot_replace_s=parse_duration("--spot-replace", spot_replace) or 0.0,
+        spot_replace_s=duration("--spot-replace", spot_replace) or 0.0,
         router=router,
-        rate_limits=parse_rate_limits(rate_limit),
+        rate_limits=inputs.parse_rate_limits(rate_limit),
         response_cache_hit_rate=response_cache_hit_rate,
     )
-    demand = DemandSource(
-        dataset=dataset,
-        rates=rates,
-        tokens_from=tokens_from,
-        cv=cv,
-        load_scale=load_scale,
-        start=parse_start(start, "--start") if dataset is not None else None,
-        end=parse_start(end, "--end") if dataset is not None else None,
-    )
-    whatif = WhatIf(
+    window = _window(start, end) if dataset is not None else (None, None)
+    whatif = inputs.WhatIf(
         serving=serving,
-        demand=demand,
+        demand=inputs.DemandSource(dataset, rates, None, tokens_from, cv, load_scale, *window),
         fleet=fleet,
-        prices=prices,
-        slo=default_slo,
+        prices=inputs.ReplicaPrices(price_per_hour, spot_price_per_hour, reserved_price_per_hour),
+        slo=SLO(
+            duration("--slo-ttft", slo_ttft, positive=True),
+            duration("--slo-tpot", slo_tpot, positive=True),
+            duration("--slo-e2e", slo_e2e, positive=True),
+        ),
         class_slos=tuple(slo),
         profile=profile_name,
         seed=seed,
@@ -339,7 +288,30 @@ def simulate_command(
         max_model_len=max_model_len,
         over_length=over_length,
     )
-    prepared = prepare_whatif(whatif, lambda: store_session(ctx))
+    with _progress_bar(quiet) as progress:
+        done = simulate(
+            SimulateRequest(whatif, requests_out=out_requests),
+            lambda: store_session(ctx),
+            progress=progress,
+        )
+    _write_outputs(done.simulation, out_summary, out_timeline, as_json)
+
+
+def _window(start: str | None, end: str | None) -> tuple[datetime | None, datetime | None]:
+    """--start and --end of a replay (the ingest's time parser is loaded only for one)."""
+    if start is None and end is None:
+        return None, None
+    from planner.ingest.options import parse_start
+
+    return parse_start(start, "--start"), parse_start(end, "--end")
+
+
+@contextmanager
+def _progress_bar(quiet: bool) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr (none when quiet or not a terminal), updated with (requests
+    simulated, requests in all)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(
         TextColumn("simulating"),
         BarColumn(),
@@ -350,12 +322,13 @@ def simulate_command(
         disable=quiet or not stderr.is_terminal,
         transient=True,
     ) as bar:
-        task = bar.add_task("simulate", total=len(prepared.workload))
-        result = run_whatif(
-            prepared,
-            requests_out=out_requests,
-            progress=lambda done: bar.update(task, completed=done),
-        )
+        task = bar.add_task("simulate", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _write_outputs(
+    result: SimulationResult, out_summary: Path | None, out_timeline: Path | None, as_json: bool
+) -> None:
     data = result.to_dict()
     if out_summary is not None:
         write_text_atomic(

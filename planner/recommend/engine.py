@@ -27,7 +27,7 @@ from planner.recommend.screen import (
 from planner.recommend.space import Candidate, Rejection, enumerate_candidates
 from planner.recommend.sweep import Screened, StageProgress, Sweep, rank_key, size
 from planner.recommend.verify import Runner
-from planner.simulate.workload import HOUR_S
+from planner.workload.rates import HOUR_S
 from pricing.model import PricePoint
 
 ProfileFor = Callable[[str], Profile]

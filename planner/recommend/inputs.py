@@ -13,7 +13,8 @@ from numpy.typing import NDArray
 from planner.errors import UsageError
 from planner.latency.profile import DEFAULT_ENGINE
 from planner.simulate.metrics import SLO
-from planner.simulate.workload import DEFAULT_CLASS, HOUR_S, RateCurve, Workload, synthetic
+from planner.simulate.workload import DEFAULT_CLASS, Workload, synthetic
+from planner.workload.rates import HOUR_S, RateCurve
 from pricing.model import PurchaseOption
 
 DEFAULT_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4-awq")

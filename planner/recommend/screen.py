@@ -44,7 +44,7 @@ from planner.latency.model import LatencyModel
 from planner.simulate.engine import ADMISSION_POLICIES, whole_kv_need
 from planner.simulate.engine import BLOCK_TOKENS as KV_BLOCK_TOKENS
 from planner.simulate.metrics import SLO
-from planner.simulate.workload import HOUR_S
+from planner.workload.rates import HOUR_S
 
 LIGHT_BATCHES = np.array([0.05, 0.1, 0.2, 0.35, 0.5, 0.7])  # loads below one sequence at a time
 TPOT_MIX_POINTS = 256  # output-length quantiles the TPOT tail is averaged over

@@ -1,44 +1,33 @@
-"""What a what-if simulation starts from, checked and built in one place: ``planner simulate``
-and the dashboard's What-if page both describe a run as a :class:`WhatIf` and call
-:func:`prepare_whatif` (the workload, the fleet, the prices, the profile and the targets) then
-:func:`run_whatif`.
+"""What a what-if simulation starts from, checked in one place: ``planner simulate`` and the
+dashboard's What-if page both describe a run as a :class:`WhatIf` and simulate it through
+:func:`planner.usecases.simulate.simulate`, which checks it here (the settings, the fleet, the
+prices and the targets) before it loads anything.
 
 Every number is checked before any work, with the CLI option's name in the message (Typer
 takes 'nan' and 'inf' for a float option); a run too big to simulate (requests, or requests
-times replicas) is refused before any request is read.
+times replicas) is refused before any request is read. Everything here takes values: nothing
+reads the store.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-
-from sqlalchemy.orm import Session
 
 from planner.common.text import printable, shown
 from planner.errors import UsageError
 from planner.latency.engines import Engine, get_engine
-from planner.latency.predict import SessionScope, check_kv_cache, check_memory_utilization
-from planner.latency.profile import Profile
-from planner.latency.registry import engine_profile
+from planner.latency.predict import check_kv_cache, check_memory_utilization
 from planner.simulate.engine import ADMISSION_POLICIES
 from planner.simulate.fleet import Autoscaler, FleetConfig
 from planner.simulate.metrics import SLO
-from planner.simulate.run import ServingSpec, SimulationResult, simulate
-from planner.simulate.workload import (
-    OVER_LENGTH_MODES,
-    RateCurve,
-    Workload,
-    from_dataset,
-    limit_prompts,
-    read_rate_curve,
-    synthetic,
-    token_pool,
-)
+from planner.simulate.run import ServingSpec
+from planner.simulate.workload import OVER_LENGTH_MODES
+from planner.workload.rates import RateCurve
 from pricing.model import PricePoint, PurchaseOption
 
 DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|min)?\s*$")
@@ -317,24 +306,6 @@ class WhatIf:
     price_names: Mapping[str, str] = field(default_factory=lambda: dict(PRICE_OPTIONS))
 
 
-@dataclass(frozen=True)
-class PreparedRun:
-    """A what-if ready to simulate: everything :func:`~planner.simulate.run.simulate` takes."""
-
-    workload: Workload
-    serving: ServingSpec
-    fleet: FleetConfig
-    profile: Profile
-    slos: dict[str, SLO]
-    prices: dict[str, float] | None
-    fleet_size: int
-    available_requests: int = 0  # the workload's requests before --requests kept the first
-    refused: Workload | None = None  # over-long prompts an engine refuses (--over-length refuse)
-    over_length: int = 0  # prompts over --max-model-len: cut or refused
-    max_model_len: int | None = None
-    over_length_mode: str = "truncate"
-
-
 def check_settings(
     *,
     has_dataset: bool,
@@ -495,122 +466,7 @@ def replica_prices(
     return given or None
 
 
-def workload_for(
-    session: Session, demand: DemandSource, *, seed: int = 0, max_requests: int | None = None
-) -> Workload:
-    """The requests ``demand`` describes (a stored dataset replayed, or arrivals on a rate
-    curve with a dataset's request lengths); more than ``max_requests`` is refused before
-    any is read or drawn."""
-    if demand.dataset is not None:
-        return from_dataset(
-            session,
-            demand.dataset,
-            load_scale=demand.load_scale,
-            start=demand.start,
-            end=demand.end,
-            seed=seed,
-            max_requests=max_requests,
-        )
-    if demand.rates is None:
-        raise UsageError("give exactly one of --dataset (replay) or --rates (synthetic arrivals)")
-    if demand.tokens_from is None:
-        raise UsageError("--rates needs --tokens-from DATASET for request lengths")
-    rates = demand.rates
-    curve = read_rate_curve(rates) if isinstance(rates, Path) else rates
-    label = demand.rates_label or str(rates)
-    inputs, outputs = token_pool(session, demand.tokens_from)
-    workload = synthetic(curve, inputs, outputs, seed=seed, cv=demand.cv, max_requests=max_requests)
-    if not len(workload):
-        raise UsageError(
-            f"the rate curve {shown(label)} asks for {curve.total_requests:g} "
-            f"requests in all over {curve.hours:,} hour(s), and none arrived with seed "
-            f"{seed}"
-            + (f" and --cv {demand.cv:g}" if demand.cv != 1.0 else "")
-            + "; give higher rates"
-        )
-    return workload
-
-
-def prepare_whatif(whatif: WhatIf, sessions: SessionScope) -> PreparedRun:
-    """Check ``whatif`` and build what :func:`~planner.simulate.run.simulate` takes, in the
-    order ``planner simulate`` always has: the settings, the fleet and its size against
-    ``max_requests``, the prices, then (in the store ``sessions`` opens) the workload and the
-    calibration profile, the workload's size, and the per-class targets and rate limits."""
-    kv_asked, spec = check_whatif(whatif)
-    serving = replace(whatif.serving, kv_cache=kv_asked, engine=spec.name)
-    fleet = build_fleet(whatif.fleet, serving.tp, whatif.seed)
-    size = fleet_size(fleet)
-    check_fleet(size, whatif.max_requests)  # a fleet too big fails before any request is read
-    prices = replica_prices(fleet, whatif.prices, whatif.price_names)
-    with sessions() as session:
-        if session is None:
-            raise UsageError("a what-if reads its requests from a store; none is open")
-        workload = workload_for(
-            session, whatif.demand, seed=whatif.seed, max_requests=whatif.max_requests
-        )
-        profile = engine_profile(session, serving.deployment().gpu.name, spec, whatif.profile)
-    available = len(workload)
-    if whatif.requests is not None:
-        workload = workload.head(whatif.requests)
-    limited = limit_prompts(workload, whatif.max_model_len, whatif.over_length)
-    if not len(limited.kept):
-        raise UsageError(
-            f"every one of the {len(workload):,} requests has a prompt longer than "
-            f"--max-model-len {whatif.max_model_len:,} and --over-length refuse refuses them all; "
-            "raise --max-model-len or use --over-length truncate"
-        )
-    slos = class_slos(workload.classes, whatif.class_slos, whatif.slo)
-    check_rate_limit_classes(fleet.rate_limits, workload.classes)
-    return PreparedRun(
-        limited.kept,
-        serving,
-        fleet,
-        profile,
-        slos,
-        prices,
-        size,
-        available_requests=available,
-        refused=limited.refused,
-        over_length=limited.affected,
-        max_model_len=whatif.max_model_len,
-        over_length_mode=whatif.over_length,
-    )
-
-
-def run_whatif(
-    prepared: PreparedRun,
-    *,
-    requests_out: Path | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> SimulationResult:
-    """Simulate a prepared what-if (``progress`` gets the requests done so far)."""
-    result = simulate(
-        prepared.workload,
-        prepared.serving,
-        prepared.fleet,
-        prepared.profile,
-        slos=prepared.slos,
-        price_per_replica_hour=prepared.prices,
-        requests_out=requests_out,
-        progress=progress,
-        refused=prepared.refused,
-    )
-    result.available_requests = max(prepared.available_requests, result.requests)
-    if prepared.max_model_len is not None:
-        result.prompt_limit = {
-            "max_model_len": prepared.max_model_len,
-            "over_length": prepared.over_length_mode,
-            "affected": prepared.over_length,
-        }
-        cut = "cut to" if prepared.over_length_mode == "truncate" else "refused over"
-        result.notes.append(
-            f"{prepared.over_length:,} of {result.requests:,} requests had prompts longer "
-            f"than --max-model-len {prepared.max_model_len:,} tokens and were {cut} it"
-        )
-    return result
-
-
-# --- demand curves from stored forecasts ------------------------------------------------------
+# --- demand curves --------------------------------------------------------------------------
 
 
 def curve_window(curve: RateCurve, first_hour: int = 0, hours: int | None = None) -> RateCurve:
@@ -636,35 +492,6 @@ def scaled_curve(curve: RateCurve, load_scale: float) -> RateCurve:
         "--load-scale", load_scale, low_open=True, expected="a positive number (1 replays the log)"
     )
     return RateCurve(curve.start, curve.requests_per_hour * load_scale)
-
-
-@dataclass(frozen=True)
-class StoredDemand:
-    """A stored forecast's demand curve (requests per hour at its demand quantile)."""
-
-    curve: RateCurve
-    label: str  # e.g. "forecast #1 at q0.9 (ServeGen ...)"
-    dataset: str | None  # the dataset it was fitted on, if stored: its lengths by default
-
-
-def stored_demand(session: Session, forecast_id: int) -> StoredDemand:
-    """The demand curve stored with forecast ``forecast_id`` (``planner forecast``)."""
-    # the forecast modules load the forecasting libraries: only when a forecast is asked for
-    from planner.forecast.demand import rate_curve
-    from planner.store.forecasts import load_forecast, points_frame
-    from planner.store.models import Dataset
-
-    run = load_forecast(session, forecast_id)
-    frame = points_frame(run)
-    if frame.empty or frame["demand"].isna().any():
-        raise UsageError(f"forecast #{run.id} has no demand curve stored; rerun `planner forecast`")
-    curve = rate_curve(frame.rename(columns={"demand": "y"})[["ds", "y"]])
-    dataset = session.get(Dataset, run.dataset_id) if run.dataset_id is not None else None
-    return StoredDemand(
-        curve,
-        f"forecast #{run.id} at q{run.demand_quantile:g} ({run.source})",
-        dataset.name if dataset is not None else None,
-    )
 
 
 # --- prices per replica-hour from the price sheet ---------------------------------------------

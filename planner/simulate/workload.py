@@ -1,19 +1,21 @@
-"""The requests a simulation serves: replayed from a stored dataset, or generated from a rate curve.
+"""The requests a simulation serves: a dataset's requests replayed, or generated on a rate curve.
 
 A :class:`Workload` is columnar (one numpy array per field) and sorted by arrival, so a week of
 traffic at a few requests per second (millions of requests) stays small and fast to work with.
+Everything here takes and returns values: a stored dataset's requests are read by
+:mod:`planner.store.requests` and made a workload by :func:`planner.usecases.load.from_dataset`.
 
-Replay (:func:`from_dataset`) reads a dataset's requests back from the store, optionally within
-a time window and at a different load: ``load_scale`` below 1 thins the log (each request kept
-with that probability), above 1 replays each request ``floor(s)`` times plus once more with
-probability ``frac(s)``, every extra copy shifted by a random fraction of the dataset's mean gap
-between arrivals, so the burst structure of the log is kept while the rate scales.
+Replay (:func:`replayed`) makes a workload of a dataset's request columns; :meth:`Workload.scaled`
+replays it at a different load: ``scale`` below 1 thins the log (each request kept with that
+probability), above 1 replays each request ``floor(s)`` times plus once more with probability
+``frac(s)``, every extra copy shifted by a random fraction of the dataset's mean gap between
+arrivals, so the burst structure of the log is kept while the rate scales.
 
-Generation (:func:`synthetic`) follows an hourly rate curve (:func:`read_rate_curve`, a CSV with
-columns ``ds,y`` as written by forecasting tools): arrivals of a Poisson process, or of a gamma
+Generation (:func:`synthetic`) follows an hourly rate curve
+(:class:`~planner.workload.rates.RateCurve`): arrivals of a Poisson process, or of a gamma
 renewal process with a chosen coefficient of variation of inter-arrival times, mapped onto the
-curve by time rescaling; token lengths are drawn as (input, output) pairs from a dataset's
-requests (:func:`token_pool`), so their correlation is kept.
+curve by time rescaling; token lengths are drawn as (input, output) pairs from a pool (a
+dataset's requests, :func:`planner.usecases.load.token_pool`), so their correlation is kept.
 """
 
 from __future__ import annotations
@@ -22,27 +24,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import overload
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from planner.common.text import shown
-from planner.errors import InputFileError, RowProblem, UsageError
-from planner.store.models import Request
-from planner.store.queries import get_dataset
-from planner.workload.hourly_csv import check_fields, csv_rows, ds_y_columns, parse_hour, read_text
+from planner.errors import UsageError
+from planner.workload.rates import HOUR_S, RateCurve
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-HOUR_S = 3600.0
 DEFAULT_CLASS = "default"  # the class of requests whose log gives none
 MAX_CLASSES = int(np.iinfo(np.int16).max) + 1
 MOONCAKE_BLOCK_TOKENS = 512  # Mooncake's hash_ids each stand for 512 prompt tokens
-FETCH_ROWS = 200_000
 # Most requests any workload may hold, whatever a caller allows: past this the arrays alone
 # take tens of GB (a load scale of 1e9, a rate curve of 1e12 requests an hour).
 HARD_MAX_REQUESTS = 1 << 31
@@ -217,82 +211,14 @@ def limit_prompts(workload: Workload, max_len: int | None, mode: str = "truncate
     return PromptLimit(cut, None, affected)
 
 
-# --- replay of a stored dataset -------------------------------------------------------------
+# --- replay of a dataset's requests -----------------------------------------------------------
 
 
-def from_dataset(
-    session: Session,
-    name: str,
-    *,
-    load_scale: float = 1.0,
-    start: datetime | None = None,
-    end: datetime | None = None,
-    seed: int = 0,
-    max_requests: int | None = None,
-) -> Workload:
-    """The requests of dataset ``name`` (optionally those in ``[start, end)``) at ``load_scale``.
-
-    Time zero is ``start`` when given, otherwise the dataset's first arrival. More than
-    ``max_requests`` requests (the window's count times ``load_scale``) is an error, raised
-    before any request is read.
-    """
-    if not (math.isfinite(load_scale) and load_scale > 0):
-        raise UsageError(
-            f"--load-scale must be a positive number (1 replays the log as it is), got {load_scale}"
-        )
-    start_us = None if start is None else _micros(start, "start")
-    end_us = None if end is None else _micros(end, "end")
-    if start is not None and end is not None and end <= start:
-        raise UsageError(
-            f"the window end {end.isoformat()} is not after its start {start.isoformat()}"
-        )
-    dataset = get_dataset(session, name)
-    first_us, last_us, count = session.execute(
-        select(func.min(Request.arrival_us), func.max(Request.arrival_us), func.count()).where(
-            Request.dataset_id == dataset.id
-        )
-    ).one()
-    if not count:
-        raise UsageError(f"dataset {shown(name)} has no requests")
-    inside = count
-    if start_us is not None or end_us is not None:
-        counting = select(func.count()).where(Request.dataset_id == dataset.id)
-        if start_us is not None:
-            counting = counting.where(Request.arrival_us >= start_us)
-        if end_us is not None:
-            counting = counting.where(Request.arrival_us < end_us)
-        inside = session.execute(counting).scalar_one()
-    check_request_count(
-        inside * load_scale,
-        max_requests,
-        f"dataset {shown(name)}: {inside:,} requests at --load-scale {load_scale:g}",
-    )
-
-    query = select(
-        Request.arrival_us,
-        Request.input_tokens,
-        Request.output_tokens,
-        Request.priority_class,
-        Request.prefix_block_ids,
-    ).where(Request.dataset_id == dataset.id)
-    if start_us is not None:
-        query = query.where(Request.arrival_us >= start_us)
-    if end_us is not None:
-        query = query.where(Request.arrival_us < end_us)
-    query = query.order_by(Request.arrival_us, Request.id)
-    columns = ["arrival_us", "input_tokens", "output_tokens", "priority_class", "prefix_block_ids"]
-    result = session.execute(query.execution_options(yield_per=FETCH_ROWS))
-    parts = [pd.DataFrame(part, columns=columns) for part in result.partitions()]
-    if not parts:
-        raise UsageError(
-            f"dataset {shown(name)} has no requests in the window from "
-            f"{_when(start) or 'its start'} to {_when(end) or 'its end'} "
-            f"(its requests arrive from {_when(_from_micros(first_us))} "
-            f"to {_when(_from_micros(last_us))})"
-        )
-    frame = pd.concat(parts, ignore_index=True)
-
-    zero_us = int(first_us) if start_us is None else start_us
+def replayed(frame: pd.DataFrame, zero_us: int, name: str) -> Workload:
+    """The workload of a dataset's requests (``name`` is how messages name it), given as
+    columns ``arrival_us``, ``input_tokens``, ``output_tokens``, ``priority_class`` (None:
+    :data:`DEFAULT_CLASS`) and ``prefix_block_ids`` (space-separated block ids, or None), in
+    arrival order; time zero is ``zero_us`` (microseconds since the epoch)."""
     arrival_s = (frame["arrival_us"].to_numpy(np.int64) - zero_us) / 1e6
     input_tokens = frame["input_tokens"].to_numpy(np.int64)
     output_tokens = np.maximum(frame["output_tokens"].to_numpy(np.int64), 1)
@@ -308,9 +234,8 @@ def from_dataset(
     block_ids = frame["prefix_block_ids"]
     if block_ids.notna().any():
         blocks = [tuple(map(int, ids.split())) if ids else () for ids in block_ids]
-
-    workload = Workload(
-        start=_from_micros(zero_us),
+    return Workload(
+        start=from_micros(zero_us),
         arrival_s=arrival_s,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
@@ -319,16 +244,11 @@ def from_dataset(
         prefix_blocks=blocks,
         prefix_block_tokens=MOONCAKE_BLOCK_TOKENS,
     )
-    if load_scale == 1.0:
-        return workload
-    mean_gap_s = (int(last_us) - int(first_us)) / 1e6 / (count - 1) if count > 1 else 0.0
-    scaled = workload.scaled(load_scale, seed, mean_gap_s=mean_gap_s)
-    if not len(scaled):
-        raise UsageError(
-            f"--load-scale {load_scale} kept none of the {len(workload)} requests of dataset "
-            f"{shown(name)}; use a larger scale"
-        )
-    return scaled
+
+
+def from_micros(micros: int) -> datetime:
+    """The UTC moment ``micros`` microseconds after the epoch."""
+    return EPOCH + timedelta(microseconds=int(micros))
 
 
 def _scale_load(
@@ -354,176 +274,6 @@ def _scale_load(
     all_times = np.concatenate(times)
     order = np.argsort(all_times, kind="stable")  # originals first among equal times
     return np.concatenate(indices)[order], all_times[order]
-
-
-def token_pool(session: Session, name: str) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The (input, output) token counts of dataset ``name``'s requests, in arrival order."""
-    dataset = get_dataset(session, name)
-    query = (
-        select(Request.input_tokens, Request.output_tokens)
-        .where(Request.dataset_id == dataset.id)
-        .order_by(Request.arrival_us, Request.id)
-    )
-    result = session.execute(query.execution_options(yield_per=FETCH_ROWS))
-    parts = [np.array(part, dtype=np.int64).reshape(-1, 2) for part in result.partitions()]
-    if not parts:
-        raise UsageError(f"dataset {shown(name)} has no requests to draw token lengths from")
-    pairs = np.concatenate(parts)
-    return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
-
-
-def _micros(moment: datetime, which: str) -> int:
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise UsageError(
-            f"the window {which} {moment.isoformat()} has no time zone; "
-            "give it with an offset, e.g. 2024-06-01T00:00:00+00:00"
-        )
-    return (moment - EPOCH) // timedelta(microseconds=1)
-
-
-def _from_micros(micros: int) -> datetime:
-    return EPOCH + timedelta(microseconds=int(micros))
-
-
-def _when(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).isoformat()
-
-
-# --- hourly rate curves ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class RateCurve:
-    """Requests per hour over consecutive hours from ``start``; no requests outside them."""
-
-    start: datetime  # UTC, start of the first hour
-    requests_per_hour: NDArray[np.float64]
-
-    def __post_init__(self) -> None:
-        if self.start.tzinfo is None:
-            raise ValueError("a rate curve's start must be a timezone-aware datetime")
-        object.__setattr__(self, "start", self.start.astimezone(UTC))
-        rates = np.asarray(self.requests_per_hour, dtype=np.float64)
-        if rates.ndim != 1 or not len(rates):
-            raise ValueError("a rate curve needs a one-dimensional array of at least one hour")
-        bad = np.flatnonzero(~(np.isfinite(rates) & (rates >= 0)))
-        if len(bad):
-            hour = int(bad[0])
-            value = float(rates[hour])
-            what = (
-                "not a number"
-                if math.isnan(value)
-                else "infinite (too large)"
-                if math.isinf(value)
-                else "negative"
-            )
-            moment = self.start + timedelta(hours=hour)
-            raise UsageError(
-                f"rate curve hour {hour + 1} ({moment.isoformat()}): {value:g} requests, "
-                f"{what}; every hour needs a finite number of requests >= 0"
-                + (f" ({len(bad)} hours are wrong)" if len(bad) > 1 else "")
-            )
-        object.__setattr__(self, "requests_per_hour", rates)
-
-    @property
-    def hours(self) -> int:
-        return len(self.requests_per_hour)
-
-    @property
-    def duration_s(self) -> float:
-        return self.hours * HOUR_S
-
-    @property
-    def total_requests(self) -> float:
-        """The expected number of requests over the whole curve."""
-        return float(self.requests_per_hour.sum())
-
-    @overload
-    def rate_at(self, t_s: float) -> float: ...
-
-    @overload
-    def rate_at(self, t_s: NDArray[np.float64]) -> NDArray[np.float64]: ...
-
-    def rate_at(self, t_s: float | NDArray[np.float64]) -> float | NDArray[np.float64]:
-        """Requests per second at ``t_s`` seconds after ``start`` (0 outside the curve)."""
-        times = np.asarray(t_s, dtype=np.float64)
-        hour = np.floor(times / HOUR_S)
-        inside = (hour >= 0) & (hour < self.hours)
-        index = np.where(inside, hour, 0).astype(np.intp)
-        rates: NDArray[np.float64] = np.where(inside, self.requests_per_hour[index] / HOUR_S, 0.0)
-        if rates.ndim == 0:
-            return float(rates)
-        return rates
-
-
-def read_rate_curve(path: Path | str) -> RateCurve:
-    """Read an hourly rate curve: a CSV with ``ds`` (hour start, ISO 8601; naive means UTC) and
-    ``y`` (requests in that hour), one row per hour, consecutive hours."""
-    path = Path(path)
-    text = read_text(path, "a CSV rate curve with columns ds,y")
-    header: list[str] | None = None
-    header_line = 0
-    ds_col = y_col = 0
-    hours: list[float] = []
-    first: datetime | None = None
-    previous: datetime | None = None
-    for row, line, fields in csv_rows(path, text):
-        if header is None:
-            header = [f.strip() for f in fields]
-            header_line = line
-            ds_col, y_col = ds_y_columns(path, header, line)
-            continue
-        check_fields(path, fields, header, row, (line, header_line))
-        moment = parse_hour(path, fields[ds_col], row, line)
-        if previous is None:
-            first = moment
-        else:
-            expected = previous + timedelta(hours=1)
-            if moment != expected:
-                raise InputFileError(
-                    path,
-                    RowProblem(
-                        row,
-                        "ds",
-                        f"{shown(fields[ds_col].strip())} {_step(moment - previous)}: expected "
-                        f"{expected.isoformat()}, one hour after the previous row "
-                        "(one row per hour, consecutive hours, no gaps)",
-                        line,
-                    ),
-                )
-        previous = moment
-        hours.append(_parse_requests(path, fields[y_col], row, line))
-    if header is None:
-        raise InputFileError(path, "the file is empty; expected a CSV with columns ds,y")
-    if first is None:
-        raise InputFileError(
-            path, "no data rows; expected at least one hour: a row of ds,y under the header"
-        )
-    return RateCurve(first, np.array(hours, dtype=np.float64))
-
-
-def _parse_requests(path: Path, text: str, row: int, line: int) -> float:
-    value = text.strip()
-    expected = "expected a non-negative number of requests in the hour"
-    try:
-        requests = float(value)
-    except ValueError:
-        what = shown(value) if value else "empty"
-        raise InputFileError(path, RowProblem(row, "y", f"{what}: {expected}", line)) from None
-    if not math.isfinite(requests) or requests < 0:
-        raise InputFileError(path, RowProblem(row, "y", f"{shown(value)}: {expected}", line))
-    return requests
-
-
-def _step(gap: timedelta) -> str:
-    if gap == timedelta(0):
-        return "repeats the previous hour"
-    if gap < timedelta(0):
-        return "is before the previous row"
-    if gap % timedelta(hours=1) == timedelta(0):
-        missing = gap // timedelta(hours=1) - 1
-        return f"leaves a gap of {missing} hour{'s' if missing != 1 else ''}"
-    return "is not a whole number of hours after the previous row"
 
 
 # --- synthetic workloads --------------------------------------------------------------------

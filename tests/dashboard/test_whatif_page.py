@@ -26,16 +26,15 @@ from planner.simulate.inputs import (
     ReplicaPrices,
     WhatIf,
     curve_window,
-    prepare_whatif,
-    run_whatif,
     scaled_curve,
     sheet_instances,
-    stored_demand,
 )
 from planner.simulate.metrics import SLO
 from planner.simulate.results import headline
 from planner.simulate.run import ServingSpec, SimulationResult
 from planner.store import open_store
+from planner.usecases.load import stored_demand
+from planner.usecases.simulate import prepare_whatif, run_whatif
 from pricing.sheets import latest_prices
 from tests.dashboard.conftest import no_exception
 

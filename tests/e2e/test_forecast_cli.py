@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from planner.cli import app
-from planner.simulate.workload import read_rate_curve
+from planner.workload.rates import read_rate_curve
 from tests.conftest import AZURE_CODE, ROOT, WriteFile
 from tests.e2e.test_cli import run
 

@@ -31,7 +31,7 @@ from planner.recommend.space import enumerate_candidates
 from planner.recommend.sweep import Screened, Sweep, adopt, size
 from planner.recommend.verify import Runner
 from planner.simulate.metrics import SLO
-from planner.simulate.workload import RateCurve
+from planner.workload.rates import RateCurve
 from pricing.model import PricePoint, Provider, PurchaseOption
 from tests.workloads import uniform_workload
 

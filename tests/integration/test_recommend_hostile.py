@@ -29,9 +29,9 @@ from planner.recommend.plot import write_html
 from planner.recommend.space import enumerate_candidates
 from planner.recommend.verify import Runner
 from planner.simulate.metrics import SLO
-from planner.simulate.workload import RateCurve
 from planner.store import Store
 from planner.store.recommend_models import RecommendationRun
+from planner.workload.rates import RateCurve
 from pricing.model import PricePoint, Provider, PurchaseOption
 from tests.conftest import DEMO_SAMPLE
 

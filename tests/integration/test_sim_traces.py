@@ -23,8 +23,9 @@ from planner.latency.profile import Profile, choose_profile, load_bundled_profil
 from planner.simulate.engine import EngineConfig, RooflineStepTimes
 from planner.simulate.fleet import Fleet, FleetConfig
 from planner.simulate.run import ServingSpec, SimulationResult, simulate
-from planner.simulate.workload import Workload, from_dataset
+from planner.simulate.workload import Workload
 from planner.store import Store
+from planner.usecases.load import from_dataset
 from tests.conftest import AZURE_CODE, AZURE_CONV, AZURE_CONV_NAME, MOONCAKE
 
 CONV = AZURE_CONV_NAME

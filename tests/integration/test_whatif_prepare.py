@@ -19,21 +19,16 @@ from planner.errors import UsageError
 from planner.ingest import ingest_file
 from planner.latency.engines import get_engine
 from planner.latency.registry import engine_profile
-from planner.simulate.inputs import (
-    DemandSource,
-    FleetSettings,
-    ReplicaPrices,
-    WhatIf,
-    build_fleet,
-    prepare_whatif,
-    run_whatif,
-    workload_for,
-)
+from planner.simulate.inputs import DemandSource, FleetSettings, ReplicaPrices, WhatIf, build_fleet
 from planner.simulate.metrics import SLO
 from planner.simulate.results import read_requests, request_cdfs
 from planner.simulate.run import ServingSpec, simulate
-from planner.simulate.workload import RateCurve, from_dataset, synthetic, token_pool
+from planner.simulate.workload import synthetic
 from planner.store import Store
+from planner.store.calibrations import known_profiles
+from planner.usecases.load import from_dataset, token_pool, workload_for
+from planner.usecases.simulate import prepare_whatif, run_whatif
+from planner.workload.rates import RateCurve
 from tests.conftest import AZURE_CONV, AZURE_CONV_NAME
 
 SERVING = ServingSpec(gpu="L4", model="llama-3.1-8b", kv_cache="BF16", engine="VLLM")
@@ -79,7 +74,7 @@ def test_prepare_builds_what_the_pieces_build(conv: Store) -> None:
     assert prepared.prices == {"on-demand": 0.8, "spot": 0.35}
     with conv.session() as session:
         workload = from_dataset(session, AZURE_CONV_NAME, load_scale=0.05, seed=3)
-        profile = engine_profile(session, "L4", get_engine("vllm"), None)
+        profile = engine_profile(known_profiles(session), "L4", get_engine("vllm"), None)
     assert np.array_equal(prepared.workload.arrival_s, workload.arrival_s)
     assert np.array_equal(prepared.workload.input_tokens, workload.input_tokens)
     assert prepared.profile == profile

@@ -10,15 +10,11 @@ import pytest
 
 from planner.errors import NotFoundError, UsageError
 from planner.ingest import IngestOptions, TimeKind, TimeSpec, TimeUnit, ingest_file
-from planner.simulate.workload import (
-    RateCurve,
-    Workload,
-    from_dataset,
-    synthetic,
-    token_pool,
-)
+from planner.simulate.workload import Workload, synthetic
 from planner.store import Store
 from planner.store.queries import get_dataset, request_frame
+from planner.usecases.load import from_dataset, token_pool
+from planner.workload.rates import RateCurve
 from tests.conftest import AZURE_CONV, AZURE_CONV_NAME, MOONCAKE, WriteFile
 
 START = datetime(2024, 6, 1, tzinfo=UTC)

@@ -18,7 +18,7 @@ from planner.forecast.demand import write_demand_curve
 from planner.forecast.model import ForecastSettings, naive_forecast, read_events, seeded
 from planner.forecast.plot import write_html
 from planner.forecast.series import HourlySeries, read_series_csv
-from planner.simulate.workload import read_rate_curve
+from planner.workload.rates import read_rate_curve
 from tests.conftest import WriteFile
 
 # --- dates outside pandas' range ------------------------------------------------------------

@@ -20,7 +20,7 @@ from planner.recommend.plan import (
     spot_share,
 )
 from planner.recommend.space import Offer
-from planner.simulate.workload import RateCurve
+from planner.workload.rates import RateCurve
 from pricing.costs import HOURS_PER_MONTH
 from pricing.model import PricePoint, Provider, PurchaseOption
 from tests.workloads import uniform_workload

@@ -37,7 +37,8 @@ from planner.recommend.space import Candidate, Rejection, enumerate_candidates, 
 from planner.simulate.fleet import FleetConfig
 from planner.simulate.metrics import SLO
 from planner.simulate.run import ServingSpec, simulate
-from planner.simulate.workload import HOUR_S, RateCurve, synthetic
+from planner.simulate.workload import synthetic
+from planner.workload.rates import HOUR_S, RateCurve
 from pricing.model import PricePoint, Provider, PurchaseOption
 from tests.conftest import DEMO_SAMPLE
 

@@ -12,7 +12,8 @@ import pytest
 
 from planner.errors import UsageError
 from planner.simulate.metrics import SLO, RequestChunk, RequestWriter
-from planner.simulate.workload import RateCurve, Workload, synthetic
+from planner.simulate.workload import Workload, synthetic
+from planner.workload.rates import RateCurve
 from tests.workloads import uniform_workload
 
 START = datetime(2025, 1, 6, tzinfo=UTC)

@@ -35,7 +35,7 @@ from planner.simulate.results import (
     percentile_table,
     request_cdfs,
 )
-from planner.simulate.workload import RateCurve
+from planner.workload.rates import RateCurve
 from pricing.model import PurchaseOption
 from pricing.snapshot import load_snapshot
 

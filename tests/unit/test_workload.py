@@ -9,13 +9,8 @@ import pytest
 from numpy.typing import NDArray
 
 from planner.errors import InputFileError, UsageError
-from planner.simulate.workload import (
-    RateCurve,
-    Workload,
-    limit_prompts,
-    read_rate_curve,
-    synthetic,
-)
+from planner.simulate.workload import Workload, limit_prompts, synthetic
+from planner.workload.rates import RateCurve, read_rate_curve
 from tests.conftest import WriteFile
 
 START = datetime(2024, 6, 1, tzinfo=UTC)

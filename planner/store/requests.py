@@ -1,0 +1,100 @@
+"""A stored dataset's requests read back as plain columns, for the simulator's workloads
+(:func:`planner.usecases.load.from_dataset` and :func:`~planner.usecases.load.token_pool`
+make them :class:`~planner.simulate.workload.Workload` values and token pools)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from planner.store.models import Request
+
+FETCH_ROWS = 200_000
+REQUEST_COLUMNS = (
+    "arrival_us",
+    "input_tokens",
+    "output_tokens",
+    "priority_class",
+    "prefix_block_ids",
+)
+
+
+@dataclass(frozen=True)
+class RequestSpan:
+    """A dataset's requests: the first and last arrival (microseconds since the epoch; None
+    when it has none), how many in all, and how many inside the window asked about."""
+
+    first_us: int | None
+    last_us: int | None
+    count: int
+    inside: int
+
+
+def request_span(
+    session: Session, dataset_id: int, start_us: int | None = None, end_us: int | None = None
+) -> RequestSpan:
+    """The arrivals and counts of dataset ``dataset_id``'s requests; ``inside`` counts those in
+    ``[start_us, end_us)`` (either end open when None)."""
+    first_us, last_us, count = session.execute(
+        select(func.min(Request.arrival_us), func.max(Request.arrival_us), func.count()).where(
+            Request.dataset_id == dataset_id
+        )
+    ).one()
+    inside = count
+    if count and (start_us is not None or end_us is not None):
+        counting = select(func.count()).where(Request.dataset_id == dataset_id)
+        if start_us is not None:
+            counting = counting.where(Request.arrival_us >= start_us)
+        if end_us is not None:
+            counting = counting.where(Request.arrival_us < end_us)
+        inside = session.execute(counting).scalar_one()
+    return RequestSpan(
+        None if first_us is None else int(first_us),
+        None if last_us is None else int(last_us),
+        int(count),
+        int(inside),
+    )
+
+
+def request_frame(
+    session: Session, dataset_id: int, start_us: int | None = None, end_us: int | None = None
+) -> pd.DataFrame | None:
+    """Dataset ``dataset_id``'s requests in ``[start_us, end_us)`` in arrival order, as the
+    columns :data:`REQUEST_COLUMNS`; None when there are none."""
+    query = select(
+        Request.arrival_us,
+        Request.input_tokens,
+        Request.output_tokens,
+        Request.priority_class,
+        Request.prefix_block_ids,
+    ).where(Request.dataset_id == dataset_id)
+    if start_us is not None:
+        query = query.where(Request.arrival_us >= start_us)
+    if end_us is not None:
+        query = query.where(Request.arrival_us < end_us)
+    query = query.order_by(Request.arrival_us, Request.id)
+    result = session.execute(query.execution_options(yield_per=FETCH_ROWS))
+    parts = [pd.DataFrame(part, columns=list(REQUEST_COLUMNS)) for part in result.partitions()]
+    if not parts:
+        return None
+    return pd.concat(parts, ignore_index=True)
+
+
+def token_pairs(session: Session, dataset_id: int) -> NDArray[np.int64]:
+    """The (input, output) token counts of dataset ``dataset_id``'s requests in arrival order,
+    as an ``(n, 2)`` array (``n`` may be 0)."""
+    query = (
+        select(Request.input_tokens, Request.output_tokens)
+        .where(Request.dataset_id == dataset_id)
+        .order_by(Request.arrival_us, Request.id)
+    )
+    result = session.execute(query.execution_options(yield_per=FETCH_ROWS))
+    parts = [np.array(part, dtype=np.int64).reshape(-1, 2) for part in result.partitions()]
+    if not parts:
+        return np.empty((0, 2), dtype=np.int64)
+    return np.concatenate(parts)
