@@ -168,7 +168,7 @@ def option_index(options: list[str], wanted: str | None) -> int:
 @st.cache_data(show_spinner=False)
 def stored_recommendations(url: str, version: str) -> list[dict[str, Any]]:
     """Briefs of the stored recommendations, oldest first (no full results loaded)."""
-    from planner.recommend.store import list_briefs
+    from planner.store.recommendations import list_briefs
 
     with session() as active:
         return list_briefs(active)
@@ -177,7 +177,7 @@ def stored_recommendations(url: str, version: str) -> list[dict[str, Any]]:
 @st.cache_data(show_spinner=False)
 def stored_recommendation(url: str, version: str, recommendation_id: int) -> dict[str, Any]:
     """One stored recommendation's whole result."""
-    from planner.recommend.store import load_recommendation
+    from planner.store.recommendations import load_recommendation
 
     with session() as active:
         result: dict[str, Any] = load_recommendation(active, recommendation_id).result

@@ -49,11 +49,11 @@ def load_demo(
 ) -> dict[str, int]:
     """Load what is missing of the demo into the store at ``db_url`` (default: the usual
     store); returns the ids of the demo's forecast and recommendation."""
-    from planner.recommend.store import list_recommendations
     from planner.store import open_store
     from planner.store.bench_runs import list_runs
     from planner.store.forecasts import list_forecasts
     from planner.store.queries import list_datasets
+    from planner.store.recommendations import list_recommendations
 
     tell = say or (lambda _: None)
     root = ["--db", db_url] if db_url else []

@@ -1,9 +1,9 @@
 """Recommendations: the cheapest fleet that meets the P99 targets, verified by simulation, with
 the commitment plan behind it; stored recommendations reopened.
 
-A search runs in the background (``planner.recommend.background``), owned by one registry per
-server: the analyst may visit other pages while it runs; it is stored when it ends, like
-``planner recommend`` stores it.
+A search runs in the background (``planner.usecases.recommend_background``), owned by one
+registry per server: the analyst may visit other pages while it runs; it is stored when it ends
+by the same use case as ``planner recommend`` (``planner.usecases.recommend``).
 """
 
 from __future__ import annotations
@@ -16,17 +16,13 @@ import streamlit as st
 from app import common
 from planner.latency.catalog import load_catalog
 from planner.recommend import tables
-from planner.recommend.background import (
-    DemandChoice,
-    SearchRegistry,
-    SearchSpec,
-    SearchStatus,
-)
 from planner.recommend.engine import why_no_fleet
 from planner.recommend.inputs import DEFAULT_PRECISIONS, Constraints, SearchOptions
+from planner.recommend.limits import LimitNames
 from planner.recommend.plot import cost_vs_p99, fleet_by_purchase
-from planner.recommend.sources import LimitNames
 from planner.simulate.metrics import SLO
+from planner.usecases.recommend import DemandChoice, RecommendRequest
+from planner.usecases.recommend_background import SearchRegistry, SearchStatus
 
 POLL_S = 1.0  # how often a running search's progress is redrawn
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -93,9 +89,20 @@ def _search_form(url: str, version: str) -> None:
     if not datasets:
         common.empty_store_hint("datasets (a search needs one for the load or its request lengths)")
         return
-    models = load_catalog().models.names()
-    precisions = load_catalog().precisions.names()
+    _demand_inputs(datasets, forecasts)
+    _target_inputs(load_catalog().models.names())
+    _constraint_inputs(providers, gpus, load_catalog().precisions.names())
+    _effort_inputs()
+    if st.button("Find the cheapest fleet", key="rec-run", type="primary"):
+        with common.shown_errors():
+            spec = _spec()
+            if spec is not None:
+                job = _searches().start(spec, url)
+                st.session_state[JOB_KEY] = job.job_id
+                st.session_state.pop(OUTCOME_KEY, None)
 
+
+def _demand_inputs(datasets: list[str], forecasts: dict[int, str]) -> None:
     st.markdown("**Demand**")
     left, middle, right = st.columns([2, 2, 1])
     forecast = left.selectbox(
@@ -128,6 +135,8 @@ def _search_form(url: str, version: str) -> None:
         else "Demand: the dataset's logged requests, replayed"
     )
 
+
+def _target_inputs(models: list[str]) -> None:
     st.markdown("**Model and P99 targets** (leave a target empty for none)")
     targets = st.columns(5)
     targets[0].selectbox(
@@ -155,6 +164,8 @@ def _search_form(url: str, version: str) -> None:
         help="Share of requests that must meet every target, e.g. 0.99.",
     )
 
+
+def _constraint_inputs(providers: list[str], gpus: list[str], precisions: list[str]) -> None:
     st.markdown("**Constraints** (empty: any)")
     cols = st.columns(3)
     cols[0].multiselect("Providers", providers, key="rec-providers")
@@ -182,6 +193,8 @@ def _search_form(url: str, version: str) -> None:
         "Min. replicas", min_value=0, max_value=10_000, value=1, key="rec-min-replicas"
     )
 
+
+def _effort_inputs() -> None:
     st.markdown("**Search effort**")
     effort = st.columns(4)
     effort[0].number_input(
@@ -213,16 +226,8 @@ def _search_form(url: str, version: str) -> None:
         help="Simulate the winner's peak hour at +10% to +100% load.",
     )
 
-    if st.button("Find the cheapest fleet", key="rec-run", type="primary"):
-        with common.shown_errors():
-            spec = _spec()
-            if spec is not None:
-                job = _searches().start(spec, url)
-                st.session_state[JOB_KEY] = job.job_id
-                st.session_state.pop(OUTCOME_KEY, None)
 
-
-def _spec() -> SearchSpec | None:
+def _spec() -> RecommendRequest | None:
     """The search the form describes; None (with a message) for an input it cannot take."""
     state = st.session_state
     targets = {k: state[f"rec-{k}"] for k in ("ttft", "tpot", "e2e")}
@@ -239,7 +244,7 @@ def _spec() -> SearchSpec | None:
     forecast = state["rec-forecast"]
     dataset = state["rec-dataset"]
     spot_share = float(state["rec-spot-share"])
-    return SearchSpec(
+    return RecommendRequest(
         demand=DemandChoice(
             dataset=dataset if forecast is None else None,
             forecast_id=forecast,

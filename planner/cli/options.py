@@ -44,7 +44,7 @@ SIMULATE_ROUTERS: tuple[str, ...] = (
 # planner.simulate.engine
 SIMULATE_ADMISSION_POLICIES: tuple[str, ...] = ("preempt", "no_evict")
 SIMULATE_VLLM_WATERMARK = 0.01
-# planner.recommend.inputs and planner.recommend.sources
+# planner.recommend.inputs and planner.recommend.limits
 RECOMMEND_PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8", "int8", "int4-awq")
 RECOMMEND_MAX_REQUESTS = 1_000_000
 # pricing.sheets

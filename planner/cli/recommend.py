@@ -8,7 +8,8 @@ import re
 import signal
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,17 +26,20 @@ from planner.cli.options import (
 )
 from planner.cli.tables import Column, print_table
 from planner.common.files import check_output_path, write_text_atomic
-from planner.common.text import closest, printable, shown
+from planner.common.text import printable, shown
 from planner.errors import PlannerError, StoreError, UsageError
-from planner.latency.profile import choose_profile
 from pricing.model import PurchaseOption
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from planner.recommend.engine import Recommendation
-    from planner.recommend.inputs import Demand
-    from planner.recommend.sources import WindowLimit
+    from planner.recommend.inputs import Constraints
+    from planner.recommend.sweep import StageProgress
+    from planner.simulate.metrics import SLO
+    from planner.store import Store
+    from planner.usecases import SessionScope
+    from planner.usecases.recommend import DemandChoice, RecommendResult
 
 
 MAX_MIN_REPLICAS = 10_000
@@ -73,7 +77,7 @@ def _ints(option: str, values: list[str], default: tuple[int, ...], most: int) -
 
 def _purchase(values: list[str], max_spot_share: float) -> tuple[PurchaseOption, ...]:
     from planner.recommend.inputs import DEFAULT_PURCHASE
-    from pricing.sheets import option_filter
+    from pricing.entries import option_filter
 
     items = _items(values, "--purchase")
     if not items:
@@ -172,18 +176,16 @@ def _chunked(value: str) -> tuple[bool, ...]:
 
 
 def _demand(
-    session: Session,
     dataset: str | None,
     demand: str | None,
     tokens_from: str | None,
     load_scale: float,
     start: str | None,
     end: str | None,
-    seed: int,
-    limit: WindowLimit,
-) -> Demand:
+) -> DemandChoice:
+    """``--dataset`` or ``--demand FORECAST_ID|CSV`` as the demand to plan for."""
     from planner.ingest.options import parse_start
-    from planner.recommend.sources import demand_for
+    from planner.usecases.recommend import DemandChoice
 
     if (dataset is None) == (demand is None):
         raise UsageError(
@@ -201,14 +203,7 @@ def _demand(
                 "included"
             )
         window = (parse_start(start, "--start"), parse_start(end, "--end"))
-        return demand_for(
-            session,
-            dataset=dataset,
-            load_scale=load_scale,
-            window=window,
-            seed=seed,
-            limit=limit,
-        )
+        return DemandChoice(dataset=dataset, load_scale=load_scale, window=window)
     assert demand is not None
     if start is not None or end is not None:
         raise UsageError(
@@ -216,10 +211,118 @@ def _demand(
         )
     if re.fullmatch(r"#?\d+", demand.strip()) and not Path(demand).exists():
         forecast_id = int(demand.strip().lstrip("#"))
-        return demand_for(
-            session, forecast_id=forecast_id, tokens_from=tokens_from, load_scale=load_scale
+        return DemandChoice(forecast_id=forecast_id, tokens_from=tokens_from, load_scale=load_scale)
+    return DemandChoice(csv=demand, tokens_from=tokens_from, load_scale=load_scale)
+
+
+@dataclass(frozen=True)
+class ConstraintOptions:
+    """The options that say what may be bought and run, as given."""
+
+    model: str
+    provider: list[str]
+    region: list[str]
+    gpu: list[str]
+    instance_type: list[str]
+    precision: list[str]
+    max_quality_loss: float | None
+    tp: list[str]
+    max_tp: int
+    max_seqs: list[str]
+    chunked_prefill: str
+    kv_cache: str | None
+    memory_utilization: float | None
+    purchase: list[str]
+    max_spot_share: float
+    spot_class: list[str]
+    spot_rate: float
+    budget: float | None
+    min_replicas: int
+
+
+def _constraints(given: ConstraintOptions, engine: str) -> Constraints:
+    from planner.latency.predict import check_kv_cache
+    from planner.recommend.inputs import (
+        DEFAULT_MAX_SEQS,
+        DEFAULT_PRECISIONS,
+        DEFAULT_TP,
+        Constraints,
+    )
+
+    models = _items([given.model])
+    if not models:
+        raise UsageError("--model: name the model to serve (`planner catalog models`)")
+    spot_classes = tuple(_items(given.spot_class, "--spot-class"))
+    if spot_classes and given.max_spot_share <= 0:
+        raise UsageError(
+            "--spot-class names the classes that may run on spot: give --max-spot-share too "
+            "(the share of the load above commitments that may, e.g. 0.5)"
         )
-    return demand_for(session, csv=demand, tokens_from=tokens_from, load_scale=load_scale)
+    return Constraints(
+        model=models[0],
+        alternative_models=tuple(models[1:]),
+        providers=tuple(p.lower() for p in _items(given.provider, "--provider")),
+        regions=tuple(_items(given.region, "--region")),
+        gpus=tuple(_items(given.gpu, "--gpu")),
+        instance_types=tuple(_items(given.instance_type, "--instance-type")),
+        precisions=tuple(_items(given.precision, "--precision")) or DEFAULT_PRECISIONS,
+        max_quality_loss_pct=given.max_quality_loss,
+        tp_degrees=_ints("--tp", given.tp, DEFAULT_TP, MAX_TP),
+        max_tp=given.max_tp,
+        max_seqs=_ints("--max-seqs", given.max_seqs, DEFAULT_MAX_SEQS, MAX_SEQS_LIMIT),
+        chunked_prefill=_chunked(given.chunked_prefill),
+        kv_cache=check_kv_cache(given.kv_cache),
+        engine=engine,
+        memory_utilization=given.memory_utilization,
+        purchase_options=_purchase(given.purchase, given.max_spot_share),
+        max_spot_share=given.max_spot_share,
+        spot_classes=spot_classes,
+        spot_interruptions_per_hour=given.spot_rate,
+        budget_usd_per_month=given.budget,
+        min_replicas=given.min_replicas,
+    )
+
+
+def _check_runner(dask: str | None, workers: int) -> None:
+    from planner.recommend.verify import max_local_workers
+
+    if dask is not None and not dask.strip():
+        raise UsageError("--dask is empty: give a scheduler address (tcp://host:8786) or 'local'")
+    if dask in (None, "local") and workers > max_local_workers():
+        raise UsageError(
+            f"--workers {workers}: at most {max_local_workers()} local processes on this machine "
+            f"(4 per core; a simulation keeps a core busy); use --dask SCHEDULER for more"
+        )
+
+
+def _default_slo(ttft: str | None, tpot: str | None, e2e: str | None) -> SLO:
+    from planner.simulate.inputs import parse_duration
+    from planner.simulate.metrics import SLO
+
+    return SLO(
+        parse_duration("--slo-ttft-p99", ttft),
+        parse_duration("--slo-tpot-p99", tpot),
+        parse_duration("--slo-e2e-p99", e2e),
+    )
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where the result goes besides the screen: files checked before the work, never found
+    unwritable after it."""
+
+    out: Path | None
+    plot: Path | None
+    rows: int
+    as_json: bool
+
+    def check(self) -> None:
+        if self.out is not None:
+            check_output_path(self.out, "--out")
+        if self.plot is not None:
+            check_output_path(self.plot, "--plot")
+            if self.out is not None and self.out.resolve() == self.plot.resolve():
+                raise UsageError(f"--out and --plot name the same file {shown(str(self.out))}")
 
 
 def recommend_command(
@@ -347,25 +450,10 @@ def recommend_command(
 ) -> None:
     """The cheapest fleet that meets the P99 targets, verified by simulation, with the
     commitment plan behind it."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from planner.latency.engines import get_engine
-    from planner.latency.predict import check_kv_cache, check_memory_utilization
-    from planner.recommend.engine import recommend, why_no_fleet
-    from planner.recommend.inputs import (
-        DEFAULT_MAX_SEQS,
-        DEFAULT_PRECISIONS,
-        DEFAULT_TP,
-        Constraints,
-        Request,
-        SearchOptions,
-        Targets,
-    )
-    from planner.recommend.sources import WindowLimit, search_inputs
-    from planner.recommend.store import save_retrying
-    from planner.recommend.verify import max_local_workers
-    from planner.simulate.inputs import class_slos, parse_duration
-    from planner.simulate.metrics import SLO
+    from planner.latency.predict import check_memory_utilization
+    from planner.recommend.inputs import SearchOptions
+    from planner.usecases.recommend import RecommendRequest, recommend
 
     _check_numbers(
         load_scale,
@@ -378,57 +466,32 @@ def recommend_command(
     )
     check_memory_utilization(memory_utilization)
     spec = get_engine(engine)
-    # output files are checked before the work, never found unwritable after it
-    if out is not None:
-        check_output_path(out, "--out")
-    if plot is not None:
-        check_output_path(plot, "--plot")
-        if out is not None and out.resolve() == plot.resolve():
-            raise UsageError(f"--out and --plot name the same file {shown(str(out))}")
-    if dask is not None and not dask.strip():
-        raise UsageError("--dask is empty: give a scheduler address (tcp://host:8786) or 'local'")
-    if dask in (None, "local") and workers > max_local_workers():
-        raise UsageError(
-            f"--workers {workers}: at most {max_local_workers()} local processes on this machine "
-            f"(4 per core; a simulation keeps a core busy); use --dask SCHEDULER for more"
-        )
-    default_slo = SLO(
-        parse_duration("--slo-ttft-p99", slo_ttft),
-        parse_duration("--slo-tpot-p99", slo_tpot),
-        parse_duration("--slo-e2e-p99", slo_e2e),
-    )
-    models = _items([model])
-    if not models:
-        raise UsageError("--model: name the model to serve (`planner catalog models`)")
-    spot_classes = tuple(_items(spot_class, "--spot-class"))
-    if spot_classes and max_spot_share <= 0:
-        raise UsageError(
-            "--spot-class names the classes that may run on spot: give --max-spot-share too "
-            "(the share of the load above commitments that may, e.g. 0.5)"
-        )
-    constraints = Constraints(
-        model=models[0],
-        alternative_models=tuple(models[1:]),
-        providers=tuple(p.lower() for p in _items(provider, "--provider")),
-        regions=tuple(_items(region, "--region")),
-        gpus=tuple(_items(gpu, "--gpu")),
-        instance_types=tuple(_items(instance_type, "--instance-type")),
-        precisions=tuple(_items(precision, "--precision")) or DEFAULT_PRECISIONS,
-        max_quality_loss_pct=max_quality_loss,
-        tp_degrees=_ints("--tp", tp, DEFAULT_TP, MAX_TP),
+    outputs = Outputs(out, plot, rows, as_json)
+    outputs.check()
+    _check_runner(dask, workers)
+    default_slo = _default_slo(slo_ttft, slo_tpot, slo_e2e)
+    given = ConstraintOptions(
+        model=model,
+        provider=provider,
+        region=region,
+        gpu=gpu,
+        instance_type=instance_type,
+        precision=precision,
+        max_quality_loss=max_quality_loss,
+        tp=tp,
         max_tp=max_tp,
-        max_seqs=_ints("--max-seqs", max_seqs, DEFAULT_MAX_SEQS, MAX_SEQS_LIMIT),
-        chunked_prefill=_chunked(chunked_prefill),
-        kv_cache=check_kv_cache(kv_cache),
-        engine=spec.name,
+        max_seqs=max_seqs,
+        chunked_prefill=chunked_prefill,
+        kv_cache=kv_cache,
         memory_utilization=memory_utilization,
-        purchase_options=_purchase(purchase, max_spot_share),
+        purchase=purchase,
         max_spot_share=max_spot_share,
-        spot_classes=spot_classes,
-        spot_interruptions_per_hour=spot_rate,
-        budget_usd_per_month=budget,
+        spot_class=spot_class,
+        spot_rate=spot_rate,
+        budget=budget,
         min_replicas=min_replicas,
     )
+    constraints = _constraints(given, spec.name)
     options = SearchOptions(
         verify_top=verify_top,
         verify_hours=verify_hours,
@@ -442,50 +505,66 @@ def recommend_command(
         dask=dask,
         engine=spec.name,
     )
-    limit = WindowLimit(max_requests, verify_hours, load_scale)
-    with store_from(ctx) as store:
-        with store.session() as session:
-            plan_demand = _demand(
-                session, dataset, demand, tokens_from, load_scale, start, end, seed, limit
-            )
-            limit.check(plan_demand)
-            prices, profiles = search_inputs(session, constraints)
-        unknown = [c for c in spot_classes if c not in plan_demand.classes]
-        if unknown:
-            raise UsageError(
-                f"--spot-class: the demand has no class {shown(unknown[0])}; its classes "
-                f"(closest first): {closest(unknown[0], plan_demand.classes)}"
-            )
-        slos = class_slos(plan_demand.classes, slo, default_slo)
-        request = Request(plan_demand, Targets(slos, min_attainment), constraints, options)
-        with (
-            _stop_on_sigterm(),
-            Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=stderr,
-                disable=quiet or not stderr.is_terminal,
-                transient=True,
-            ) as bar,
-        ):
-            tasks: dict[str, Any] = {}
+    request = RecommendRequest(
+        demand=_demand(dataset, demand, tokens_from, load_scale, start, end),
+        slo=default_slo,
+        class_slos=tuple(slo),
+        min_attainment=min_attainment,
+        constraints=constraints,
+        options=options,
+        max_requests=max_requests,
+        save=save,
+    )
+    with _sessions(ctx) as sessions, _stop_on_sigterm(), _progress_bar(quiet) as progress:
+        found = recommend(request, sessions, progress=progress)
+    _emit(found, outputs)
 
-            def progress(stage: str, done: int, total: int) -> None:
-                if stage not in tasks:
-                    tasks[stage] = bar.add_task(stage, total=total)
-                bar.update(tasks[stage], completed=done, total=total)
 
-            result = recommend(
-                request,
-                prices,
-                lambda name: choose_profile(profiles, name, spec.name),
-                progress=progress,
-            )
-        data = result.to_dict()
-        not_stored = save_retrying(store, result, data) if save else None
-    # the result is never lost: every output is attempted, whatever failed before it
+@contextmanager
+def _sessions(ctx: typer.Context) -> Iterator[SessionScope]:
+    """The store's sessions, the store opened (named by --db / PLANNER_DB_URL) on first use and
+    closed on the way out."""
+    with ExitStack() as stack:
+        opened: list[Store] = []
+
+        def scope() -> AbstractContextManager[Session]:
+            if not opened:
+                opened.append(stack.enter_context(store_from(ctx)))
+            return opened[0].session()
+
+        yield scope
+
+
+@contextmanager
+def _progress_bar(quiet: bool) -> Iterator[StageProgress]:
+    """A bar per stage of the search on the terminal's stderr (none with --quiet)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        disable=quiet or not stderr.is_terminal,
+        transient=True,
+    ) as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        yield progress
+
+
+def _emit(found: RecommendResult, outputs: Outputs) -> None:
+    """The result printed and written; the result is never lost: every output is attempted,
+    whatever failed before it."""
+    from planner.recommend.engine import why_no_fleet
+
+    data, out, plot = found.data, outputs.out, outputs.plot
     problems: list[str] = []
     if plot is not None:
         from planner.recommend.plot import html
@@ -500,21 +579,21 @@ def recommend_command(
             write_text_atomic(out, json.dumps(data, indent=2, default=str) + "\n", "--out")
         except PlannerError as exc:
             problems.append(str(exc))
-    if as_json:
+    if outputs.as_json:
         print_json(data)
     else:
-        _print(result, data.get("id"), rows)
-    if not_stored is not None:
+        _print(found.recommendation, data.get("id"), outputs.rows)
+    if found.not_stored is not None:
         kept = "printed" + (f" and written to {out}" if out is not None and not problems else "")
         raise StoreError(
-            f"the recommendation was {kept} but not stored: {not_stored}. Rerun with --out FILE "
-            "to keep it, or when the store is free"
+            f"the recommendation was {kept} but not stored: {found.not_stored}. Rerun with "
+            "--out FILE to keep it, or when the store is free"
         )
     if problems:
         stored = f" (stored as recommendation #{data['id']})" if "id" in data else ""
         raise UsageError("; ".join(problems) + stored)
-    if result.winner is None:
-        raise NoFleetError(why_no_fleet(result.rejected))
+    if found.recommendation.winner is None:
+        raise NoFleetError(why_no_fleet(found.recommendation.rejected))
 
 
 @contextmanager
@@ -545,6 +624,16 @@ def _usd(value: Any) -> str:
 
 
 def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
+    _print_search(result)
+    if result.winner is not None and result.plan is not None:
+        _print_winner(result.winner, result.plan)
+    _print_alternatives(result, rows)
+    _print_rejections(result)
+    if stored_id is not None:
+        stdout.print(f"stored as recommendation #{stored_id}")
+
+
+def _print_search(result: Recommendation) -> None:
     d = result.demand
     stdout.print(
         f"demand: {_cell(d['source'])}: {d['hours']} h, "
@@ -558,63 +647,67 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
         f"{s['passed_screen']:,} passed, {s['verified']} simulated ({s['simulations']} runs, "
         f"{s['runner']}) in {s['wall_s']:,.1f} s"
     )
-    w = result.winner
-    if w is not None and result.plan is not None:
-        chosen = result.plan["chosen"]
-        unit = chosen["commitment_unit"].replace("_", " ")
-        stdout.print(
-            f"\n[bold]recommended:[/] {_cell(w['provider'])}/{_cell(w['region'])} "
-            f"{_cell(w['instance_type'])} ({w['gpus_per_instance']} x {_cell(w['gpu'])}), "
-            f"{_cell(w['model'])} {_cell(w['precision'])}, "
-            f"TP {w['tp']}, "
-            f"max {w['max_seqs']} sequences, chunked prefill "
-            + ("on" if w["chunked_prefill"] else "off")
+
+
+def _print_winner(w: dict[str, Any], plan: dict[str, Any]) -> None:
+    chosen = plan["chosen"]
+    unit = chosen["commitment_unit"].replace("_", " ")
+    stdout.print(
+        f"\n[bold]recommended:[/] {_cell(w['provider'])}/{_cell(w['region'])} "
+        f"{_cell(w['instance_type'])} ({w['gpus_per_instance']} x {_cell(w['gpu'])}), "
+        f"{_cell(w['model'])} {_cell(w['precision'])}, "
+        f"TP {w['tp']}, "
+        f"max {w['max_seqs']} sequences, chunked prefill "
+        + ("on" if w["chunked_prefill"] else "off")
+    )
+    stdout.print(
+        f"  engine {_cell(w['engine'])}: KV cache {_cell(w['kv_cache'])} "
+        f"({_cell(w['kv_cache_source'])}), GPU memory utilization "
+        f"{w['gpu_memory_utilization']:g}"
+    )
+    stdout.print(
+        f"  {w['peak_instances']} instances at peak, {w['mean_instances']:.1f} on average; "
+        f"simulated P99 TTFT {_ms(w['p99_ttft_s'])} ms, TPOT {_ms(w['p99_tpot_s'])} ms, "
+        f"E2E {_ms(w['p99_e2e_s'])} ms"
+    )
+    stdout.print(
+        f"  {_usd(chosen['monthly_usd'])}/month with {chosen['option']}"
+        + (
+            f" ({chosen['commitment_level']:,.2f} {unit})"
+            if chosen["option"] != "on-demand"
+            else ""
         )
-        stdout.print(
-            f"  engine {_cell(w['engine'])}: KV cache {_cell(w['kv_cache'])} "
-            f"({_cell(w['kv_cache_source'])}), GPU memory utilization "
-            f"{w['gpu_memory_utilization']:g}"
+        + (
+            f", {chosen['spot_share']:.0%} of the load above it on spot"
+            if chosen["spot_share"]
+            else ""
         )
-        stdout.print(
-            f"  {w['peak_instances']} instances at peak, {w['mean_instances']:.1f} on average; "
-            f"simulated P99 TTFT {_ms(w['p99_ttft_s'])} ms, TPOT {_ms(w['p99_tpot_s'])} ms, "
-            f"E2E {_ms(w['p99_e2e_s'])} ms"
+        + f"; all on-demand {_usd(plan['all_on_demand_monthly_usd'])} "
+        f"(saves {plan['savings_vs_on_demand_pct']:.1f}%); "
+        + (
+            f"${w['usd_per_million_tokens']:,.3f} per million tokens"
+            if w["usd_per_million_tokens"] is not None
+            else "no tokens to price"
         )
+    )
+    growth = w.get("load_headroom")
+    if growth is not None:
+        holds = growth["holds_up_to"]
         stdout.print(
-            f"  {_usd(chosen['monthly_usd'])}/month with {chosen['option']}"
-            + (
-                f" ({chosen['commitment_level']:,.2f} {unit})"
-                if chosen["option"] != "on-demand"
-                else ""
-            )
-            + (
-                f", {chosen['spot_share']:.0%} of the load above it on spot"
-                if chosen["spot_share"]
-                else ""
-            )
-            + f"; all on-demand {_usd(result.plan['all_on_demand_monthly_usd'])} "
-            f"(saves {result.plan['savings_vs_on_demand_pct']:.1f}%); "
-            + (
-                f"${w['usd_per_million_tokens']:,.3f} per million tokens"
-                if w["usd_per_million_tokens"] is not None
-                else "no tokens to price"
-            )
+            f"  as built, the fleet holds the targets at {holds:.0%} of the peak hour's load "
+            "(simulated)"
+            if holds > 1
+            else "  as built, the fleet has no room for more peak load: +10% misses a target"
         )
-        growth = w.get("load_headroom")
-        if growth is not None:
-            holds = growth["holds_up_to"]
-            stdout.print(
-                f"  as built, the fleet holds the targets at {holds:.0%} of the peak hour's load "
-                "(simulated)"
-                if holds > 1
-                else "  as built, the fleet has no room for more peak load: +10% misses a target"
-            )
-        for case in result.plan["sensitivity"]:
-            stdout.print(
-                f"  load {case['load']}: {case['peak_instances']} instances at peak, "
-                f"{_usd(case['monthly_usd_with_this_plan'])}/month with this plan, "
-                f"{_usd(case['monthly_usd_replanned'])} replanned ({case['replanned_option']})"
-            )
+    for case in plan["sensitivity"]:
+        stdout.print(
+            f"  load {case['load']}: {case['peak_instances']} instances at peak, "
+            f"{_usd(case['monthly_usd_with_this_plan'])}/month with this plan, "
+            f"{_usd(case['monthly_usd_replanned'])} replanned ({case['replanned_option']})"
+        )
+
+
+def _print_alternatives(result: Recommendation, rows: int) -> None:
     pareto = set(result.pareto)
     shown_rows = result.ranked[:rows]
     print_table(
@@ -660,6 +753,9 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
         title="alternatives, simulated: P99 TTFT/TPOT in ms (--json for all columns)",
     )
     stdout.print("* on the cost-vs-P99 Pareto front")
+
+
+def _print_rejections(result: Recommendation) -> None:
     reasons = result.to_dict()["rejected_by_reason"]
     if reasons:
         stdout.print(
@@ -674,8 +770,6 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
         )
     for note in result.notes:
         stderr.print(f"note: {note}", markup=False)
-    if stored_id is not None:
-        stdout.print(f"stored as recommendation #{stored_id}")
 
 
 recommendations_app = typer.Typer(help="Stored recommendations: list, show.", no_args_is_help=True)
@@ -688,7 +782,7 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
 ) -> None:
     """Stored recommendations, oldest first."""
-    from planner.recommend.store import brief, list_recommendations
+    from planner.store.recommendations import brief, list_recommendations
 
     with store_from(ctx) as store, store.session() as session:
         runs = [brief(run) for run in list_recommendations(session)]
@@ -719,7 +813,7 @@ def show_command(
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON."),
 ) -> None:
     """One stored recommendation."""
-    from planner.recommend.store import brief, load_recommendation
+    from planner.store.recommendations import brief, load_recommendation
 
     if plot is not None:
         check_output_path(plot, "--plot")

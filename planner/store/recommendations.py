@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from planner.errors import NotFoundError, PlannerError
-from planner.recommend.engine import Recommendation
-from planner.store import Store
+from planner.errors import NotFoundError
 from planner.store.recommend_models import RecommendationRun
 
-SAVE_ATTEMPTS = 3  # a store busy with another writer: tries, a second apart
+if TYPE_CHECKING:
+    from planner.recommend.engine import Recommendation
 
 
 def _json_ready(data: dict[str, Any]) -> dict[str, Any]:
@@ -57,37 +54,6 @@ def save_recommendation(session: Session, result: Recommendation) -> Recommendat
     session.add(run)
     session.flush()
     return run
-
-
-def save_retrying(
-    store: Store, result: Recommendation, data: dict[str, Any], *, wait_s: float = 1.0
-) -> str | None:
-    """Store ``result`` and put its id into ``data`` (its ``to_dict()``); a store busy with
-    another writer is tried again. Returns why it could not be stored (None once stored): a
-    search's result is never lost to a failed save, its caller still holds it."""
-    reason = ""
-    for attempt in range(1, SAVE_ATTEMPTS + 1):
-        try:
-            with store.session() as session:
-                data["id"] = save_recommendation(session, result).id
-            return None
-        except (SQLAlchemyError, PlannerError, OSError) as exc:
-            data.pop("id", None)
-            reason = failure_reason(exc)
-            busy = "locked" in reason or "busy" in reason
-            if not busy or attempt == SAVE_ATTEMPTS:
-                break
-            time.sleep(wait_s)
-    return reason
-
-
-def failure_reason(exc: BaseException) -> str:
-    """One line about a store failure, without the SQL statement and its parameters."""
-    if isinstance(exc, PlannerError):
-        return str(exc)
-    orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc).splitlines()[0] if str(exc) else ""
-    return f"{type(orig or exc).__name__}: {text}" if text else type(orig or exc).__name__
 
 
 def load_recommendation(session: Session, recommendation_id: int) -> RecommendationRun:

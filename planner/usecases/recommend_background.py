@@ -1,7 +1,8 @@
 """Recommendations searched in the background: a search runs in its own thread, reports its
 stages to a thread-safe record that whoever started it polls, and is stored when it ends the
-way ``planner recommend`` stores it. The dashboard keeps one :class:`SearchRegistry` per server,
-so a search goes on while the analyst looks at other pages.
+way ``planner recommend`` stores it (both call :func:`planner.usecases.recommend.recommend`).
+The dashboard keeps one :class:`SearchRegistry` per server, so a search goes on while the
+analyst looks at other pages.
 """
 
 from __future__ import annotations
@@ -9,25 +10,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from planner.errors import PlannerError, UsageError
-from planner.latency.profile import choose_profile
-from planner.recommend.engine import recommend
-from planner.recommend.inputs import Constraints, Request, SearchOptions, Targets
-from planner.recommend.sources import (
-    DEFAULT_MAX_REQUESTS,
-    LimitNames,
-    WindowLimit,
-    check_load_scale,
-    demand_for,
-    search_inputs,
-)
-from planner.recommend.store import save_retrying
-from planner.simulate.metrics import SLO
 from planner.store import open_store
+from planner.usecases.recommend import RecommendRequest, recommend
 
 State = Literal["running", "done", "failed", "cancelled"]
 MAX_RUNNING = 2  # searches at once on one server: each keeps every core busy
@@ -37,42 +26,6 @@ LOG = logging.getLogger(__name__)
 
 class SearchStoppedError(Exception):
     """Raised inside a search's thread when it was asked to stop."""
-
-
-@dataclass(frozen=True)
-class DemandChoice:
-    """Which demand to plan for (see :func:`planner.recommend.sources.demand_for`)."""
-
-    dataset: str | None = None
-    forecast_id: int | None = None
-    tokens_from: str | None = None
-    load_scale: float = 1.0
-
-
-@dataclass(frozen=True)
-class SearchSpec:
-    """Everything a background search needs: the targets apply to every request class."""
-
-    demand: DemandChoice
-    slo: SLO
-    constraints: Constraints
-    options: SearchOptions
-    min_attainment: float | None = None
-    max_requests: int = DEFAULT_MAX_REQUESTS
-    names: LimitNames = field(default_factory=LimitNames)
-
-    def check(self) -> None:
-        """What can be refused before any work: no target, a bad load scale."""
-        Targets({"default": self.slo}, self.min_attainment)
-        check_load_scale(self.demand.load_scale, self.names.load_scale)
-
-    def describe(self) -> str:
-        d = self.demand
-        source = (
-            f"forecast #{d.forecast_id}" if d.forecast_id is not None else f"dataset {d.dataset}"
-        )
-        scale = f" x {d.load_scale:g}" if d.load_scale != 1 else ""
-        return f"{self.constraints.model} for {source}{scale}"
 
 
 @dataclass(frozen=True)
@@ -107,7 +60,7 @@ class SearchJob:
     """One search in its own thread. Its progress callback is also where a stop request takes
     effect: it raises inside ``recommend()``, whose runner then kills its worker processes."""
 
-    def __init__(self, job_id: int, spec: SearchSpec, store_url: str) -> None:
+    def __init__(self, job_id: int, spec: RecommendRequest, store_url: str) -> None:
         self.job_id = job_id
         self.spec = spec
         self.store_url = store_url
@@ -179,42 +132,17 @@ class SearchJob:
                 setattr(self, f"_{name}", value)
 
     def _run(self) -> None:
-        spec = self.spec
         try:
             with open_store(self.store_url) as store:
-                with store.session() as session:
-                    d = spec.demand
-                    limit = WindowLimit(
-                        spec.max_requests, spec.options.verify_hours, d.load_scale, spec.names
-                    )
-                    demand = demand_for(
-                        session,
-                        dataset=d.dataset if d.forecast_id is None else None,
-                        forecast_id=d.forecast_id,
-                        tokens_from=d.tokens_from if d.forecast_id is not None else None,
-                        load_scale=d.load_scale,
-                        seed=spec.options.seed,
-                        limit=limit,
-                        names={"load_scale": spec.names.load_scale},
-                    )
-                    limit.check(demand)
-                    self._set_stage("reading prices")
-                    prices, profiles = search_inputs(session, spec.constraints)
-                targets = Targets({name: spec.slo for name in demand.classes}, spec.min_attainment)
-                request = Request(demand, targets, spec.constraints, spec.options)
-                self._set_stage("screen")
-                engine = spec.options.engine
-                result = recommend(
-                    request,
-                    prices,
-                    lambda gpu: choose_profile(profiles, gpu, engine),
-                    progress=self._progress,
+                found = recommend(
+                    self.spec, store.session, progress=self._progress, stage=self._set_stage
                 )
-                self._set_stage("storing")
-                data = result.to_dict()
-                not_stored = save_retrying(store, result, data)
             self._finish(
-                "done", result=data, stored_id=data.get("id"), not_stored=not_stored, stage="done"
+                "done",
+                result=found.data,
+                stored_id=found.stored_id,
+                not_stored=found.not_stored,
+                stage="done",
             )
         except SearchStoppedError:
             self._finish("cancelled", stage="stopped", error="stopped before it ended: not stored")
@@ -238,7 +166,7 @@ class SearchRegistry:
         self._jobs: dict[int, SearchJob] = {}
         self._next_id = 1
 
-    def start(self, spec: SearchSpec, store_url: str) -> SearchJob:
+    def start(self, spec: RecommendRequest, store_url: str) -> SearchJob:
         """Check ``spec`` and start its search; refused while ``max_running`` others run."""
         spec.check()
         with self._lock:

@@ -15,8 +15,8 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from app.common import PAGES
-from planner.recommend.store import list_briefs, load_recommendation
 from planner.store import open_store
+from planner.store.recommendations import list_briefs, load_recommendation
 from tests.dashboard.conftest import no_exception
 
 SEARCH_TIMEOUT_S = 240  # a small search on two busy cores takes a few seconds

@@ -70,7 +70,7 @@ def test_copied_constants_equal_the_library() -> None:
     from planner.ingest.formats import FIELDS, FORMAT_NAMES, TimeKind, TimeUnit
     from planner.latency.predict import DEFAULT_SIM_REQUESTS
     from planner.recommend.inputs import DEFAULT_PRECISIONS
-    from planner.recommend.sources import DEFAULT_MAX_REQUESTS as RECOMMEND_MAX_REQUESTS
+    from planner.recommend.limits import DEFAULT_MAX_REQUESTS as RECOMMEND_MAX_REQUESTS
     from planner.simulate.fleet import ROUTERS
     from planner.simulate.inputs import DEFAULT_MAX_REQUESTS, MAX_BATCHED_TOKENS, MAX_SEQS
     from pricing.sheets import (

@@ -1,6 +1,6 @@
-"""Recommendations searched in the background (``planner.recommend.background``) on a real
-store: the search runs in its own thread, reports its stages, is stored when it ends; a stop
-stores nothing; what cannot run is refused before it starts, and a failure is said."""
+"""Recommendations searched in the background (``planner.usecases.recommend_background``) on a
+real store: the search runs in its own thread, reports its stages, is stored when it ends; a
+stop stores nothing; what cannot run is refused before it starts, and a failure is said."""
 
 from __future__ import annotations
 
@@ -15,16 +15,17 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.errors import UsageError
-from planner.recommend.background import DemandChoice, SearchRegistry, SearchSpec
 from planner.recommend.inputs import Constraints, SearchOptions
-from planner.recommend.store import list_briefs, load_recommendation
 from planner.simulate.metrics import SLO
 from planner.store import open_store
+from planner.store.recommendations import list_briefs, load_recommendation
+from planner.usecases.recommend import DemandChoice, RecommendRequest
+from planner.usecases.recommend_background import SearchRegistry
 from tests.conftest import DEMO_SAMPLE
 
 DATASET = "demo"
 WAIT_S = 240.0
-SMALL = SearchSpec(
+SMALL = RecommendRequest(
     demand=DemandChoice(dataset=DATASET, load_scale=0.1),
     slo=SLO(ttft_s=2.0, tpot_s=0.2),
     constraints=Constraints(model="llama-3.1-8b", gpus=("L4",), precisions=("fp8",)),

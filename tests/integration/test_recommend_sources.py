@@ -1,4 +1,4 @@
-"""What a recommendation reads from a real store (``planner.recommend.sources``): the demand
+"""What a recommendation reads from a real store (``planner.usecases.recommend``): the demand
 of a dataset or a demand-curve CSV, the refusals that name what to change (in the CLI's words
 or the dashboard's), and the prices the search sees."""
 
@@ -15,14 +15,10 @@ from typer.testing import CliRunner
 from planner.cli import app
 from planner.errors import NotFoundError, UsageError
 from planner.recommend.inputs import Constraints
-from planner.recommend.sources import (
-    LimitNames,
-    WindowLimit,
-    demand_for,
-    search_inputs,
-)
-from planner.simulate.workload import from_dataset
+from planner.recommend.limits import LimitNames, WindowLimit
 from planner.store import Store, open_store
+from planner.usecases.load import from_dataset
+from planner.usecases.recommend import demand_for, search_inputs
 from tests.conftest import DEMO_SAMPLE
 
 DATASET = "demo"

@@ -11,16 +11,16 @@ import pytest
 from planner.errors import NotFoundError
 from planner.recommend.engine import recommend
 from planner.recommend.inputs import Constraints, Demand, Request, SearchOptions, Targets
-from planner.recommend.store import (
+from planner.simulate.metrics import SLO
+from planner.store import Store
+from planner.store.recommendations import (
     _json_ready,
     brief,
     list_recommendations,
     load_recommendation,
     save_recommendation,
 )
-from planner.simulate.metrics import SLO
-from planner.simulate.workload import RateCurve
-from planner.store import Store
+from planner.workload.rates import RateCurve
 from tests.integration.test_recommend_engine import A10G, H100, START, token_pool
 
 

@@ -1,0 +1,397 @@
+"""Recommend: the cheapest fleet that meets the P99 targets, verified by simulation, with the
+commitment plan behind it; ``planner recommend`` and the dashboard's Recommendations page (its
+background search, :mod:`planner.usecases.recommend_background`) both call :func:`recommend`.
+
+It checks the request, then loads everything the search reads from the store (the demand: an
+ingested dataset's requests, a stored forecast's demand curve, or a demand-curve CSV, with the
+request lengths drawn from a dataset; the prices, the bundled list prices loaded on first use;
+the calibration profiles), runs the pure search (:func:`planner.recommend.engine.recommend`)
+on those values, and stores the result, which is never lost to a failed save.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from planner.common.text import closest, printable, shown
+from planner.errors import PlannerError, StoreError, UsageError
+from planner.latency.profile import Profile, choose_profile
+from planner.recommend import engine
+from planner.recommend.inputs import Constraints, Demand, Request, SearchOptions, Targets
+from planner.recommend.limits import (
+    DEFAULT_MAX_REQUESTS,
+    LimitNames,
+    WindowLimit,
+    check_load_scale,
+)
+from planner.recommend.sweep import StageProgress
+from planner.simulate.inputs import class_slos
+from planner.simulate.metrics import SLO
+from planner.store.calibrations import known_profiles
+from planner.store.models import Request as RequestRow
+from planner.store.queries import get_dataset
+from planner.store.recommendations import save_recommendation
+from planner.usecases import SessionScope
+from planner.usecases.load import from_dataset, stored_demand, token_pool
+from planner.workload.rates import HOUR_S, RateCurve, read_rate_curve
+from pricing.model import PricePoint
+from pricing.sheets import check_filters, ensure_list_prices, latest_prices
+
+SAVE_ATTEMPTS = 3  # a store busy with another writer: tries, a second apart
+Window = tuple[datetime | None, datetime | None]
+
+
+@dataclass(frozen=True)
+class DemandChoice:
+    """Which demand to plan for: exactly one of an ingested ``dataset`` (replayed, optionally
+    only its requests in ``window``), a stored forecast (``forecast_id``) or a demand-curve
+    ``csv``; the latter two draw request lengths from dataset ``tokens_from`` (a forecast
+    defaults to the dataset it was fitted on). Every hour's load is multiplied by
+    ``load_scale``."""
+
+    dataset: str | None = None
+    forecast_id: int | None = None
+    csv: Path | str | None = None
+    tokens_from: str | None = None
+    load_scale: float = 1.0
+    window: Window = (None, None)
+
+    def describe(self) -> str:
+        if self.forecast_id is not None:
+            source = f"forecast #{self.forecast_id}"
+        elif self.csv is not None:
+            source = f"file {printable(str(self.csv), 200)}"
+        else:
+            source = f"dataset {self.dataset}"
+        return source + (f" x {self.load_scale:g}" if self.load_scale != 1 else "")
+
+
+@dataclass(frozen=True)
+class RecommendRequest:
+    """Everything a recommendation needs from its user: the demand, the P99 targets (``slo``
+    for every request class, overridden per class by ``class_slos``: the CLI's
+    ``--slo CLASS:ttft=1s,tpot=50ms``), the constraints and the search effort; ``names`` says
+    how a refusal names the inputs (the CLI's options by default); ``save``: store the
+    result."""
+
+    demand: DemandChoice
+    slo: SLO
+    constraints: Constraints
+    options: SearchOptions
+    class_slos: tuple[str, ...] = ()
+    min_attainment: float | None = None
+    max_requests: int = DEFAULT_MAX_REQUESTS
+    names: LimitNames = field(default_factory=LimitNames)
+    save: bool = True
+
+    def check(self) -> None:
+        """What can be refused before any work: no target, a bad load scale."""
+        if not self.class_slos:
+            Targets({"default": self.slo}, self.min_attainment)
+        check_load_scale(self.demand.load_scale, self.names.load_scale)
+
+    def describe(self) -> str:
+        return f"{self.constraints.model} for {self.demand.describe()}"
+
+
+@dataclass(frozen=True)
+class RecommendResult:
+    """The search's result, its ``to_dict()`` (``data``, with its ``"id"`` once stored), and
+    why it could not be stored (None when stored or not to be stored)."""
+
+    recommendation: engine.Recommendation
+    data: dict[str, Any]
+    not_stored: str | None = None
+
+    @property
+    def stored_id(self) -> int | None:
+        stored: int | None = self.data.get("id")
+        return stored
+
+
+def recommend(
+    request: RecommendRequest,
+    sessions: SessionScope,
+    *,
+    progress: StageProgress | None = None,
+    stage: Callable[[str], None] | None = None,
+) -> RecommendResult:
+    """The cheapest verified fleet for ``request``: ``progress(stage, done, total)`` follows the
+    search's stages, ``stage(name)`` is told each step (reading prices, screen, storing)."""
+    request.check()
+    said = stage or (lambda _: None)
+    limit = WindowLimit(
+        request.max_requests,
+        request.options.verify_hours,
+        request.demand.load_scale,
+        request.names,
+    )
+    with sessions() as session:
+        if session is None:
+            raise StoreError("a recommendation reads its demand and prices from a store")
+        demand = load_demand(session, request.demand, seed=request.options.seed, limit=limit)
+        limit.check(demand)
+        said("reading prices")
+        prices, profiles = search_inputs(session, request.constraints)
+    search = Request(demand, _targets(request, demand), request.constraints, request.options)
+    said("screen")
+    engine_name = request.options.engine
+    result = engine.recommend(
+        search,
+        prices,
+        lambda gpu: choose_profile(profiles, gpu, engine_name),
+        progress=progress,
+    )
+    data = result.to_dict()
+    if not request.save:
+        return RecommendResult(result, data)
+    said("storing")
+    return RecommendResult(result, data, save_retrying(sessions, result, data))
+
+
+def _targets(request: RecommendRequest, demand: Demand) -> Targets:
+    unknown = [c for c in request.constraints.spot_classes if c not in demand.classes]
+    if unknown:
+        raise UsageError(
+            f"--spot-class: the demand has no class {shown(unknown[0])}; its classes "
+            f"(closest first): {closest(unknown[0], demand.classes)}"
+        )
+    slos = class_slos(demand.classes, request.class_slos, request.slo)
+    return Targets(slos, request.min_attainment)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading: the demand, the prices and the profiles
+
+
+def load_demand(
+    session: Session, choice: DemandChoice, *, seed: int = 0, limit: WindowLimit | None = None
+) -> Demand:
+    """The demand ``choice`` names (see :func:`demand_for`)."""
+    names = {"load_scale": limit.names.load_scale} if limit is not None else None
+    return demand_for(
+        session,
+        dataset=choice.dataset,
+        forecast_id=choice.forecast_id,
+        csv=choice.csv,
+        tokens_from=choice.tokens_from,
+        load_scale=choice.load_scale,
+        window=choice.window,
+        seed=seed,
+        limit=limit,
+        names=names,
+    )
+
+
+def demand_for(
+    session: Session,
+    *,
+    dataset: str | None = None,
+    forecast_id: int | None = None,
+    csv: Path | str | None = None,
+    tokens_from: str | None = None,
+    load_scale: float = 1.0,
+    window: Window = (None, None),
+    seed: int = 0,
+    limit: WindowLimit | None = None,
+    names: Mapping[str, str] | None = None,
+) -> Demand:
+    """The demand to plan for: exactly one of an ingested ``dataset`` (replayed, optionally
+    only its requests in ``window``), a stored forecast (``forecast_id``) or a demand-curve
+    ``csv``; the latter two draw request lengths from dataset ``tokens_from`` (a forecast
+    defaults to the dataset it was fitted on). Every hour's load is multiplied by
+    ``load_scale``. ``names`` says how a message names the inputs (``load_scale``,
+    ``tokens_from``): the CLI's options by default."""
+    said = {"load_scale": "--load-scale", "tokens_from": "--tokens-from", **(names or {})}
+    given = [v for v in (dataset, forecast_id, csv) if v is not None]
+    if len(given) != 1:
+        raise UsageError(
+            "give exactly one demand: a dataset (its logged requests), a stored forecast's "
+            "demand curve, or a demand-curve CSV"
+        )
+    check_load_scale(load_scale, said["load_scale"])
+    if dataset is not None:
+        if not dataset.strip():
+            raise UsageError("the dataset name is empty: name an ingested dataset")
+        if tokens_from is not None:
+            raise UsageError(
+                f"{said['tokens_from']} goes with a demand curve: a dataset replays its own "
+                "requests, lengths included"
+            )
+        return dataset_demand(
+            session, dataset, load_scale=load_scale, window=window, seed=seed, limit=limit
+        )
+    if window != (None, None):
+        raise UsageError("a window picks requests of a dataset; a demand curve is planned whole")
+    if forecast_id is not None:
+        return forecast_demand(
+            session, forecast_id, tokens_from, load_scale, tokens_option=said["tokens_from"]
+        )
+    assert csv is not None
+    return curve_demand(session, csv, tokens_from, load_scale, tokens_option=said["tokens_from"])
+
+
+def dataset_demand(
+    session: Session,
+    name: str,
+    *,
+    load_scale: float = 1.0,
+    window: Window = (None, None),
+    seed: int = 0,
+    limit: WindowLimit | None = None,
+) -> Demand:
+    """The demand of an ingested dataset: its requests, replayed (lengths included); with a
+    ``limit``, its busiest hours and its size are checked before it is read."""
+    if limit is not None:
+        counted = hourly_counts(session, name, window)
+        if counted is not None:  # none: from_dataset says what is missing
+            limit.check_replay(name, counted[0], counted[1], load_scale)
+    workload = from_dataset(
+        session, name, load_scale=load_scale, start=window[0], end=window[1], seed=seed
+    )
+    scale = f" x {load_scale:g}" if load_scale != 1 else ""
+    return Demand.from_workload(workload, f"dataset {name}{scale}")
+
+
+def hourly_counts(
+    session: Session, name: str, window: Window
+) -> tuple[NDArray[np.float64], int] | None:
+    """A stored dataset's requests in each hour of ``window`` (from its start, or from its
+    first request), and their total; None when the window holds none."""
+    dataset = get_dataset(session, name)
+    where = [RequestRow.dataset_id == dataset.id]
+    if window[0] is not None:
+        where.append(RequestRow.arrival_us >= _micros(window[0]))
+    if window[1] is not None:
+        where.append(RequestRow.arrival_us < _micros(window[1]))
+    first, total = session.execute(
+        select(func.min(RequestRow.arrival_us), func.count()).where(*where)
+    ).one()
+    if not total:
+        return None
+    zero = _micros(window[0]) if window[0] is not None else int(first)
+    hour = (RequestRow.arrival_us - zero) // int(HOUR_S * 1_000_000)
+    counts = session.execute(select(hour, func.count()).where(*where).group_by(hour)).all()
+    rates = np.zeros(int(max(h for h, _ in counts)) + 1)
+    for h, n in counts:
+        rates[int(h)] = n
+    return rates, int(total)
+
+
+def _micros(moment: datetime) -> int:
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
+def forecast_demand(
+    session: Session,
+    forecast_id: int,
+    tokens_from: str | None = None,
+    load_scale: float = 1.0,
+    *,
+    tokens_option: str = "--tokens-from",
+) -> Demand:
+    """A stored forecast's demand curve, with request lengths drawn from ``tokens_from`` (by
+    default the dataset the forecast was fitted on)."""
+    stored = stored_demand(session, forecast_id)
+    curve = RateCurve(stored.curve.start, stored.curve.requests_per_hour * load_scale)
+    source = stored.label
+    if tokens_from is None:
+        if stored.dataset is None:
+            raise UsageError(
+                f"forecast #{forecast_id} was not fitted on a stored dataset: give "
+                f"{tokens_option} DATASET for the request lengths"
+            )
+        tokens_from = stored.dataset
+    inputs, outputs = token_pool(session, tokens_from)
+    return Demand(curve, inputs, outputs, source)
+
+
+def curve_demand(
+    session: Session,
+    path: Path | str,
+    tokens_from: str | None,
+    load_scale: float = 1.0,
+    *,
+    tokens_option: str = "--tokens-from",
+    curve_option: str = "--demand CSV",
+) -> Demand:
+    """A demand curve from a CSV (``ds,y``: hour start, requests in that hour), with request
+    lengths drawn from dataset ``tokens_from``."""
+    curve = read_rate_curve(path)
+    if tokens_from is None:
+        raise UsageError(f"{curve_option} needs {tokens_option} DATASET for the request lengths")
+    inputs, outputs = token_pool(session, tokens_from)
+    return Demand(
+        RateCurve(curve.start, curve.requests_per_hour * load_scale),
+        inputs,
+        outputs,
+        f"file {printable(str(path), 200)}" + (f" x {load_scale:g}" if load_scale != 1 else ""),
+    )
+
+
+def search_inputs(
+    session: Session, constraints: Constraints
+) -> tuple[list[PricePoint], list[Profile]]:
+    """The prices to search (the bundled list prices are loaded on first use) with every
+    provider, region and GPU the constraints name checked against them, and the calibration
+    profiles (stored ones first)."""
+    ensure_list_prices(session)
+    for name in constraints.providers:
+        check_filters(session, provider=name)
+    for name in constraints.regions:
+        check_filters(session, region=name)
+    for name in constraints.gpus:
+        check_filters(session, gpu=name)
+    return latest_prices(session), known_profiles(session)
+
+
+# ---------------------------------------------------------------------------------------------
+# Storing
+
+
+def save_retrying(
+    sessions: SessionScope,
+    result: engine.Recommendation,
+    data: dict[str, Any],
+    *,
+    wait_s: float = 1.0,
+) -> str | None:
+    """Store ``result`` and put its id into ``data`` (its ``to_dict()``); a store busy with
+    another writer is tried again. Returns why it could not be stored (None once stored): a
+    search's result is never lost to a failed save, its caller still holds it."""
+    reason = ""
+    for attempt in range(1, SAVE_ATTEMPTS + 1):
+        try:
+            with sessions() as session:
+                if session is None:
+                    return "there is no store to keep it in"
+                data["id"] = save_recommendation(session, result).id
+            return None
+        except (SQLAlchemyError, PlannerError, OSError) as exc:
+            data.pop("id", None)
+            reason = failure_reason(exc)
+            busy = "locked" in reason or "busy" in reason
+            if not busy or attempt == SAVE_ATTEMPTS:
+                break
+            time.sleep(wait_s)
+    return reason
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line about a store failure, without the SQL statement and its parameters."""
+    if isinstance(exc, PlannerError):
+        return str(exc)
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).splitlines()[0] if str(exc) else ""
+    return f"{type(orig or exc).__name__}: {text}" if text else type(orig or exc).__name__
