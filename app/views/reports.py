@@ -14,7 +14,8 @@ import streamlit as st
 from app import common
 from planner.common.uploads import uploaded_file
 from planner.report.export import FORMATS, MEDIA_TYPES, report_bytes
-from planner.report.model import Report, build_report
+from planner.report.model import Report
+from planner.usecases.report import ReportRequest, build_report, parse_month
 
 
 @st.cache_data(show_spinner="Building the report ...")
@@ -26,19 +27,16 @@ def _report(
     first_month: date | None,
     current_monthly: float | None,
 ) -> Report:
-    with common.session() as session:
-        return build_report(
-            session,
-            recommendation_id,
-            months=months,
-            first_month=first_month,
-            current_fleet_monthly_usd=current_monthly,
-        )
+    request = ReportRequest(
+        recommendation_id,
+        months=months,
+        first_month=first_month,
+        current_fleet_monthly_usd=current_monthly,
+    )
+    return build_report(request, common.session)
 
 
 def _first_month(text: str) -> date | None:
-    from planner.cli.report import parse_month
-
     return parse_month(text.strip() or None, "First month")
 
 

@@ -3,9 +3,12 @@ optionally with the actual spend from the clouds set against it."""
 
 from __future__ import annotations
 
-import re
-from datetime import date
+import functools
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -14,25 +17,14 @@ from planner.common.files import check_output_path
 from planner.common.text import shown
 from planner.errors import UsageError
 
-MONTH = re.compile(r"(\d{4})-(\d{2})")
-FIRST_YEAR, LAST_YEAR = 2000, 2100  # the months a plan can start in
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from planner.report.model import Report
+    from planner.usecases.report import ReportRequest
+
 #: the most a fleet can cost a month, USD, for --current-monthly-usd
 MAX_MONTHLY_USD = 1e10
-
-
-def parse_month(text: str | None, option: str = "--first-month") -> date | None:
-    """``YYYY-MM`` as the first day of that month, from 2000-01 to 2100-12."""
-    if text is None:
-        return None
-    found = MONTH.fullmatch(text.strip())
-    if found is None or not 1 <= int(found.group(2)) <= 12:
-        raise UsageError(f"{option} {shown(text)}: expected a month as YYYY-MM, e.g. 2027-01")
-    if not FIRST_YEAR <= int(found.group(1)) <= LAST_YEAR:
-        raise UsageError(
-            f"{option} {shown(text)}: out of range; expected a month from {FIRST_YEAR}-01 to "
-            f"{LAST_YEAR}-12"
-        )
-    return date(int(found.group(1)), int(found.group(2)), 1)
 
 
 def report_command(
@@ -89,20 +81,37 @@ def report_command(
 ) -> None:
     """A finance report of a stored recommendation: cost projection, commitment schedule,
     sensitivity, assumptions and plan vs actual."""
-    import math
-
-    from planner.report.export import (
-        FORMATS,
-        ActualSources,
-        format_for,
-        summary_json,
-        with_actuals,
-        write_report,
-    )
-    from planner.report.model import build_report
+    from planner.report.export import format_for, write_report
+    from planner.usecases.report import build_report
 
     chosen = format_for(out, fmt)
     check_output_path(out, "--out")
+    request = _request(
+        recommendation,
+        months,
+        first_month,
+        current_monthly,
+        (actuals_aws, actuals_azure, actuals_gcp, max_actual_usd),
+    )
+    report = build_report(request, functools.partial(_session, ctx))
+    # every source is read before anything is written: a failure leaves no file behind
+    written = write_report(report, chosen, out)
+    _render(report, chosen, written, as_json)
+
+
+def _request(
+    recommendation: int,
+    months: int,
+    first_month: str | None,
+    current_monthly: float | None,
+    actuals: tuple[bool, str | None, Path | None, float],
+) -> ReportRequest:
+    """The options as a report request, checked as the options they are (``actuals``: the
+    values of --actuals-aws, --actuals-azure, --actuals-gcp and --max-actual-usd)."""
+    from planner.report.export import ActualSources
+    from planner.usecases.report import ReportRequest, parse_month
+
+    aws, azure, gcp, max_actual_usd = actuals
     start = parse_month(first_month)
     if current_monthly is not None and not (
         math.isfinite(current_monthly) and 0 < current_monthly <= MAX_MONTHLY_USD
@@ -113,30 +122,35 @@ def report_command(
         )
     if not (math.isfinite(max_actual_usd) and max_actual_usd > 0):
         raise UsageError(f"--max-actual-usd {max_actual_usd:g}: expected a positive amount of USD")
-    if actuals_gcp is not None and not actuals_gcp.is_file():
-        raise UsageError(f"--actuals-gcp {shown(str(actuals_gcp))}: no such file")
-    sources = ActualSources(
-        aws=actuals_aws,
-        azure_scope=actuals_azure,
-        gcp_export=actuals_gcp,
-        max_amount_usd=max_actual_usd,
-    )
-    if actuals_azure is not None and not actuals_azure.strip().startswith("/"):
+    if gcp is not None and not gcp.is_file():
+        raise UsageError(f"--actuals-gcp {shown(str(gcp))}: no such file")
+    if azure is not None and not azure.strip().startswith("/"):
         raise UsageError(
-            f"--actuals-azure {shown(actuals_azure)}: expected a scope such as "
+            f"--actuals-azure {shown(azure)}: expected a scope such as "
             "/subscriptions/00000000-0000-0000-0000-000000000000"
         )
+    sources = ActualSources(
+        aws=aws, azure_scope=azure, gcp_export=gcp, max_amount_usd=max_actual_usd
+    )
+    return ReportRequest(
+        recommendation,
+        months=months,
+        first_month=start,
+        current_fleet_monthly_usd=current_monthly,
+        actuals=sources,
+    )
+
+
+@contextmanager
+def _session(ctx: typer.Context) -> Iterator[Session]:
+    """A session of the store named by --db, which is closed with it."""
     with store_from(ctx) as store, store.session() as session:
-        report = build_report(
-            session,
-            recommendation,
-            months=months,
-            first_month=start,
-            current_fleet_monthly_usd=current_monthly,
-        )
-    # every source is read before anything is written: a failure leaves no file behind
-    report = with_actuals(report, sources)
-    written = write_report(report, chosen, out)
+        yield session
+
+
+def _render(report: Report, chosen: str, written: Path, as_json: bool) -> None:
+    from planner.report.export import FORMATS, summary_json
+
     if as_json:
         data = summary_json(report)
         data["format"] = chosen

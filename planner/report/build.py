@@ -1,7 +1,9 @@
-"""Building a :class:`~planner.report.model.Report` from the store: the stored recommendation
+"""Building a :class:`~planner.report.model.Report` from values: the stored recommendation
 (its winner, plan and hourly fleet), the forecast behind its demand (the bands of the low and
-high scenarios), the prices in force for the instance it buys, and the calibration profile its
-latency came from. ``planner.report.model.build_report`` is the entry point.
+high scenarios), the prices in force for the instance it buys with their price sheets, and the
+calibration profile its latency came from, all loaded first as :class:`ReportInputs` (by
+``planner.usecases.report``, the only part that reads the store). :func:`build` computes on
+them and reads nothing.
 """
 
 from __future__ import annotations
@@ -14,17 +16,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy.orm import Session
 
 from planner import __version__
-from planner.errors import NotFoundError, PlannerError, UsageError
-from planner.latency.profile import ProfileError
-from planner.latency.registry import profile_accuracy, resolve_profile
+from planner.errors import PlannerError, UsageError
 from planner.recommend.engine import why_no_fleet
 from planner.recommend.inputs import Constraints
 from planner.recommend.plan import list_price_cost, purchase_plans
 from planner.recommend.space import Offer, offers
-from planner.recommend.store import load_recommendation
 from planner.report.model import ASSUMPTION_COLUMNS, Report, first_of_next_month
 from planner.report.projection import (
     HOUR_S,
@@ -38,8 +36,7 @@ from planner.report.projection import (
 )
 from planner.report.sensitivity import PlanningInputs, sensitivity_table
 from pricing.costs import HOURS_PER_MONTH
-from pricing.model import PurchaseOption
-from pricing.sheets import PriceEntry, get_version, latest_entries
+from pricing.model import PricePoint, PurchaseOption
 
 MAX_MONTHS = 120
 FORECAST_SOURCE = re.compile(r"forecast #(\d+) at q")
@@ -88,11 +85,64 @@ class Stored:
 
 
 @dataclass(frozen=True)
+class SheetPrice:
+    """A price in force and the price-sheet version it comes from."""
+
+    point: PricePoint
+    version_id: int
+
+
+@dataclass(frozen=True)
+class PriceSheet:
+    """A price-sheet version behind the prices, as the report names it."""
+
+    id: int
+    label: str
+    described: str  # e.g. "version 3 (snapshot: ..., 2026-11-30)"
+    source: str  # where it was read from (its file or URL), else its label
+
+
+@dataclass(frozen=True)
+class StoredForecast:
+    """The stored forecast behind a recommendation's demand."""
+
+    id: int
+    source: str
+    method: str
+    created_at: datetime
+    demand_quantile: float | None
+    scores: dict[str, Any] | None
+    hours: pd.DataFrame  # its hours: ds (naive UTC), metric, mean, the bands, demand
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The calibration profile the recommendation's latency came from, with the error it states
+    (None: no record); or, when it cannot be found, why (``unknown``)."""
+
+    name: str = ""
+    engine: str = ""
+    accuracy: dict[str, Any] | None = None
+    unknown: str | None = None
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything a report is built from, read from the store before anything is computed."""
+
+    stored: Stored
+    prices: list[SheetPrice]  # the prices in force for the winner's instance
+    sheets: dict[int, PriceSheet]  # their versions by id
+    forecast: StoredForecast | None  # the forecast behind the demand, when it is still stored
+    calibration: Calibration
+
+
+@dataclass(frozen=True)
 class Scenarios:
     """The three loads and how the low and high ones were made."""
 
     loads: dict[str, HourlyLoad]
-    forecast: Any  # the stored ForecastRun behind the demand, when there is one
+    forecast: StoredForecast | None  # the forecast behind the demand, when there is one
     method: str  # plain words, for the key assumptions
     notes: list[str]
     load_scale: float = 1.0  # the recommendation's requests over the forecast's demand
@@ -113,9 +163,12 @@ def _constraints(stored: dict[str, Any]) -> Constraints:
     return Constraints(**values)
 
 
-def _stored(session: Session, recommendation_id: int) -> Stored:
-    run = load_recommendation(session, recommendation_id)
-    data: dict[str, Any] = run.result or {}
+def stored_recommendation(
+    recommendation_id: int, created_at: datetime, result: dict[str, Any] | None
+) -> Stored:
+    """The parts of stored recommendation ``recommendation_id`` (made at ``created_at``, its
+    stored ``result``) a report reads; a :class:`PlannerError` when it has no fleet to report."""
+    data: dict[str, Any] = result or {}
     winner, plan = data.get("winner"), data.get("plan")
     if winner is None or plan is None:
         raise PlannerError(
@@ -128,7 +181,7 @@ def _stored(session: Session, recommendation_id: int) -> Stored:
             f"recommendation #{recommendation_id} has no hourly fleet stored (made by an older "
             "planner?): run the recommendation again to report on it"
         )
-    created = run.created_at if run.created_at.tzinfo else run.created_at.replace(tzinfo=UTC)
+    created = created_at if created_at.tzinfo else created_at.replace(tzinfo=UTC)
     return Stored(
         id=recommendation_id,
         created_at=created,
@@ -143,13 +196,10 @@ def _stored(session: Session, recommendation_id: int) -> Stored:
     )
 
 
-def _offer(session: Session, stored: Stored) -> tuple[Offer, list[PriceEntry]]:
-    """The winner's instance with the prices in force for it, as the search groups them, and
-    the entries (with their price-sheet versions) behind them."""
+def _offer(stored: Stored, entries: list[SheetPrice]) -> tuple[Offer, list[SheetPrice]]:
+    """The winner's instance with the prices in force for it (``entries``), as the search
+    groups them, and the entries (with their price-sheet versions) behind them."""
     w = stored.winner
-    entries = latest_entries(
-        session, w["provider"], region=w["region"], instance_type=w["instance_type"]
-    )
     label = f"{w['provider']}/{w['region']}/{w['instance_type']}"
     try:
         found = [
@@ -205,7 +255,9 @@ def _bands(quantile: float) -> tuple[tuple[str, str] | None, tuple[str, str] | N
     return (low[0], low[2]) if low else None, (high[0], high[2]) if high else None
 
 
-def _same_load(expected: HourlyLoad, why: str, run: Any = None, note: str = "") -> Scenarios:
+def _same_load(
+    expected: HourlyLoad, why: str, run: StoredForecast | None = None, note: str = ""
+) -> Scenarios:
     return Scenarios(
         {name: expected for name in ("low", "expected", "high")},
         run,
@@ -214,26 +266,26 @@ def _same_load(expected: HourlyLoad, why: str, run: Any = None, note: str = "") 
     )
 
 
-def _scenarios(session: Session, stored: Stored) -> Scenarios:
+def forecast_id(stored: Stored) -> int | None:
+    """The id of the forecast behind the recommendation's demand; None when it is no forecast."""
+    found = FORECAST_SOURCE.match(str(stored.demand.get("source", "")))
+    return int(found.group(1)) if found else None
+
+
+def _scenarios(stored: Stored, run: StoredForecast | None) -> Scenarios:
     """Expected: the recommended fleet. Low and high: the forecast's bands either side of the
     planned quantile, hour by hour, the fleet scaled with the requests."""
     expected = HourlyLoad(stored.start, stored.requests, stored.instances)
-    found = FORECAST_SOURCE.match(str(stored.demand.get("source", "")))
-    if found is None:
+    forecast = forecast_id(stored)
+    if forecast is None:
         return _same_load(expected, "The demand is not a forecast, so it has no bands")
-    # the forecast modules load the forecasting libraries: only for a forecast's demand
-    from planner.store.forecasts import load_forecast, points_frame
-
-    forecast_id = int(found.group(1))
-    try:
-        run = load_forecast(session, forecast_id)
-    except NotFoundError:
+    if run is None:
         return _same_load(
             expected,
-            f"Forecast #{forecast_id} is no longer stored, so its bands are unknown",
-            note=f"forecast #{forecast_id} behind the demand is no longer stored",
+            f"Forecast #{forecast} is no longer stored, so its bands are unknown",
+            note=f"forecast #{forecast} behind the demand is no longer stored",
         )
-    frame = points_frame(run)
+    frame = run.hours
     epoch = (frame["ds"] - pd.Timestamp("1970-01-01")) // pd.Timedelta(seconds=1)
     rows = pd.Series(np.arange(len(frame)), index=epoch.to_numpy())
     hours = stored.start.timestamp() + HOUR_S * np.arange(stored.requests.size)
@@ -241,8 +293,8 @@ def _scenarios(session: Session, stored: Stored) -> Scenarios:
     if at.isna().any() or frame["demand"].isna().any():
         return _same_load(
             expected,
-            f"Forecast #{forecast_id}'s stored hours do not match the recommendation's",
-            note=f"forecast #{forecast_id}'s hours do not cover the recommendation's demand",
+            f"Forecast #{forecast}'s stored hours do not match the recommendation's",
+            note=f"forecast #{forecast}'s hours do not cover the recommendation's demand",
         )
     index = at.to_numpy(dtype=np.int64)
     planned = frame["demand"].to_numpy(np.float64)[index]
@@ -366,18 +418,18 @@ class Sources:
 
 
 def _price_sources(
-    session: Session, entries: list[PriceEntry]
+    sheets: dict[int, PriceSheet], entries: list[SheetPrice]
 ) -> tuple[list[tuple[str, str, str]], str]:
     rows = []
     versions = []
     for version_id in sorted({e.version_id for e in entries}):
-        version = get_version(session, version_id)
+        version = sheets[version_id]
         dates = sorted({e.point.effective_date for e in entries if e.version_id == version_id})
         rows.append(
             (
                 "price sheet",
-                f"{version.describe()}; prices effective {', '.join(dates)}",
-                _shown_source(version.source_ref or version.label),
+                f"{version.described}; prices effective {', '.join(dates)}",
+                _shown_source(version.source),
             )
         )
         versions.append(f"version {version.id} ({version.label}, effective {', '.join(dates)})")
@@ -392,13 +444,14 @@ def _shown_source(source: str) -> str:
     return "data" + source[len(root) :] if source.startswith(root) else source
 
 
-def _latency_source(session: Session, stored: Stored) -> tuple[tuple[str, str], str]:
+def _latency_source(stored: Stored, calibration: Calibration) -> tuple[tuple[str, str], str]:
     w = stored.winner
-    try:
-        profile = resolve_profile(session, w["gpu"], str(w.get("engine") or "trtllm"))
-    except ProfileError as exc:
-        return (f"unknown ({exc})", "calibration profiles"), "the calibration profile is unknown"
-    accuracy = profile_accuracy(session, profile)
+    if calibration.unknown is not None:
+        return (
+            (f"unknown ({calibration.unknown})", "calibration profiles"),
+            "the calibration profile is unknown",
+        )
+    accuracy = calibration.accuracy
     heldout = (accuracy or {}).get("heldout_test") or {}
     if heldout.get("median_ape") is not None:
         error = (
@@ -413,11 +466,12 @@ def _latency_source(session: Session, stored: Stored) -> tuple[tuple[str, str], 
         where = f"{accuracy['origin']} calibration, fitted {fitted} on {measured}"
     else:
         where = "built-in calibration defaults"
-    value = f"{profile.name} for {w['gpu']} ({profile.engine}): {error}"
-    return (value, where), f"calibration profile {profile.name} ({error})"
+    name = calibration.name
+    value = f"{name} for {w['gpu']} ({calibration.engine}): {error}"
+    return (value, where), f"calibration profile {name} ({error})"
 
 
-def _forecast_source(run: Any) -> tuple[str, str] | None:
+def _forecast_source(run: StoredForecast | None) -> tuple[str, str] | None:
     if run is None:
         return None
     backtest = (run.scores or {}).get("backtest")
@@ -476,16 +530,8 @@ def _spot_sentence(stored: Stored, purchase: Purchase) -> str:
     return "No spot capacity is planned, so spot interruptions do not change the cost."
 
 
-def build(
-    session: Session,
-    recommendation_id: int,
-    *,
-    months: int = 12,
-    first_month: date | None = None,
-    current_fleet_monthly_usd: float | None = None,
-    built_at: datetime | None = None,
-) -> Report:
-    """See :func:`planner.report.model.build_report`."""
+def check_options(months: int, current_fleet_monthly_usd: float | None) -> None:
+    """The report's own options: ``months`` 1 to :data:`MAX_MONTHS`, a positive current cost."""
     if not 1 <= months <= MAX_MONTHS:
         raise UsageError(f"months to project: {months}; expected 1 to {MAX_MONTHS}")
     if current_fleet_monthly_usd is not None and not (
@@ -495,6 +541,28 @@ def build(
             f"the current fleet's monthly cost {current_fleet_monthly_usd:g}: expected a "
             "positive amount of dollars"
         )
+
+
+def build(
+    inputs: ReportInputs,
+    *,
+    months: int = 12,
+    first_month: date | None = None,
+    current_fleet_monthly_usd: float | None = None,
+    built_at: datetime | None = None,
+) -> Report:
+    """The finance report of the stored recommendation in ``inputs``: ``months`` months from
+    ``first_month`` (its month; default the month after ``built_at``, which defaults to now,
+    UTC), with the savings against ``current_fleet_monthly_usd`` when given.
+
+    Expected scenario: the recommended fleet hour by hour, its pattern repeated over each
+    calendar month's real hours; low and high: the forecast's bands either side of the planned
+    quantile (the same load when the demand is not a forecast). Each month is priced by
+    ``pricing.costs.fleet_cost`` with the plan as bought, at the prices in force for the
+    instance. Raises :class:`~planner.errors.PlannerError` when the instance has no price in
+    force for the plan.
+    """
+    check_options(months, current_fleet_monthly_usd)
     built = built_at or datetime.now(UTC)
     built = built if built.tzinfo else built.replace(tzinfo=UTC)
     first = (
@@ -503,10 +571,10 @@ def build(
         else first_of_next_month(built.astimezone(UTC))
     )
 
-    stored = _stored(session, recommendation_id)
-    offer, entries = _offer(session, stored)
+    stored = inputs.stored
+    offer, entries = _offer(stored, inputs.prices)
     purchase = _purchase(offer, stored)
-    scenarios = _scenarios(session, stored)
+    scenarios = _scenarios(stored, inputs.forecast)
     calendar = month_starts(first, months)
     notes = list(scenarios.notes)
 
@@ -533,7 +601,7 @@ def build(
     commitments = commitment_schedule(
         scenarios.loads["expected"], purchase, calendar, chosen.get("break_even_utilization")
     )
-    inputs = PlanningInputs(
+    planning = PlanningInputs(
         offer=offer,
         constraints=stored.constraints,
         spot=stored.spot,
@@ -543,7 +611,7 @@ def build(
         replicas_per_instance=int(stored.winner.get("replicas_per_instance") or 1),
     )
     stored_cases = None if prices_moved else plan.get("sensitivity")
-    sensitivity = sensitivity_table(inputs, purchase, stored_cases)
+    sensitivity = sensitivity_table(planning, purchase, stored_cases)
 
     targets = _targets(stored)
     current = current_fleet_monthly_usd
@@ -571,8 +639,8 @@ def build(
         "months": months,
     }
 
-    price_rows, price_versions = _price_sources(session, entries)
-    latency, profile_words = _latency_source(session, stored)
+    price_rows, price_versions = _price_sources(inputs.sheets, entries)
+    latency, profile_words = _latency_source(stored, inputs.calibration)
     forecast = _forecast_source(scenarios.forecast)
     key_assumptions = [
         _load_sentence(stored, scenarios),

@@ -73,7 +73,7 @@ class ActualSources:
     aws: bool = False
     azure_scope: str | None = None
     gcp_export: Path | None = None
-    #: the largest amount taken as one charge (None: ``actuals.MAX_AMOUNT_USD``)
+    #: the largest amount taken as one charge (None: ``actuals_common.MAX_AMOUNT_USD``)
     max_amount_usd: float | None = None
 
     def __bool__(self) -> bool:

@@ -1,5 +1,7 @@
-"""The report's content: every figure of every format, computed once from a stored
-recommendation (its plan, hourly fleet and forecast), the price sheets and the calibration.
+"""The report's content: every figure of every format, computed once (by
+:func:`planner.report.build.build`, which ``planner.usecases.report.build_report`` calls) from a
+stored recommendation (its plan, hourly fleet and forecast), the price sheets and the
+calibration.
 
 The writers (``excel``, ``pdf``, ``focus``) lay a :class:`Report` out and compute nothing but
 totals they can show as formulas. Money is in the report's currency (USD), unrounded: writers
@@ -10,12 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
-
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
 
 SCENARIOS = ("low", "expected", "high")
 
@@ -108,37 +107,3 @@ class Report:
 def first_of_next_month(moment: datetime | date) -> date:
     year, month = moment.year + (moment.month == 12), moment.month % 12 + 1
     return date(year, month, 1)
-
-
-def build_report(
-    session: Session,
-    recommendation_id: int,
-    *,
-    months: int = 12,
-    first_month: date | None = None,
-    current_fleet_monthly_usd: float | None = None,
-    built_at: datetime | None = None,
-) -> Report:
-    """The finance report of stored recommendation ``recommendation_id``: ``months`` months
-    from ``first_month`` (its month; default the month after ``built_at``, which defaults to
-    now, UTC), with the savings against ``current_fleet_monthly_usd`` when given.
-
-    Expected scenario: the recommended fleet hour by hour, its pattern repeated over each
-    calendar month's real hours; low and high: the forecast's bands either side of the planned
-    quantile (the same load when the demand is not a forecast). Each month is priced by
-    ``pricing.costs.fleet_cost`` with the plan as bought, at the prices in force for the
-    instance. Raises :class:`~planner.errors.NotFoundError` for an unknown id and
-    :class:`~planner.errors.PlannerError` for a recommendation without a fleet or whose
-    instance has no price in force.
-    """
-    # the builder reads the store and the forecast; this module stays the light contract
-    from planner.report.build import build
-
-    return build(
-        session,
-        recommendation_id,
-        months=months,
-        first_month=first_month,
-        current_fleet_monthly_usd=current_fleet_monthly_usd,
-        built_at=built_at,
-    )

@@ -5,14 +5,15 @@ figures, set against actual spend from a GCP billing export, and downloadable as
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
-from planner.report.model import build_report
 from planner.store import open_store
+from planner.usecases.report import ReportRequest, build_report
 from tests.conftest import ROOT
 from tests.dashboard.conftest import no_exception
 
@@ -36,7 +37,7 @@ def test_the_demo_recommendation_is_previewed_with_the_models_figures(
     demo_home: Path, page: Callable[[str], AppTest]
 ) -> None:
     with open_store(f"sqlite:///{demo_home / 'planner.db'}") as store, store.session() as session:
-        report = build_report(session, 1)
+        report = build_report(ReportRequest(1), lambda: nullcontext(session))
     at = page("reports")
     no_exception(at)
     metrics = {m.label: m.value for m in at.metric}
@@ -59,7 +60,9 @@ def test_a_current_fleet_cost_gives_the_savings_against_it(
     no_exception(at)
     metrics = {m.label: m.value for m in at.metric}
     with open_store(f"sqlite:///{demo_home / 'planner.db'}") as store, store.session() as session:
-        report = build_report(session, 1, current_fleet_monthly_usd=5000.0)
+        report = build_report(
+            ReportRequest(1, current_fleet_monthly_usd=5000.0), lambda: nullcontext(session)
+        )
     assert metrics["Savings vs the current fleet"] == (
         f"${report.summary['savings_vs_current_usd']:,.2f}"
     )

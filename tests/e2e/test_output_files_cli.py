@@ -13,13 +13,14 @@ import csv
 import io
 import os
 import subprocess
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
 from planner.report.focus import csv_text, focus_frame
-from planner.report.model import build_report
 from planner.store import open_store
+from planner.usecases.report import ReportRequest, build_report
 from tests.conftest import ROOT
 from tests.e2e.test_cli import PLANNER
 
@@ -215,7 +216,7 @@ def test_the_focus_csv_writes_formula_text_as_text(demo_store_file: Path) -> Non
     # a name that reached the store another way (an older import): written as text, numbers
     # (negative ones included) as numbers
     with open_store(f"sqlite:///{demo_store_file}") as store, store.session() as session:
-        report = build_report(session, 1)
+        report = build_report(ReportRequest(1), lambda: nullcontext(session))
     frame = focus_frame(report)
     text_column, money = "ResourceType", "BilledCost"
     frame[text_column] = '=HYPERLINK("http://x";"x")'

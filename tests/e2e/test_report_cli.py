@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 from openpyxl import load_workbook  # type: ignore[import-untyped]
 from pypdf import PdfReader
 
-from planner.report.model import build_report
 from planner.store import open_store
+from planner.usecases.report import ReportRequest, build_report
 from tests.conftest import ROOT
 from tests.e2e.test_cli import PLANNER
 
@@ -44,7 +45,7 @@ def test_help() -> None:
 
 def test_the_three_formats_from_the_suffix(home: Path, tmp_path: Path) -> None:
     with open_store(f"sqlite:///{home / 'planner.db'}") as store, store.session() as session:
-        report = build_report(session, 1)
+        report = build_report(ReportRequest(1), lambda: nullcontext(session))
     monthly = f"${report.summary['monthly_usd']:,.2f} a month"
     for suffix in ("xlsx", "pdf", "csv"):
         out = tmp_path / f"plan.{suffix}"

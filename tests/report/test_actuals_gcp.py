@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterator
+from contextlib import nullcontext
 from datetime import date
 from pathlib import Path
 
@@ -178,15 +179,15 @@ def test_plan_vs_actual_refuses_a_frame_that_is_not_actual_spend(report: Report)
 @pytest.fixture(scope="session")
 def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
     from planner.demo import load_demo
-    from planner.report.model import build_report
     from planner.store.db import open_store
+    from planner.usecases.report import ReportRequest, build_report
 
     url = f"sqlite:///{tmp_path_factory.mktemp('actuals-demo') / 'planner.db'}"
     load_demo(url, quick=True)
     store = open_store(url)
     try:
         with store.session() as session:
-            yield build_report(session, 1)
+            yield build_report(ReportRequest(1), lambda: nullcontext(session))
     finally:
         store.engine.dispose()
 

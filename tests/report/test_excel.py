@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import zipfile
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -99,12 +100,15 @@ def tricky(report: Report) -> Report:
 @pytest.fixture(scope="module")
 def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     """A real report: the demo store's recommendation #1, built by the model."""
-    from planner.report.model import build_report
+    from planner.usecases.report import ReportRequest, build_report
 
     url = f"sqlite:///{tmp_path_factory.mktemp('excel-demo') / 'planner.db'}"
     load_demo(url, quick=True)
     with open_store(url) as store, store.session() as session:
-        return build_report(session, 1, built_at=BUILT, current_fleet_monthly_usd=3000.0)
+        return build_report(
+            ReportRequest(1, built_at=BUILT, current_fleet_monthly_usd=3000.0),
+            lambda: nullcontext(session),
+        )
 
 
 @dataclass

@@ -9,6 +9,7 @@ import csv
 import json
 import re
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -281,15 +282,17 @@ def test_a_device_gets_the_csv_and_no_metadata(report: Report) -> None:
 @pytest.fixture(scope="session")
 def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
     from planner.demo import load_demo
-    from planner.report.model import build_report
     from planner.store.db import open_store
+    from planner.usecases.report import ReportRequest, build_report
 
     url = f"sqlite:///{tmp_path_factory.mktemp('focus-demo') / 'planner.db'}"
     load_demo(url, quick=True)
     store = open_store(url)
     try:
         with store.session() as session:
-            yield build_report(session, 1, first_month=date(2027, 1, 1))
+            yield build_report(
+                ReportRequest(1, first_month=date(2027, 1, 1)), lambda: nullcontext(session)
+            )
     finally:
         store.engine.dispose()
 

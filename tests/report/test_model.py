@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,16 +19,16 @@ from sqlalchemy.orm import Session
 from planner.demo import load_demo
 from planner.errors import NotFoundError, PlannerError
 from planner.recommend.engine import Recommendation
-from planner.recommend.store import load_recommendation, save_recommendation
 from planner.report.model import (
     ASSUMPTION_COLUMNS,
     COMMITMENT_COLUMNS,
     PROJECTION_COLUMNS,
     SENSITIVITY_COLUMNS,
     Report,
-    build_report,
 )
 from planner.store import open_store
+from planner.store.recommendations import load_recommendation, save_recommendation
+from planner.usecases.report import ReportRequest, build_report
 from pricing.costs import Plan, Prices, fleet_cost
 from pricing.model import PurchaseOption
 from pricing.sheets import import_sheet, latest_prices
@@ -71,7 +71,10 @@ def own_db(demo_db: Path, tmp_path: Path) -> Path:
 @pytest.fixture(scope="module")
 def report(demo_db: Path) -> Report:
     with session_at(demo_db) as session:
-        return build_report(session, 1, built_at=BUILT, current_fleet_monthly_usd=3000.0)
+        return build_report(
+            ReportRequest(1, built_at=BUILT, current_fleet_monthly_usd=3000.0),
+            lambda: nullcontext(session),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +163,10 @@ def test_low_expected_high_in_order_every_month(report: Report) -> None:
 
 def test_months_have_their_real_hours(demo_db: Path) -> None:
     with session_at(demo_db) as session:
-        leap = build_report(session, 1, months=3, first_month=date(2028, 1, 15), built_at=BUILT)
+        leap = build_report(
+            ReportRequest(1, months=3, first_month=date(2028, 1, 15), built_at=BUILT),
+            lambda: nullcontext(session),
+        )
     committed = leap.projection[
         (leap.projection["purchase_option"] == "committed-3y")
         & (leap.projection["scenario"] == "expected")
@@ -271,7 +277,7 @@ def test_a_recommendation_without_a_fleet_is_refused(own_db: Path) -> None:
         )  # fmt: skip
         run_id = save_recommendation(session, empty).id
     with session_at(own_db) as session, pytest.raises(PlannerError) as caught:
-        build_report(session, run_id)
+        build_report(ReportRequest(run_id), lambda: nullcontext(session))
     message = str(caught.value)
     assert f"recommendation #{run_id} has no recommended fleet" in message
     assert "misses-ttft (1)" in message
@@ -279,7 +285,7 @@ def test_a_recommendation_without_a_fleet_is_refused(own_db: Path) -> None:
 
 def test_an_unknown_recommendation(demo_db: Path) -> None:
     with session_at(demo_db) as session, pytest.raises(NotFoundError) as caught:
-        build_report(session, 99)
+        build_report(ReportRequest(99), lambda: nullcontext(session))
     assert str(caught.value) == (
         "no stored recommendation #99 (see `planner recommendations list`)"
     )
@@ -288,9 +294,11 @@ def test_an_unknown_recommendation(demo_db: Path) -> None:
 def test_bad_arguments(demo_db: Path) -> None:
     with session_at(demo_db) as session:
         with pytest.raises(PlannerError, match="months to project"):
-            build_report(session, 1, months=0)
+            build_report(ReportRequest(1, months=0), lambda: nullcontext(session))
         with pytest.raises(PlannerError, match="positive amount"):
-            build_report(session, 1, current_fleet_monthly_usd=-5.0)
+            build_report(
+                ReportRequest(1, current_fleet_monthly_usd=-5.0), lambda: nullcontext(session)
+            )
 
 
 def write_sheet(path: Path, rows: list[str]) -> Path:
@@ -309,7 +317,9 @@ def test_an_upfront_is_paid_once_and_amortized_over_the_term(own_db: Path, tmp_p
     with session_at(own_db) as session:
         import_sheet(session, sheet, today=date(2026, 12, 1))
     with session_at(own_db) as session:
-        report = build_report(session, 1, months=36, built_at=BUILT)
+        report = build_report(
+            ReportRequest(1, months=36, built_at=BUILT), lambda: nullcontext(session)
+        )
     assert not any("prices have changed" in note for note in report.notes)
     for scenario in ("low", "expected", "high"):
         cash_total = report.monthly_totals(scenario, "cash").sum()
@@ -335,7 +345,7 @@ def test_prices_moved_since_the_recommendation(own_db: Path, tmp_path: Path) -> 
         import_sheet(session, sheet, today=date(2026, 12, 1))
     with session_at(own_db) as session:
         result = load_recommendation(session, 1).result
-        report = build_report(session, 1, built_at=BUILT)
+        report = build_report(ReportRequest(1, built_at=BUILT), lambda: nullcontext(session))
         prices, plan = stored_prices(session, result)
     assert prices.on_demand == 0.80
     assert any("prices have changed since recommendation #1" in n for n in report.notes)
@@ -359,7 +369,7 @@ def test_a_demand_that_is_not_a_forecast_has_one_scenario(own_db: Path) -> None:
         demand = {**data["demand"], "source": "dataset demo-azure-conv"}
         replay = Recommendation(**{**{k: data[k] for k in RECOMMENDATION_FIELDS}, "demand": demand})
         run_id = save_recommendation(session, replay).id
-        report = build_report(session, run_id, built_at=BUILT)
+        report = build_report(ReportRequest(run_id, built_at=BUILT), lambda: nullcontext(session))
     low = report.monthly_totals("low")
     assert low.equals(report.monthly_totals("expected"))
     assert low.equals(report.monthly_totals("high"))
@@ -374,7 +384,7 @@ def test_a_plan_all_on_demand_has_no_commitment(own_db: Path) -> None:
         plan = {**data["plan"], "chosen": on_demand}
         fields = {k: data[k] for k in RECOMMENDATION_FIELDS}
         run_id = save_recommendation(session, Recommendation(**{**fields, "plan": plan})).id
-        report = build_report(session, run_id, built_at=BUILT)
+        report = build_report(ReportRequest(run_id, built_at=BUILT), lambda: nullcontext(session))
     assert report.commitments.empty and list(report.commitments.columns) == list(COMMITMENT_COLUMNS)
     assert set(report.projection["purchase_option"]) == {"on-demand"}
     assert report.summary["purchase"] == "all on demand"

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,9 +24,10 @@ from pypdf.generic import ArrayObject, DictionaryObject
 from planner.demo import load_demo
 from planner.errors import PlannerError, UsageError
 from planner.report.charts import ChartRenderError
-from planner.report.model import ACTUAL_COLUMNS, SCENARIOS, Report, build_report
+from planner.report.model import ACTUAL_COLUMNS, SCENARIOS, Report
 from planner.report.pdf import report_html, write_pdf
 from planner.store.db import open_store
+from planner.usecases.report import ReportRequest, build_report
 from tests.report.conftest import example_report
 from tests.report.test_charts import _chromium_or_skip, with_actuals
 
@@ -94,10 +96,8 @@ def demo_pdf(tmp_path_factory: pytest.TempPathFactory) -> WrittenPdf:
     url = f"sqlite:///{folder / 'planner.db'}"
     load_demo(url, quick=True)
     with open_store(url) as store, store.session() as session:
-        report = build_report(
-            session, 1, built_at=datetime(2026, 12, 1, 12, 0, tzinfo=UTC),
-            current_fleet_monthly_usd=3000.0,
-        )  # fmt: skip
+        report = build_report(ReportRequest(1, built_at=datetime(2026, 12, 1, 12, 0, tzinfo=UTC),
+            current_fleet_monthly_usd=3000.0), lambda: nullcontext(session))  # fmt: skip
     path = write_pdf(report, folder / "report.pdf")
     return WrittenPdf(report, path)
 
