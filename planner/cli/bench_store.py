@@ -15,10 +15,19 @@ from planner.cli.context import CliState, print_json, stdout, user_errors
 from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
-from planner.errors import UsageError
+from planner.usecases import SessionScope
+from planner.usecases.bench import (
+    RunDeleteRequest,
+    RunShowRequest,
+    StoredRunsRequest,
+    delete_run,
+    show_run,
+    stored_runs,
+)
 
 if TYPE_CHECKING:
-    from planner.store import Store
+    from sqlalchemy.orm import Session
+
     from planner.store.bench_runs import StoredRun
 
 
@@ -35,13 +44,18 @@ LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E latenc
 STATISTICS = ("mean", "median", "p50", "p90", "p99", "std")
 
 
-@contextmanager
-def _store(ctx: typer.Context, db: str | None) -> Iterator[Store]:
-    from planner.store import open_store
+def _sessions(ctx: typer.Context, db: str | None) -> SessionScope:
+    """The store of ``--db`` (else planner's), opened only when the use case asks."""
 
-    state: CliState = ctx.find_root().obj or CliState()
-    with open_store(db if db is not None else state.db_url) as store:
-        yield store
+    @contextmanager
+    def scope() -> Iterator[Session]:
+        from planner.store import open_store
+
+        state: CliState = ctx.find_root().obj or CliState()
+        with open_store(db if db is not None else state.db_url) as store, store.session() as s:
+            yield s
+
+    return scope
 
 
 def _number(value: Any, digits: int) -> str:
@@ -68,10 +82,7 @@ def runs_list_command(
 ) -> None:
     """List the benchmark runs in the store: where and how each was measured, its mean and P99
     latencies and its throughput."""
-    from planner.store.bench_runs import list_runs
-
-    with _store(ctx, db) as store, store.session() as session:
-        runs = list_runs(session, group=sweep)
+    runs = stored_runs(StoredRunsRequest(sweep), _sessions(ctx, db))
     if as_json:
         print_json([run.to_dict() for run in runs])
         return
@@ -137,11 +148,8 @@ def runs_show_command(
 ) -> None:
     """A stored run's summary (vLLM's keys: mean_ttft_ms, p99_tpot_ms, ...) and metadata
     (hardware, model, engine, load, tool); with --requests its requests as well."""
-    from planner.store.bench_runs import get_run, run_requests
-
-    with _store(ctx, db) as store, store.session() as session:
-        run = get_run(session, name)
-        frame = run_requests(session, run.id) if requests else None
+    shown_run = show_run(RunShowRequest(name, requests), _sessions(ctx, db))
+    run, frame = shown_run.run, shown_run.requests
     if as_json:
         data = run.to_dict()
         if frame is not None:
@@ -222,16 +230,7 @@ def runs_delete_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Delete a stored run and its requests (asks for --yes)."""
-    from planner.store.bench_runs import delete_run, get_run
-
-    with _store(ctx, db) as store, store.session() as session:
-        if not yes:
-            run = get_run(session, name)  # an unknown name says so first
-            raise UsageError(
-                f"deleting run {printable(run.name)} removes it and its {run.requests:,} "
-                "requests for good; pass --yes to delete it"
-            )
-        deleted = delete_run(session, name)
+    deleted = delete_run(RunDeleteRequest(name, confirmed=yes), _sessions(ctx, db))
     if as_json:
         print_json({"deleted": deleted.name, "id": deleted.id, "requests": deleted.requests})
     else:

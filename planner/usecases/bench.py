@@ -43,6 +43,7 @@ from planner.usecases import SessionScope
 if TYPE_CHECKING:
     import asyncio
 
+    import pandas as pd
     from sqlalchemy.orm import Session
 
     from planner.bench.client import EndpointKind, RequestShape, Target
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from planner.bench.metrics import RequestRecord, SloTargets
     from planner.bench.replay import Trace
     from planner.bench.results import BenchRun
+    from planner.store.bench_runs import StoredRun
 
 T = TypeVar("T")
 
@@ -391,8 +393,8 @@ def _run_once(
     if checked.rows_to is not None:
         write_calibration_rows([(measured_run, result)], checked.rows_to, progress.note)
     if request.store:
-        _store(sessions, progress, [(measured_run, result.records, metadata)], request.name,
-               group=None, target=target.shown_url)  # fmt: skip
+        kept: list[RunToStore] = [(measured_run, result.records, metadata)]
+        _store(sessions, progress, kept, request.name, group=None, target=target.shown_url)
     return BenchRunResult(
         {**document, "planner": metadata},
         [summary],
@@ -564,12 +566,12 @@ def _check_free_names(session: Session, name: str, stages: int) -> None:
         check_free_name(session, stage_name)
 
 
-StoredRun = tuple["BenchRun", "Iterable[RequestRecord] | None", "dict[str, Any] | None"]
+RunToStore = tuple["BenchRun", "Iterable[RequestRecord] | None", "dict[str, Any] | None"]
 
 
 def store_runs(
     session: Session,
-    runs: Sequence[StoredRun],
+    runs: Sequence[RunToStore],
     name: str | None,
     *,
     group: str | None,
@@ -602,7 +604,7 @@ def stored_note(names: list[str]) -> str:
 def _store(
     sessions: SessionScope,
     progress: RunProgress,
-    runs: Sequence[StoredRun],
+    runs: Sequence[RunToStore],
     name: str | None,
     *,
     group: str | None,
@@ -699,9 +701,77 @@ def import_bench(
     if request.store:
         for path, found in by_file:
             group = (request.name or _group_name(path)) if len(found) > 1 else None
-            kept: list[StoredRun] = [(run, None, None) for run in found]
+            kept: list[RunToStore] = [(run, None, None) for run in found]
             with _session(sessions) as session:
                 names = store_runs(session, kept, request.name, group=group, target=str(path))
             stored.append(names)
             (progress or Silent()).note(stored_note(names), soft_wrap=True)
     return BenchImportResult(runs, stored, rows_written)
+
+
+# --- stored runs: bench runs list|show|delete, the dashboard's Benchmarks page -----------------
+
+
+@dataclass(frozen=True)
+class StoredRunsRequest:
+    """The stored runs to list: all, or the stages of one sweep."""
+
+    sweep: str | None = None
+
+
+def stored_runs(request: StoredRunsRequest, sessions: SessionScope) -> list[StoredRun]:
+    """The stored runs, oldest first."""
+    from planner.store.bench_runs import list_runs
+
+    with _session(sessions) as session:
+        return list_runs(session, group=request.sweep)
+
+
+@dataclass(frozen=True)
+class RunShowRequest:
+    """One stored run, by name or id; ``requests``: with its requests, one row each."""
+
+    name: str
+    requests: bool = False
+
+
+@dataclass(frozen=True)
+class ShownRun:
+    """A stored run and, when asked for, its requests (one row each)."""
+
+    run: StoredRun
+    requests: pd.DataFrame | None
+
+
+def show_run(request: RunShowRequest, sessions: SessionScope) -> ShownRun:
+    from planner.store.bench_runs import get_run, run_requests
+
+    with _session(sessions) as session:
+        run = get_run(session, request.name)
+        frame = run_requests(session, run.id) if request.requests else None
+    return ShownRun(run, frame)
+
+
+@dataclass(frozen=True)
+class RunDeleteRequest:
+    """A stored run to delete, by name or id; ``confirmed``: the user said yes (``--yes``)."""
+
+    name: str
+    confirmed: bool = False
+
+
+def delete_run(request: RunDeleteRequest, sessions: SessionScope) -> StoredRun:
+    """Delete a stored run and its requests; without ``confirmed``, say what would go (an
+    unknown name says so first)."""
+    from planner.common.text import printable
+    from planner.store.bench_runs import delete_run as delete_stored
+    from planner.store.bench_runs import get_run
+
+    with _session(sessions) as session:
+        if not request.confirmed:
+            run = get_run(session, request.name)
+            raise UsageError(
+                f"deleting run {printable(run.name)} removes it and its {run.requests:,} "
+                "requests for good; pass --yes to delete it"
+            )
+        return delete_stored(session, request.name)
