@@ -135,10 +135,10 @@ def test_not_loopback(host: str) -> None:
 
 
 def test_the_demo_names_its_steps_without_the_store_password() -> None:
-    from planner.demo import _run
+    from planner.demo import _say
 
     said: list[str] = []
-    _run(["--db", f"postgresql://planner:{SECRET}@127.0.0.1:1/x", "db", "--help"], said.append)
+    _say(["--db", f"postgresql://planner:{SECRET}@127.0.0.1:1/x", "db", "--help"], said.append)
     assert said == ["planner --db postgresql://planner:***@127.0.0.1:1/x db --help"]
 
 
