@@ -25,15 +25,10 @@ from planner.latency.calibration import Measurement, predict, read_measurements,
 from planner.latency.catalog import load_catalog
 from planner.latency.engines import get_engine
 from planner.latency.profile import Profile, bundled_profiles_path, load_bundled_profiles
-from planner.latency.registry import (
-    all_profiles,
-    engine_profile,
-    profile_accuracy,
-    resolve_profile,
-    stored_profiles,
-)
+from planner.latency.registry import engine_profile, profile_accuracy, resolve_profile
 from planner.latency.serving import SaturatedError
 from planner.store.bench_runs import StoredRun, get_run, list_runs, run_requests
+from planner.store.calibrations import known_profiles, stored_accuracy, stored_profiles
 
 CALIBRATE_HINT = (
     "planner calibrate data/reference/published_latency.csv --name my-h100 --engine trtllm "
@@ -92,14 +87,17 @@ def _tables(
 def _bundled(path: str, modified_ns: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The profiles bundled with planner (``data/calibration``), as the latency model loads
     them (cached on the file's modification time)."""
-    return _tables(load_bundled_profiles(Path(path)), lambda p: profile_accuracy(None, p))
+    return _tables(load_bundled_profiles(Path(path)), profile_accuracy)
 
 
 @st.cache_data(show_spinner=False)
 def _stored(url: str, version: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Profiles fitted into the store (``planner calibrate``), newest first."""
     with common.session() as session:
-        return _tables(stored_profiles(session), lambda p: profile_accuracy(session, p))
+        return _tables(
+            stored_profiles(session),
+            lambda p: profile_accuracy(p, stored_accuracy(session, p.name)),
+        )
 
 
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -330,8 +328,10 @@ def _load_text(point: Measurement) -> str:
 def _profile(point: Measurement, choice: str) -> Profile:
     with common.session() as session:
         if choice == DEFAULT_PROFILE:
-            return engine_profile(session, point.gpu, get_engine(point.engine), None)
-        return resolve_profile(session, point.gpu, point.engine, choice)
+            return engine_profile(
+                known_profiles(session), point.gpu, get_engine(point.engine), None
+            )
+        return resolve_profile(known_profiles(session), point.gpu, point.engine, choice)
 
 
 @st.cache_data(show_spinner=False, max_entries=20)
@@ -372,7 +372,7 @@ def comparison(
 def profile_choices() -> list[str]:
     """The engine's default first, then every stored and bundled profile by name."""
     with common.session() as session:
-        names = [p.name for p in all_profiles(session)]
+        names = [p.name for p in known_profiles(session)]
     return [DEFAULT_PROFILE, *dict.fromkeys(names)]
 
 

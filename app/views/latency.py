@@ -3,7 +3,7 @@ precision, memory share, batch, request shape) the predicted TTFT, time per outp
 end-to-end latency, where each GPU's memory goes, how many tokens the KV cache holds, the
 maximum throughput, and the calibration profile the numbers come from with the error it states.
 
-Every number comes from ``planner.latency.predict.predict_latency``, the function ``planner
+Every number comes from ``planner.usecases.predict.predict_latency``, the function ``planner
 latency`` prints; the page only lays it out.
 """
 
@@ -21,13 +21,8 @@ from sqlalchemy.orm import Session
 from app import common
 from planner.latency.catalog import load_catalog
 from planner.latency.engines import get_engine
-from planner.latency.predict import (
-    LatencyQuery,
-    latency_by_batch,
-    memory_breakdown,
-    predict_latency,
-)
-from planner.latency.registry import profile_accuracy
+from planner.latency.predict import LatencyQuery, latency_by_batch, memory_breakdown
+from planner.usecases.predict import predict_latency
 
 DEFAULTS = {"gpu": "H100-SXM", "model": "llama-3.1-8b", "precision": "bf16"}
 ENGINE_DEFAULT = "engine default"
@@ -53,9 +48,7 @@ def _prediction(
     against batch size, and the profile's stated error."""
     prediction = predict_latency(query, _store_session, batch_must_fit=False)
     curve = latency_by_batch(prediction)
-    with common.session() as session:
-        accuracy = profile_accuracy(session, prediction.profile)
-    return prediction.result, prediction.batch_problem, curve, accuracy
+    return prediction.result, prediction.batch_problem, curve, prediction.accuracy
 
 
 def _inputs() -> LatencyQuery:

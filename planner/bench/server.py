@@ -116,7 +116,7 @@ class ModelEngine:
         from planner.latency.catalog import load_catalog
         from planner.latency.engines import deploy, get_engine
         from planner.latency.model import LatencyModel, memory_summary
-        from planner.latency.registry import engine_profile
+        from planner.latency.registry import all_profiles, engine_profile
 
         self.speed = check_speed(speed)
         catalog = load_catalog()
@@ -128,7 +128,7 @@ class ModelEngine:
             catalog.precisions.get(precision),
         )
         memory_summary(deployment)  # raises when the weights do not fit the GPU
-        profile = engine_profile(None, deployment.gpu.name, spec, None)
+        profile = engine_profile(all_profiles(), deployment.gpu.name, spec, None)
         self.latency = LatencyModel(deployment, profile)
         self.model_name = deployment.model.name
         self.max_context: int | None = deployment.model.max_context

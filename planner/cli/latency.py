@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, replace
@@ -22,29 +21,16 @@ from planner.cli.options import (
     LATENCY_SIM_REQUESTS,
 )
 from planner.cli.tables import Column, print_table
-from planner.common.text import shown
-from planner.errors import PlannerError, UsageError
-from planner.latency.profile import DEFAULT_ENGINE, Profile, ProfileError
+from planner.errors import UsageError
+from planner.latency.profile import DEFAULT_ENGINE
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from planner.latency.calibration import Measurement
     from planner.latency.catalog import GPU
     from planner.latency.model import Deployment
-
-# check_kv_cache and check_memory_utilization stay importable from here (`planner simulate` and
-# `planner recommend` check these options too), loaded on first use.
-_LIBRARY_CHECKS = ("check_kv_cache", "check_memory_utilization")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LIBRARY_CHECKS:
-        from planner.latency import predict
-
-        return getattr(predict, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+    from planner.latency.profile import Profile
+    from planner.usecases.calibrate import CalibrateResult
 
 catalog_app = typer.Typer(
     help="What planner knows: GPUs, models, precisions.", no_args_is_help=True
@@ -115,7 +101,8 @@ def latency(
 ) -> None:
     """Predict TTFT, time per output token and end-to-end latency, memory, KV capacity and
     throughput; with --qps, also latency percentiles from the simulator."""
-    from planner.latency.predict import LatencyQuery, check_numbers, predict_latency
+    from planner.latency.predict import LatencyQuery, check_numbers
+    from planner.usecases.predict import predict_latency
 
     query = LatencyQuery(
         gpu=gpu,
@@ -147,7 +134,6 @@ def latency(
 
 
 def _print_latency(result: dict[str, Any], deployment: Deployment, profile: Profile) -> None:
-    memory = result["memory"]
     batch = result["batch"]
     batching = (
         f"static batch of {batch}"
@@ -161,6 +147,23 @@ def _print_latency(result: dict[str, Any], deployment: Deployment, profile: Prof
         f"{result['output_tokens']} out, {batching}"
     )
     table = Table("", "value")
+    _single_rows(table, result)
+    loaded = result["under_load"]
+    if loaded is not None:
+        _load_rows(table, result, loaded)
+    if deployment.precision.quality_delta_pct:
+        table.add_row(
+            "quality vs BF16",
+            f"{deployment.precision.quality_delta_pct:+.1f}% (see `planner catalog precisions`)",
+        )
+    stdout.print(table)
+    if loaded is not None:
+        _print_percentiles(result, loaded)
+
+
+def _single_rows(table: Table, result: dict[str, Any]) -> None:
+    """One request's latencies, each GPU's memory, the KV cache and the most throughput."""
+    memory = result["memory"]
     table.add_row("TTFT", f"{result['ttft_ms']:,.1f} ms")
     table.add_row("time per output token", f"{result['tpot_ms']:,.2f} ms")
     table.add_row("end-to-end", f"{result['e2e_ms']:,.0f} ms")
@@ -184,41 +187,39 @@ def _print_latency(result: dict[str, Any], deployment: Deployment, profile: Prof
         f"{result['max_output_tokens_per_s']:,.0f} output tokens/s "
         f"({result['max_requests_per_s']:,.2f} req/s)",
     )
-    loaded = result["under_load"]
-    if loaded is not None:
-        qps = loaded["kind"] == "qps"
-        load = f"{loaded['load']:g} req/s" if qps else f"{loaded['load']} clients"
-        if loaded["saturated"]:
-            table.add_row(
-                f"at {load}",
-                f"SATURATED: capacity about {loaded['capacity_qps']:g} req/s of this shape "
-                f"({escape(loaded['reason'])}); queues would grow without bound",
-            )
-            table.add_row("  to serve it", "; or ".join(escape(o) for o in loaded["options"]))
-        else:
-            table.add_row(f"at {load}: mean TTFT", f"{loaded['ttft_ms']:,.1f} ms")
-            table.add_row(
-                f"at {load}: mean TPOT",
-                f"{loaded['tpot_ms']:,.2f} ms (batch {loaded['batch']:.0f})",
-            )
-            table.add_row(f"at {load}: mean end-to-end", f"{loaded['e2e_ms']:,.0f} ms")
-            if qps and result["capacity_qps"] is not None:
-                table.add_row("  capacity", f"about {result['capacity_qps']:g} req/s")
-        if loaded.get("queued_clients"):
-            table.add_row(
-                f"at {load}: queueing",
-                f"{loaded['queued_clients']:,} of the {loaded['load']:,} clients wait for a "
-                f"slot (at most {result['max_concurrent_sequences']} sequences run at once; "
-                "the wait is in the TTFT)",
-            )
-    if deployment.precision.quality_delta_pct:
+
+
+def _load_rows(table: Table, result: dict[str, Any], loaded: dict[str, Any]) -> None:
+    """The steady-state means under the load, or its saturation and what would serve it."""
+    qps = loaded["kind"] == "qps"
+    load = f"{loaded['load']:g} req/s" if qps else f"{loaded['load']} clients"
+    if loaded["saturated"]:
         table.add_row(
-            "quality vs BF16",
-            f"{deployment.precision.quality_delta_pct:+.1f}% (see `planner catalog precisions`)",
+            f"at {load}",
+            f"SATURATED: capacity about {loaded['capacity_qps']:g} req/s of this shape "
+            f"({escape(loaded['reason'])}); queues would grow without bound",
         )
-    stdout.print(table)
-    if loaded is None:
-        return
+        table.add_row("  to serve it", "; or ".join(escape(o) for o in loaded["options"]))
+    else:
+        table.add_row(f"at {load}: mean TTFT", f"{loaded['ttft_ms']:,.1f} ms")
+        table.add_row(
+            f"at {load}: mean TPOT",
+            f"{loaded['tpot_ms']:,.2f} ms (batch {loaded['batch']:.0f})",
+        )
+        table.add_row(f"at {load}: mean end-to-end", f"{loaded['e2e_ms']:,.0f} ms")
+        if qps and result["capacity_qps"] is not None:
+            table.add_row("  capacity", f"about {result['capacity_qps']:g} req/s")
+    if loaded.get("queued_clients"):
+        table.add_row(
+            f"at {load}: queueing",
+            f"{loaded['queued_clients']:,} of the {loaded['load']:,} clients wait for a "
+            f"slot (at most {result['max_concurrent_sequences']} sequences run at once; "
+            "the wait is in the TTFT)",
+        )
+
+
+def _print_percentiles(result: dict[str, Any], loaded: dict[str, Any]) -> None:
+    """The simulator's percentiles under the load beside the model's means, or why none."""
     sim = loaded["percentiles"]
     if sim is None:
         stdout.print(f"percentiles: {escape(loaded['percentiles_note'])}")
@@ -382,27 +383,6 @@ def catalog_precisions(as_json: bool = JSON_OPTION) -> None:
     stdout.print(table)
 
 
-MAX_NAME = 200  # the store's column widths
-MAX_ENGINE = 64
-
-
-def _check_name(option: str, value: str, most: int) -> None:
-    if not value.strip() or not value.isprintable() or len(value) > most:
-        quoted = f" {shown(value)}" if value else ""
-        raise UsageError(f"{option}{quoted}: expected a name of 1 to {most} printable characters")
-
-
-def _baseline(session: Session, gpu: str | None, engine: str) -> Profile:
-    """The profile a fitted one would replace: what `planner latency` uses now for this GPU
-    (or, fitting every GPU, the engine's GPU-independent profile), else the built-in defaults."""
-    from planner.latency.registry import resolve_profile
-
-    try:
-        return resolve_profile(session, gpu or "", engine)
-    except ProfileError:
-        return Profile("built-in defaults", engine, gpu)
-
-
 @user_errors
 def calibrate_command(
     ctx: typer.Context,
@@ -446,78 +426,35 @@ def calibrate_command(
     """Fit a calibration profile to measured latencies and report its error before and after;
     a fit worse than the profile planner uses now on the same points is not stored unless
     --force."""
-    from planner.latency.calibration import (
-        ErrorSummary,
-        calibrate,
-        compare_fit,
-        errors_under,
-        finite_or_none,
-        percent,
-        read_measurements,
-        select,
-    )
-    from planner.latency.catalog import load_catalog
-    from planner.latency.engines import get_engine
-    from planner.latency.operators import read_operator_points
-    from planner.latency.registry import export_profile, read_export, resolve_profile, save_profile
+    from planner.usecases.calibrate import CalibrateRequest, calibrate
 
-    _check_name("--name", name, MAX_NAME)
-    _check_name("--engine", engine, MAX_ENGINE)
-    if not (math.isfinite(holdout) and 0 <= holdout < 1):
-        raise UsageError(f"--holdout {holdout:g}: expected a fraction in [0, 1), e.g. 0.3")
-    catalog = load_catalog()
-    gpu_name = catalog.gpus.get(gpu).name if gpu is not None else None
-    engine = get_engine(engine).name
-    vendors = sorted({g.vendor for g in catalog.gpus.entries})
-    if vendor is not None and vendor.lower() not in {v.lower() for v in vendors}:
-        raise UsageError(f"--vendor {shown(vendor)}: expected one of {', '.join(vendors)}")
-    kernels = read_operator_points(operators) if operators is not None else []
-    export_payload = read_export(export) if export is not None else None
-    points: list[Measurement] = []
-    excluded = []
-    for path in measurements:
-        read, skipped = read_measurements(path, catalog)
-        points += read
-        excluded += skipped
-    chosen = select(points, engine=engine, gpu=gpu_name, vendor=vendor, catalog=catalog)
-    if not chosen:
-        engines = sorted({p.engine for p in points if gpu_name is None or p.gpu == gpu_name})
-        raise UsageError(
-            f"no measurements for engine {shown(engine)}"
-            + (f" on {gpu_name}" if gpu_name else "")
-            + (f"; the files measure {', '.join(shown(e) for e in engines)}" if engines else "")
-        )
-    with store_from(ctx) as store, store.session() as session:
-        base = resolve_profile(session, gpu_name or "", engine, start) if start else Profile(name)
-        report = calibrate(
-            chosen,
-            Profile(name, engine, gpu_name, **base.params()),
-            excluded=excluded,
-            holdout=holdout,
-            catalog=catalog,
-            operators=kernels,
-        )
-        baseline = _baseline(session, gpu_name, engine)
-        after = ErrorSummary.of(report.after)
-        in_use = errors_under(report.points, baseline, catalog)
-        problem = compare_fit(after.mape, in_use.mape, baseline.name)
-        if problem is not None:
-            if not force or not math.isfinite(after.mape):
-                hint = "" if not math.isfinite(after.mape) else "; store it anyway with --force"
-                raise PlannerError(f"{problem}; profile {shown(name)} not stored{hint}")
-            stderr.print(f"warning: {problem}; stored anyway (--force)", markup=False)
-        sources = [str(p) for p in measurements]
-        save_profile(session, report, sources)
-        if export is not None:  # inside the transaction: a failed write stores nothing
-            export_profile(export, report, sources, export_payload)
-    summary = {
-        **report.summary(),
-        "baseline_profile": baseline.name,
-        "baseline_all": finite_or_none(asdict(in_use)),
-    }
+    request = CalibrateRequest(
+        measurements=tuple(measurements),
+        name=name,
+        engine=engine,
+        gpu=gpu,
+        vendor=vendor,
+        operators=operators,
+        holdout=holdout,
+        start=start,
+        export=export,
+        force=force,
+    )
+    result = calibrate(
+        request,
+        lambda: store_session(ctx),
+        warn=lambda text: stderr.print(f"warning: {text}", markup=False),
+    )
     if as_json:
-        print_json(summary)
+        print_json(result.summary)
         return
+    _print_calibration(result)
+
+
+def _print_calibration(result: CalibrateResult) -> None:
+    from planner.latency.calibration import percent
+
+    summary = result.summary
     table = Table("point", "split", "unit", "measured", "before", "held-out fit", "after")
     for row in summary["per_point"]:
         m = row["measured"]
@@ -535,7 +472,7 @@ def calibrate_command(
         )
     stdout.print(table)
     for label, key in [
-        (f"{baseline.name} (in use now)", "baseline_all"),
+        (f"{result.baseline.name} (in use now)", "baseline_all"),
         ("before fitting", "before_all"),
         ("held-out points", "heldout_test"),
         ("after fitting", "after_all"),
@@ -551,6 +488,12 @@ def calibrate_command(
         )
     for item in summary["excluded"]:
         stderr.print(f"excluded row {item['row']}: {item['reason']}", markup=False)
+    _print_parameters(result)
+
+
+def _print_parameters(result: CalibrateResult) -> None:
+    """The stored profile's parameters, each with its bounds, and a word on those at one."""
+    summary = result.summary
     bounds = summary["bounds"]
 
     def shown_param(key: str, value: float) -> str:
@@ -561,8 +504,8 @@ def calibrate_command(
         return f"{key}={value:.4g} [{low:g}..{high:g}]{edge}"
 
     stdout.print(
-        f"stored profile [bold]{escape(name)}[/]: "
-        + ", ".join(shown_param(k, v) for k, v in report.profile.params().items()),
+        f"stored profile [bold]{escape(result.report.profile.name)}[/]: "
+        + ", ".join(shown_param(k, v) for k, v in result.report.profile.params().items()),
         markup=True,
     )
     if summary["at_bound"]:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from planner.common.text import shown
 from planner.errors import InputFileError, PlannerError, RowProblem, UsageError
@@ -802,6 +801,8 @@ def fit(
             return serving
         kernels = np.log([operator_ms(o, profile, catalog) for o in operators]) - op_measured
         return np.concatenate([serving, op_weight * kernels])
+
+    from scipy.optimize import least_squares  # SciPy only when fitting (0.3 s to import)
 
     result = least_squares(
         residuals, x0, bounds=(low, high), loss="soft_l1", f_scale=0.1, x_scale="jac"

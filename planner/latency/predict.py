@@ -1,32 +1,30 @@
 """One deployment's predicted latencies, memory, KV capacity and throughput, checked and
-computed in one place: ``planner latency`` prints what :func:`predict_latency` returns and the
-dashboard's Latency model page shows it.
+computed in one place, on values: :func:`size` checks a :class:`LatencyQuery` and sizes its
+deployment as its engine sizes it (:func:`planner.latency.engines.deploy`), :func:`predict` times
+it with a calibration profile. The use case :func:`planner.usecases.predict.predict_latency`
+picks the profile from the store's and the bundled ones, adds the simulator's percentiles under
+a load, and is what ``planner latency`` prints and the dashboard's Latency model page shows.
 
 Every number a user typed is checked before any work (non-finite, non-positive and absurd
-values are refused with the CLI option's name); the deployment is sized as its engine sizes it
-(:func:`planner.latency.engines.deploy`) and timed with the calibration profile
-:func:`planner.latency.registry.engine_profile` picks.
+values are refused with the CLI option's name).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-from sqlalchemy.orm import Session
 
 from planner.common.text import shown
 from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
 from planner.latency.engines import Engine, deploy, get_engine
+from planner.latency.explain import kv_cache_source, memory_rule_text
 from planner.latency.model import Deployment, LatencyModel, memory_summary
 from planner.latency.profile import DEFAULT_ENGINE, Profile
-from planner.latency.registry import engine_profile
 from planner.latency.serving import (
     RequestLatency,
     SaturatedError,
@@ -37,7 +35,9 @@ from planner.latency.serving import (
     static_batch,
     steady_state,
 )
-from planner.simulate.run import kv_cache_source, memory_rule_text, steady_load
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_COUNT = 1_000_000_000  # more tokens, sequences or clients than any deployment sees
 MAX_TP = 1024
@@ -45,10 +45,6 @@ MAX_SIM_SEQS = 65_536  # the simulator tabulates one decode step time per batch 
 MIN_SIM_REQUESTS = 100
 MAX_SIM_REQUESTS = 200_000  # about 20,000 requests simulate per second
 DEFAULT_SIM_REQUESTS = 10_000
-
-# Where the profile comes from: the store when one is open (stored profiles win), else the
-# bundled defaults only. ``common.session`` and ``contextlib.nullcontext`` both fit.
-SessionScope = Callable[[], AbstractContextManager[Session | None]]
 
 
 @dataclass(frozen=True)
@@ -87,6 +83,9 @@ class LatencyPrediction:
     engine: Engine
     profile: Profile
     batch_problem: str | None = None
+    # The error the profile states (:func:`planner.latency.registry.profile_accuracy`), where
+    # the caller looked it up.
+    accuracy: dict[str, Any] | None = None
 
     @property
     def latency_model(self) -> LatencyModel:
@@ -226,50 +225,24 @@ def _saturation(
     }
 
 
-def _percentiles(
-    deployment: Deployment,
-    profile: Profile,
-    query: LatencyQuery,
-    saturated: bool,
-) -> tuple[dict[str, Any] | None, str | None]:
-    """Simulated percentiles under the load, or why there are none."""
-    if query.qps is None:
-        return None, ("n/a: the simulator replays open (Poisson) arrivals, not closed-loop clients")
-    if query.sim_requests == 0:
-        return None, "off (--sim-requests 0)"
-    if saturated:
-        return None, "n/a: saturated, queues grow without bound"
-    load = steady_load(
-        deployment,
-        profile,
-        query.input_tokens,
-        query.output_tokens,
-        query.qps,
-        query.sim_requests,
-        seed=query.seed,
-    )
-    return load.to_dict(), None
+@dataclass(frozen=True)
+class Sized:
+    """A checked query's deployment, sized as its engine sizes it."""
+
+    engine: Engine
+    kv_asked: str | None  # the --kv-cache asked for (normalised), None: the engine's default
+    deployment: Deployment
 
 
-def predict_latency(
-    query: LatencyQuery, sessions: SessionScope, *, batch_must_fit: bool = True
-) -> LatencyPrediction:
-    """TTFT, time per output token and end-to-end latency of ``query``'s deployment, its
-    memory, KV capacity and throughput; under ``qps`` or ``concurrency`` also the steady-state
-    means (and simulated percentiles under ``qps``), or the saturation as a result.
-
-    Errors are :class:`~planner.errors.UsageError` subclasses naming what is wrong (a model
-    that does not fit, a TP that does not divide the heads, a request longer than the context).
-    A batch whose KV cache does not fit is one too, unless ``batch_must_fit`` is False: then
-    :attr:`LatencyPrediction.batch_problem` says so and the rest is still computed. ``sessions``
-    opens the store the profile is read from, after the inputs are checked."""
+def size(query: LatencyQuery) -> Sized:
+    """Check every input of ``query`` and size its deployment: a model, GPU, precision or
+    engine that is not known, a TP that does not divide the heads and a request longer than
+    the context are :class:`~planner.errors.UsageError` subclasses naming what is wrong."""
     check_numbers(query)
     check_memory_utilization(query.memory_utilization)
     kv_asked = check_kv_cache(query.kv_cache)
     spec = get_engine(query.engine)
-    qps, concurrency = query.qps, query.concurrency
-    input_tokens, output_tokens, batch = query.input_tokens, query.output_tokens, query.batch
-    if query.static and (qps is not None or concurrency is not None):
+    if query.static and (query.qps is not None or query.concurrency is not None):
         raise UsageError(
             "--static describes one static batch (--batch N); under --qps or --concurrency "
             "the server batches continuously"
@@ -285,24 +258,18 @@ def predict_latency(
         memory_utilization=query.memory_utilization,
         max_seqs=query.max_seqs,
     )
-    _check_shape(deployment, input_tokens, output_tokens)
-    with sessions() as session:
-        profile = engine_profile(session, deployment.gpu.name, spec, query.profile)
-    lat_model = LatencyModel(deployment, profile)
-    memory = memory_summary(deployment)  # raises when the model does not fit
-    capacity = deployment.kv_capacity_tokens
-    seqs = deployment.max_seqs
-    fits = max_batch(lat_model, input_tokens, output_tokens, seqs)
-    problem = batch_problem(deployment, input_tokens, output_tokens, batch)
-    if problem is not None and batch_must_fit:
-        raise UsageError(problem)
-    batching = "static" if query.static else "continuous"
-    single: RequestLatency | None = None
-    if problem is None:
-        single = (static_batch if query.static else at_batch)(
-            lat_model, input_tokens, output_tokens, batch
-        )
-    throughput = max_throughput(lat_model, input_tokens, output_tokens, seqs)
+    _check_shape(deployment, query.input_tokens, query.output_tokens)
+    return Sized(spec, kv_asked, deployment)
+
+
+def _under_load(query: LatencyQuery, lat_model: LatencyModel, fits: int) -> dict[str, Any] | None:
+    """The steady-state means under ``query``'s load (or its saturation, as a result); the
+    simulated ``percentiles`` are left None for the caller, who runs the simulator."""
+    qps, concurrency = query.qps, query.concurrency
+    if qps is None and concurrency is None:
+        return None
+    deployment, seqs = lat_model.deployment, lat_model.deployment.max_seqs
+    input_tokens, output_tokens = query.input_tokens, query.output_tokens
     loaded = None
     saturation = None
     queued = 0
@@ -318,28 +285,50 @@ def predict_latency(
             lat_model, input_tokens, output_tokens, "concurrency", concurrency, seqs
         )
         queued = max(0, concurrency - fits)
-    percentiles, percentiles_note = (None, None)
-    if qps is not None or concurrency is not None:
-        percentiles, percentiles_note = _percentiles(
-            deployment, profile, query, saturation is not None
+    return {
+        "kind": "qps" if qps is not None else "concurrency",
+        "load": qps if qps is not None else concurrency,
+        "saturated": saturation is not None,
+        **(
+            loaded.to_dict()
+            if loaded is not None
+            else {"ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "batch": None}
+        ),
+        **({"queued_clients": queued} if concurrency is not None else {}),
+        **(saturation or {}),
+        "percentiles": None,
+    }
+
+
+def predict(
+    query: LatencyQuery, sized: Sized, profile: Profile, *, batch_must_fit: bool = True
+) -> LatencyPrediction:
+    """TTFT, time per output token and end-to-end latency of ``query``'s deployment (``sized``
+    by :func:`size`) timed with ``profile``, its memory, KV capacity and throughput; under
+    ``qps`` or ``concurrency`` also the steady-state means, or the saturation as a result
+    (``under_load``, whose ``percentiles`` the simulator fills in:
+    :func:`planner.usecases.predict.predict_latency`).
+
+    A model that does not fit is a :class:`~planner.errors.UsageError`; so is a batch whose KV
+    cache does not fit, unless ``batch_must_fit`` is False: then
+    :attr:`LatencyPrediction.batch_problem` says so and the rest is still computed."""
+    spec, deployment = sized.engine, sized.deployment
+    input_tokens, output_tokens, batch = query.input_tokens, query.output_tokens, query.batch
+    lat_model = LatencyModel(deployment, profile)
+    memory = memory_summary(deployment)  # raises when the model does not fit
+    seqs = deployment.max_seqs
+    fits = max_batch(lat_model, input_tokens, output_tokens, seqs)
+    problem = batch_problem(deployment, input_tokens, output_tokens, batch)
+    if problem is not None and batch_must_fit:
+        raise UsageError(problem)
+    single: RequestLatency | None = None
+    if problem is None:
+        single = (static_batch if query.static else at_batch)(
+            lat_model, input_tokens, output_tokens, batch
         )
-    kv_source = kv_cache_source(spec, kv_asked, deployment)
-    under_load: dict[str, Any] | None = None
-    if qps is not None or concurrency is not None:
-        under_load = {
-            "kind": "qps" if qps is not None else "concurrency",
-            "load": qps if qps is not None else concurrency,
-            "saturated": saturation is not None,
-            **(
-                loaded.to_dict()
-                if loaded is not None
-                else {"ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "batch": None}
-            ),
-            **({"queued_clients": queued} if concurrency is not None else {}),
-            **(saturation or {}),
-            "percentiles": percentiles,
-            **({"percentiles_note": percentiles_note} if percentiles_note else {}),
-        }
+    throughput = max_throughput(lat_model, input_tokens, output_tokens, seqs)
+    under_load = _under_load(query, lat_model, fits)
+    saturated = under_load is not None and under_load["saturated"]
     result: dict[str, Any] = {
         "gpu": deployment.gpu.name,
         "model": deployment.model.name,
@@ -347,11 +336,11 @@ def predict_latency(
         "tp": query.tp,
         "engine": spec.name,
         "kv_cache": deployment.kv_cache,
-        "kv_cache_source": kv_source,
+        "kv_cache_source": kv_cache_source(spec, sized.kv_asked, deployment),
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "batch": batch,
-        "batching": batching,
+        "batching": "static" if query.static else "continuous",
         "max_seqs": seqs,
         "profile": profile.name,
         "ttft_ms": single.ttft_ms if single else None,
@@ -360,16 +349,16 @@ def predict_latency(
         "memory": memory,
         "memory_rule": memory_rule_text(spec, deployment.memory_utilization),
         "weights_gib_per_gpu": memory["weights_gib"],
-        "kv_capacity_tokens": capacity,
+        "kv_capacity_tokens": deployment.kv_capacity_tokens,
         "max_concurrent_sequences": fits,
         "max_output_tokens_per_s": throughput["output_tokens_per_s"],
         "max_requests_per_s": throughput["requests_per_s"],
         "quality_delta_pct": deployment.precision.quality_delta_pct,
-        "saturated": saturation is not None,
-        "capacity_qps": saturation["capacity_qps"] if saturation else None,
+        "saturated": saturated,
+        "capacity_qps": under_load["capacity_qps"] if under_load and saturated else None,
         "under_load": under_load,
     }
-    if qps is not None and saturation is None:
+    if query.qps is not None and not saturated:
         result["capacity_qps"] = round_down(
             saturation_qps(lat_model, input_tokens, output_tokens, seqs)
         )
@@ -391,6 +380,8 @@ def latency_by_batch(
 ) -> pd.DataFrame:
     """TTFT, time per output token and end-to-end latency (ms) of the prediction's request at
     each batch size (default: 1 to the most its KV cache holds), batched as the query asked."""
+    import pandas as pd  # only the dashboard draws this curve
+
     result = prediction.result
     sizes = (
         list(batches) if batches is not None else batch_sizes(result["max_concurrent_sequences"])

@@ -1,20 +1,19 @@
-"""Where profiles live: fitted ones in the store, the defaults bundled in ``data/calibration``.
-A stored profile of the same name or (GPU, engine) wins over a bundled one."""
+"""Which calibration profile applies: the profiles are values (the store's fitted ones, read by
+:mod:`planner.store.calibrations`, then the defaults bundled in ``data/calibration``); a stored
+profile of the same name or (GPU, engine) wins over a bundled one. Also the profiles files
+``planner calibrate --export`` writes."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from typing import TYPE_CHECKING, Any
 
 from planner.common.files import check_output_path, write_text_atomic
 from planner.common.text import MAX_SHOWN_CHARS, closest, shown
 from planner.errors import UsageError
-from planner.latency.calibration import CalibrationReport
 from planner.latency.engines import Engine
 from planner.latency.profile import (
     DEFAULT_ENGINE,
@@ -25,30 +24,23 @@ from planner.latency.profile import (
     load_bundled_profiles,
     profiles_in,
 )
-from planner.store.models import CalibrationProfile
+
+if TYPE_CHECKING:
+    from planner.latency.calibration import CalibrationReport
 
 
-def stored_profiles(session: Session) -> list[Profile]:
-    rows = session.scalars(
-        select(CalibrationProfile).order_by(CalibrationProfile.created_at.desc())
-    )
-    return [
-        Profile.from_dict({**row.params, "name": row.name, "engine": row.engine, "gpu": row.gpu})
-        for row in rows
-    ]
-
-
-def all_profiles(session: Session | None) -> list[Profile]:
-    """Stored profiles first (they win), then the bundled defaults."""
-    return (stored_profiles(session) if session is not None else []) + load_bundled_profiles()
+def all_profiles(stored: Sequence[Profile] = ()) -> list[Profile]:
+    """The profiles to choose from: ``stored`` first (they win), then the bundled defaults."""
+    return list(stored) + load_bundled_profiles()
 
 
 def resolve_profile(
-    session: Session | None, gpu: str, engine: str = DEFAULT_ENGINE, name: str | None = None
+    profiles: Sequence[Profile], gpu: str, engine: str = DEFAULT_ENGINE, name: str | None = None
 ) -> Profile:
-    profiles = all_profiles(session)
+    """The profile named ``name`` among ``profiles`` (an :func:`all_profiles` list), or with no
+    name the one fitted for ``gpu`` and ``engine``, else the engine's GPU-independent one."""
     if name is None:
-        return choose_profile(profiles, gpu, engine)
+        return choose_profile(list(profiles), gpu, engine)
     for profile in profiles:
         if profile.name == name:
             return profile
@@ -58,11 +50,13 @@ def resolve_profile(
     )
 
 
-def engine_profile(session: Session | None, gpu: str, engine: Engine, name: str | None) -> Profile:
-    """The calibration profile for ``engine`` on ``gpu`` (or the one named); with none fitted
-    for the engine, the error says how to time it with another's."""
+def engine_profile(
+    profiles: Sequence[Profile], gpu: str, engine: Engine, name: str | None
+) -> Profile:
+    """The calibration profile for ``engine`` on ``gpu`` (or the one named) among ``profiles``;
+    with none fitted for the engine, the error says how to time it with another's."""
     try:
-        return resolve_profile(session, gpu, engine.name, name)
+        return resolve_profile(profiles, gpu, engine.name, name)
     except ProfileError as exc:
         if name is not None:
             raise
@@ -75,26 +69,18 @@ def engine_profile(session: Session | None, gpu: str, engine: Engine, name: str 
 ERROR_KEYS = ("heldout_test", "after_all")  # the errors a profile states, as ErrorSummary dicts
 
 
-def profile_accuracy(session: Session | None, profile: Profile) -> dict[str, Any] | None:
+def profile_accuracy(
+    profile: Profile, stored: Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
     """The error a profile states: its fit's error on the points held out (``heldout_test``)
     and on every point after fitting (``after_all``), each ``{"points", "mape", "median_ape",
     "worst_ape", "worst_point", "by_metric"}``, with where it was fitted (``origin``: "store"
-    or "bundled"), when, and on which measurement files. Looked up as :func:`resolve_profile`
-    finds profiles (a stored one wins over a bundled one of the same name); None for a profile
-    with no record (the built-in defaults)."""
-    if session is not None:
-        row = session.scalars(
-            select(CalibrationProfile).where(CalibrationProfile.name == profile.name)
-        ).first()
-        if row is not None:
-            report = row.report or {}
-            return {
-                "origin": "store",
-                "fitted_at": row.created_at.date().isoformat() if row.created_at else None,
-                "sources": list(row.sources or []),
-                "points": report.get("points"),
-                **{key: report.get(key) for key in ERROR_KEYS},
-            }
+    or "bundled"), when, and on which measurement files. ``stored`` is the store's record of
+    the profile (:func:`planner.store.calibrations.stored_accuracy`), which wins over a bundled
+    one of the same name, as :func:`resolve_profile` finds profiles; None for a profile with no
+    record (the built-in defaults)."""
+    if stored is not None:
+        return dict(stored)
     path = bundled_profiles_path()
     if not path.exists():
         return None
@@ -113,27 +99,6 @@ def profile_accuracy(session: Session | None, profile: Profile) -> dict[str, Any
                 **{key: entry.get(key) for key in ERROR_KEYS},
             }
     return None
-
-
-def save_profile(session: Session, report: CalibrationReport, sources: list[str]) -> None:
-    """Store a fitted profile, replacing one of the same name."""
-    profile = report.profile
-    existing = session.scalars(
-        select(CalibrationProfile).where(CalibrationProfile.name == profile.name)
-    ).first()
-    if existing is not None:
-        session.delete(existing)
-        session.flush()
-    session.add(
-        CalibrationProfile(
-            name=profile.name,
-            engine=profile.engine,
-            gpu=profile.gpu,
-            params=profile.params(),
-            report=report.summary(),
-            sources=sources,
-        )
-    )
 
 
 EXPORT_OPTION = "--export"

@@ -12,10 +12,11 @@ from planner.common.text import closest, shown
 from planner.errors import UsageError
 from planner.latency.catalog import Catalog, UnsupportedError, load_catalog
 from planner.latency.engines import deploy, get_engine
+from planner.latency.explain import kv_cache_source
 from planner.latency.model import Deployment
 from planner.latency.profile import DEFAULT_ENGINE
 from planner.recommend.inputs import Constraints
-from planner.simulate.run import ServingSpec, kv_cache_source
+from planner.simulate.run import ServingSpec
 from pricing.costs import Prices
 from pricing.entries import gpu_matches
 from pricing.model import PricePoint, PurchaseOption

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from planner.common.text import shown
 from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
 from planner.latency.engines import Engine, deploy, get_engine, kv_cache_bytes
+from planner.latency.explain import kv_cache_source, memory_rule_text
 from planner.latency.model import Deployment, LatencyModel, memory_summary
 from planner.latency.profile import DEFAULT_ENGINE, Profile
 from planner.simulate.engine import (
@@ -37,25 +37,6 @@ from planner.simulate.metrics import (
     cost,
 )
 from planner.simulate.workload import Workload
-
-
-def kv_cache_source(engine: Engine, asked: str | None, deployment: Deployment) -> str:
-    """Where a deployment's KV-cache precision came from, for the user to read."""
-    if asked is not None:
-        return "--kv-cache"
-    if engine.kv_cache_default == "model":
-        return f"engine default ({engine.name} keeps the model's 16-bit dtype)"
-    weights = deployment.precision.name.upper()
-    if deployment.kv_cache == "fp8":
-        return f"engine default ({engine.name} follows {weights} weights)"
-    return f"engine default ({engine.name}: 16-bit KV cache under {weights} weights)"
-
-
-def memory_rule_text(engine: Engine, utilization: float) -> str:
-    """How ``engine`` gives its KV cache memory, in words."""
-    if engine.memory_rule == "free":
-        return f"{utilization:g} of the memory left after weights and activations"
-    return f"{utilization:g} of device memory for weights, activations and KV cache"
 
 
 @dataclass(frozen=True)
@@ -299,95 +280,3 @@ def _rejected_columns(workload: Workload, first_id: int) -> dict[str, np.ndarray
         "rejected": np.ones(n, dtype=np.bool_),
         "response_cache_hit": np.zeros(n, dtype=np.bool_),
     }
-
-
-WARMUP_SHARE = 0.2  # steady-load runs: the first arrivals, while queues and batches fill
-COOLDOWN_SHARE = 0.1  # and the last, while the server drains with no arrivals behind them
-
-
-@dataclass(frozen=True)
-class SteadyLoad:
-    """Latency percentiles of a steady synthetic load, from the discrete-event simulator."""
-
-    requests: int  # simulated
-    measured: int  # the middle ones the percentiles describe (warm-up and drain excluded)
-    simulated_s: float
-    wall_s: float
-    percentiles: dict[str, dict[str, float]]  # ttft/tpot/e2e -> p50/p90/p99/mean, in ms
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": "discrete-event simulator",
-            "arrivals": "poisson",
-            "requests": self.requests,
-            "measured_requests": self.measured,
-            "excluded": f"first {WARMUP_SHARE:.0%} (warm-up) and last {COOLDOWN_SHARE:.0%} "
-            "(drain) of arrivals",
-            "simulated_s": self.simulated_s,
-            "wall_s": self.wall_s,
-            **self.percentiles,
-        }
-
-
-def steady_load(
-    deployment: Deployment,
-    profile: Profile,
-    input_tokens: int,
-    output_tokens: int,
-    qps: float,
-    requests: int,
-    *,
-    seed: int = 0,
-) -> SteadyLoad:
-    """Simulate ``requests`` Poisson arrivals at ``qps`` of one shape on one replica (chunked
-    prefill, the deployment's batch limits, no prefix cache) and measure the middle of the run.
-    """
-    if requests < 10:
-        raise UsageError(f"a steady-load simulation needs at least 10 requests, got {requests}")
-    rng = np.random.default_rng(seed)
-    arrivals = np.cumsum(rng.exponential(1.0 / qps, requests))
-    workload = Workload(
-        start=datetime(2026, 1, 1, tzinfo=UTC),
-        arrival_s=arrivals - arrivals[0],
-        input_tokens=np.full(requests, input_tokens, dtype=np.int64),
-        output_tokens=np.full(requests, output_tokens, dtype=np.int64),
-        class_index=np.zeros(requests, dtype=np.int16),
-        classes=("default",),
-    )
-    engine = EngineConfig(
-        max_seqs=deployment.max_seqs,
-        max_batched_tokens=deployment.max_batched_tokens,
-        kv_capacity_tokens=deployment.kv_capacity_tokens,
-        chunked_prefill=True,
-    )
-    times = RooflineStepTimes(LatencyModel(deployment, profile), deployment.max_seqs)
-    chunks: list[dict[str, np.ndarray]] = []
-    began = time.perf_counter()
-    runner = Fleet(workload, times, engine, FleetConfig(seed=seed), chunks.append)
-    runner.run()
-    wall = time.perf_counter() - began
-    done = {key: np.concatenate([c[key] for c in chunks]) for key in chunks[0]}
-    order = np.argsort(done["request_id"])
-    ids = done["request_id"][order]
-    keep = (ids >= int(requests * WARMUP_SHARE)) & (ids < int(requests * (1 - COOLDOWN_SHARE)))
-    keep &= ~done["rejected"][order]
-    arrival = done["arrival_s"][order][keep]
-    first = done["first_token_s"][order][keep]
-    finish = done["finish_s"][order][keep]
-    samples = {
-        "ttft": (first - arrival) * 1e3,
-        "e2e": (finish - arrival) * 1e3,
-    }
-    if output_tokens > 1:
-        samples["tpot"] = (finish - first) / (output_tokens - 1) * 1e3
-    percentiles = {
-        name: {
-            "p50": float(np.percentile(values, 50)),
-            "p90": float(np.percentile(values, 90)),
-            "p99": float(np.percentile(values, 99)),
-            "mean": float(values.mean()),
-        }
-        for name, values in samples.items()
-        if len(values)
-    }
-    return SteadyLoad(requests, int(keep.sum()), runner.end_s, wall, percentiles)

@@ -515,13 +515,15 @@ def test_planner_sweep_of_real_vllm_calibrates_a_cpu_profile(tmp_path: Path) -> 
     predicts the held-out points better than vLLM's GPU defaults and within the bound the docs
     state for this file (docs/benchmark-harness.md: 20% held-out MAPE; 10.7% when fitted)."""
     from planner.latency.calibration import calibrate
-    from planner.latency.registry import resolve_profile
+    from planner.latency.registry import all_profiles, resolve_profile
 
     rows = tmp_path / "rows.csv"
     write_measurements(measurement_rows(import_result(PLANNER_SWEEP)), rows)
     points, excluded = read_measurements(rows)
     assert len(points) == 20 and not excluded
-    report = calibrate(points, resolve_profile(None, "cpu-xeon-emr-2vcpu", "vllm"), holdout=0.3)
+    report = calibrate(
+        points, resolve_profile(all_profiles(), "cpu-xeon-emr-2vcpu", "vllm"), holdout=0.3
+    )
     heldout = [e for e in report.heldout if e.split == "test"]
     before = [e for e in report.before if e.split == "test"]
 

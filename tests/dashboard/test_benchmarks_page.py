@@ -31,7 +31,7 @@ from planner.latency.calibration import predict, read_measurements
 from planner.latency.catalog import load_catalog
 from planner.latency.engines import get_engine
 from planner.latency.profile import Profile, load_bundled_profiles
-from planner.latency.registry import engine_profile
+from planner.latency.registry import all_profiles, engine_profile
 from planner.store import CalibrationProfile, open_store
 from planner.store.bench_runs import save_run
 from tests.conftest import ROOT
@@ -188,7 +188,7 @@ def test_a_measured_run_shows_its_table_distributions_and_predictions(
     write_measurements(measurement_rows([run]), path)
     points, _ = read_measurements(path)
     catalog = load_catalog()
-    profile = engine_profile(None, "L4", get_engine("vllm"), None)
+    profile = engine_profile(all_profiles(), "L4", get_engine("vllm"), None)
     ttft = next(p for p in points if p.metric == "ttft")
     expected = predict(ttft, profile, catalog)
     [shown] = compared[compared["metric"] == "TTFT"].to_dict("records")

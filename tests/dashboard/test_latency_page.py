@@ -17,9 +17,11 @@ from sqlalchemy.orm import Session
 from streamlit.testing.v1 import AppTest
 
 from planner.config import database_url
-from planner.latency.predict import LatencyQuery, memory_breakdown, predict_latency
+from planner.latency.predict import LatencyQuery, memory_breakdown
 from planner.latency.registry import profile_accuracy
 from planner.store import CalibrationProfile, open_store
+from planner.store.calibrations import stored_accuracy
+from planner.usecases.predict import predict_latency
 from tests.dashboard.conftest import no_exception
 
 Page = Callable[[str], AppTest]
@@ -164,13 +166,11 @@ def test_the_profile_in_use_and_its_stated_error(demo_home: Path, page: Page) ->
     _set(at, gpu="H100-SXM")
     result = _library(LatencyQuery(gpu="H100-SXM", model="llama-3.1-8b", sim_requests=0))
     assert result["profile"] == "trtllm-h100-sxm"  # the GPU's own bundled profile
+    profile = predict_latency(
+        LatencyQuery(gpu="H100-SXM", model="llama-3.1-8b"), _store_session
+    ).profile
     with _store_session() as session:
-        accuracy = profile_accuracy(
-            session,
-            predict_latency(
-                LatencyQuery(gpu="H100-SXM", model="llama-3.1-8b"), _store_session
-            ).profile,
-        )
+        accuracy = profile_accuracy(profile, stored_accuracy(session, profile.name))
     assert accuracy is not None and accuracy["origin"] == "bundled"
     said = " ".join(m.value for m in at.markdown)
     assert "Profile **trtllm-h100-sxm** (trtllm), bundled with planner" in said

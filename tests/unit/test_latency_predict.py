@@ -19,11 +19,11 @@ from planner.latency.predict import (
     batch_sizes,
     latency_by_batch,
     memory_breakdown,
-    predict_latency,
 )
 from planner.latency.profile import Profile, bundled_profiles_path, load_bundled_profiles
-from planner.latency.registry import engine_profile, profile_accuracy
+from planner.latency.registry import all_profiles, engine_profile, profile_accuracy
 from planner.latency.serving import at_batch, max_batch, static_batch
+from planner.usecases.predict import predict_latency
 
 L4_8B = LatencyQuery(gpu="L4", model="llama-3.1-8b", sim_requests=0)
 
@@ -129,17 +129,17 @@ def test_a_bundled_profile_states_its_fit_errors() -> None:
     payload = json.loads(bundled_profiles_path().read_text())
     entry = next(p for p in payload["profiles"] if p["profile"]["name"] == "trtllm-h100-sxm")
     profile = next(p for p in load_bundled_profiles() if p.name == "trtllm-h100-sxm")
-    accuracy = profile_accuracy(None, profile)
+    accuracy = profile_accuracy(profile)
     assert accuracy is not None
     assert accuracy["origin"] == "bundled"
     assert accuracy["heldout_test"] == entry["heldout_test"]
     assert accuracy["after_all"] == entry["after_all"]
     assert accuracy["points"] == entry["points"] and accuracy["sources"] == entry["sources"]
-    assert profile_accuracy(None, Profile("never fitted")) is None
+    assert profile_accuracy(Profile("never fitted")) is None
 
 
 def test_engine_profile_names_another_engines_profile_as_the_way_out() -> None:
     vllm = get_engine("vllm")
-    assert engine_profile(None, "L4", vllm, None).name == "vllm-default"
+    assert engine_profile(all_profiles(), "L4", vllm, None).name == "vllm-default"
     with pytest.raises(UsageError, match="no calibration profile named 'nope'"):
-        engine_profile(None, "L4", vllm, "nope")
+        engine_profile(all_profiles(), "L4", vllm, "nope")
