@@ -103,7 +103,7 @@ class PriceSheet:
 
 
 @dataclass(frozen=True)
-class StoredForecast:
+class DemandForecast:
     """The stored forecast behind a recommendation's demand."""
 
     id: int
@@ -133,7 +133,7 @@ class ReportInputs:
     stored: Stored
     prices: list[SheetPrice]  # the prices in force for the winner's instance
     sheets: dict[int, PriceSheet]  # their versions by id
-    forecast: StoredForecast | None  # the forecast behind the demand, when it is still stored
+    forecast: DemandForecast | None  # the forecast behind the demand, when it is still stored
     calibration: Calibration
 
 
@@ -142,7 +142,7 @@ class Scenarios:
     """The three loads and how the low and high ones were made."""
 
     loads: dict[str, HourlyLoad]
-    forecast: StoredForecast | None  # the forecast behind the demand, when there is one
+    forecast: DemandForecast | None  # the forecast behind the demand, when there is one
     method: str  # plain words, for the key assumptions
     notes: list[str]
     load_scale: float = 1.0  # the recommendation's requests over the forecast's demand
@@ -256,7 +256,7 @@ def _bands(quantile: float) -> tuple[tuple[str, str] | None, tuple[str, str] | N
 
 
 def _same_load(
-    expected: HourlyLoad, why: str, run: StoredForecast | None = None, note: str = ""
+    expected: HourlyLoad, why: str, run: DemandForecast | None = None, note: str = ""
 ) -> Scenarios:
     return Scenarios(
         {name: expected for name in ("low", "expected", "high")},
@@ -272,7 +272,7 @@ def forecast_id(stored: Stored) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _scenarios(stored: Stored, run: StoredForecast | None) -> Scenarios:
+def _scenarios(stored: Stored, run: DemandForecast | None) -> Scenarios:
     """Expected: the recommended fleet. Low and high: the forecast's bands either side of the
     planned quantile, hour by hour, the fleet scaled with the requests."""
     expected = HourlyLoad(stored.start, stored.requests, stored.instances)
@@ -471,7 +471,7 @@ def _latency_source(stored: Stored, calibration: Calibration) -> tuple[tuple[str
     return (value, where), f"calibration profile {name} ({error})"
 
 
-def _forecast_source(run: StoredForecast | None) -> tuple[str, str] | None:
+def _forecast_source(run: DemandForecast | None) -> tuple[str, str] | None:
     if run is None:
         return None
     backtest = (run.scores or {}).get("backtest")

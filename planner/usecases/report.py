@@ -22,11 +22,11 @@ from planner.latency.profile import ProfileError
 from planner.latency.registry import profile_accuracy, resolve_profile
 from planner.report.build import (
     Calibration,
+    DemandForecast,
     PriceSheet,
     ReportInputs,
     SheetPrice,
     Stored,
-    StoredForecast,
     build,
     check_options,
     forecast_id,
@@ -126,7 +126,7 @@ def _load(session: Session, recommendation_id: int) -> ReportInputs:
     )
 
 
-def _forecast(session: Session, stored: Stored) -> StoredForecast | None:
+def _forecast(session: Session, stored: Stored) -> DemandForecast | None:
     """The forecast behind the demand; None when the demand is no forecast or it is gone."""
     found = forecast_id(stored)
     if found is None:
@@ -135,7 +135,7 @@ def _forecast(session: Session, stored: Stored) -> StoredForecast | None:
         run = load_forecast(session, found)
     except NotFoundError:
         return None
-    return StoredForecast(
+    return DemandForecast(
         id=run.id,
         source=run.source,
         method=run.method,
