@@ -307,9 +307,12 @@ def _window(start: str | None, end: str | None) -> tuple[datetime | None, dateti
 
 
 @contextmanager
-def _progress_bar(quiet: bool) -> Iterator[Callable[[int, int], None]]:
-    """A progress bar on stderr (none when quiet or not a terminal), updated with (requests
-    simulated, requests in all)."""
+def _progress_bar(quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr, updated with (requests simulated, requests in all); None when
+    quiet or not a terminal (Rich's progress module is then not loaded)."""
+    if quiet or not stderr.is_terminal:
+        yield None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -319,7 +322,6 @@ def _progress_bar(quiet: bool) -> Iterator[Callable[[int, int], None]]:
         TextColumn("requests"),
         TimeElapsedColumn(),
         console=stderr,
-        disable=quiet or not stderr.is_terminal,
         transient=True,
     ) as bar:
         task = bar.add_task("simulate", total=None)

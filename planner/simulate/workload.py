@@ -24,14 +24,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from planner.common.text import shown
 from planner.errors import UsageError
 from planner.workload.rates import HOUR_S, RateCurve
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DEFAULT_CLASS = "default"  # the class of requests whose log gives none
@@ -219,6 +222,8 @@ def replayed(frame: pd.DataFrame, zero_us: int, name: str) -> Workload:
     columns ``arrival_us``, ``input_tokens``, ``output_tokens``, ``priority_class`` (None:
     :data:`DEFAULT_CLASS`) and ``prefix_block_ids`` (space-separated block ids, or None), in
     arrival order; time zero is ``zero_us`` (microseconds since the epoch)."""
+    import pandas as pd  # only a replay needs it: a synthetic run starts without pandas
+
     arrival_s = (frame["arrival_us"].to_numpy(np.int64) - zero_us) / 1e6
     input_tokens = frame["input_tokens"].to_numpy(np.int64)
     output_tokens = np.maximum(frame["output_tokens"].to_numpy(np.int64), 1)

@@ -5,14 +5,17 @@ make them :class:`~planner.simulate.workload.Workload` values and token pools)."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from planner.store.models import Request
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FETCH_ROWS = 200_000
 REQUEST_COLUMNS = (
@@ -66,6 +69,8 @@ def request_frame(
 ) -> pd.DataFrame | None:
     """Dataset ``dataset_id``'s requests in ``[start_us, end_us)`` in arrival order, as the
     columns :data:`REQUEST_COLUMNS`; None when there are none."""
+    import pandas as pd  # only a replay needs it
+
     query = select(
         Request.arrival_us,
         Request.input_tokens,

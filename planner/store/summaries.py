@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from planner.errors import UsageError
 from planner.store.models import Dataset, Request
 from planner.store.queries import list_datasets, request_frame
-from planner.workload import DatasetSummary, summarize
+from planner.workload.summary import DatasetSummary, summarize
 
 MICROS = 1_000_000
 # Bucket widths a chart of arrivals picks from: whole minutes, so a rate per minute is exact.

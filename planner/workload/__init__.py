@@ -1,5 +1,4 @@
-"""Workload statistics derived from a dataset's requests."""
-
-from planner.workload.summary import DatasetSummary, TokenStats, summarize
-
-__all__ = ["DatasetSummary", "TokenStats", "summarize"]
+"""Workloads as values: a dataset's statistics (:mod:`planner.workload.summary`), hourly rate
+curves (:mod:`planner.workload.rates`) and the ``ds,y`` CSV reader they share
+(:mod:`planner.workload.hourly_csv`). The package imports nothing itself, so a rate curve is
+read without loading pandas."""

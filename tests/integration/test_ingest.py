@@ -17,7 +17,7 @@ from planner.errors import InputFileError, UsageError
 from planner.ingest import IngestOptions, TimeKind, TimeSpec, TimeUnit, ingest_file
 from planner.store import Dataset, Request, Store
 from planner.store.queries import get_dataset, request_frame
-from planner.workload import summarize
+from planner.workload.summary import summarize
 from tests.conftest import AZURE_CODE, AZURE_CONV, DEMO_SAMPLE, MOONCAKE, WriteFile
 
 START = datetime(2024, 6, 1, tzinfo=UTC)

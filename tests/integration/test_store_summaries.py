@@ -27,7 +27,7 @@ from planner.store.summaries import (
     summary_columns,
     token_counts,
 )
-from planner.workload import summarize
+from planner.workload.summary import summarize
 from tests.conftest import AZURE_CONV, AZURE_CONV_NAME, WriteFile
 
 # Requests at 00:00:30, 00:00:45, 00:01:10 and 00:03:59: minute 00:02 has none.
