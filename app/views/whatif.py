@@ -54,9 +54,14 @@ from planner.simulate.results import (
     request_cdfs,
 )
 from planner.simulate.run import ServingSpec
-from planner.store.summaries import dataset_records
-from planner.usecases.load import instance_prices, stored_demand
-from planner.usecases.simulate import SimulateRequest, simulate
+from planner.usecases.simulate import (
+    SimulateRequest,
+    demand_forecasts,
+    forecast_demand,
+    replica_price_options,
+    simulate,
+    simulation_datasets,
+)
 from planner.workload.rates import RateCurve
 
 RUNS_KEY = "whatif-runs"  # this session's last runs, oldest first
@@ -82,34 +87,24 @@ SLO_FIELDS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 @st.cache_data(show_spinner=False)
 def _datasets(url: str, version: str) -> dict[str, int]:
     """Dataset name -> requests, oldest first."""
-    with common.session() as session:
-        return {r["name"]: int(r["rows"]) for r in dataset_records(session)}
+    return simulation_datasets(common.session)
 
 
 @st.cache_data(show_spinner=False)
 def _forecasts(url: str, version: str) -> dict[int, str]:
     """Stored forecasts with a demand curve: id -> label."""
-    from planner.store.forecasts import list_forecasts
-
-    with common.session() as session:
-        return {
-            run.id: f"#{run.id}: {run.source} ({run.horizon_hours} h, q{run.demand_quantile:g})"
-            for run in list_forecasts(session)
-            if run.demand_quantile is not None
-        }
+    return demand_forecasts(common.session)
 
 
 @st.cache_data(show_spinner=False)
 def _demand(url: str, version: str, forecast_id: int) -> tuple[RateCurve, str, str | None]:
-    with common.session() as session:
-        found = stored_demand(session, forecast_id)
+    found = forecast_demand(forecast_id, common.session)
     return found.curve, found.label, found.dataset
 
 
 @st.cache_data(show_spinner=False)
 def _instances(url: str, version: str, gpu: str, tp: int) -> list[InstancePrices]:
-    with common.session() as session:
-        return instance_prices(session, gpu, tp)
+    return replica_price_options(gpu, tp, common.session)
 
 
 # --- inputs ---------------------------------------------------------------------------------------

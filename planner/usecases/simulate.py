@@ -5,14 +5,20 @@ The request is checked first (every number, the fleet's size against ``max_reque
 prices, the per-request output file), then the store is opened once, through ``sessions``, to
 load the workload (a dataset replayed, or arrivals on a rate curve with a dataset's lengths)
 and the calibration profiles; the simulator then runs on those values.
+
+The What-if page also reads what a run can be built from through this module
+(:func:`simulation_datasets`, :func:`demand_forecasts`, :func:`forecast_demand`,
+:func:`replica_price_options`), each in one session of its ``sessions``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from planner.common.files import check_output_path
 from planner.common.text import shown
@@ -21,6 +27,7 @@ from planner.latency.profile import Profile
 from planner.latency.registry import engine_profile
 from planner.simulate.fleet import FleetConfig
 from planner.simulate.inputs import (
+    InstancePrices,
     WhatIf,
     build_fleet,
     check_fleet,
@@ -36,7 +43,10 @@ from planner.simulate.run import simulate as simulate_workload
 from planner.simulate.workload import Workload, limit_prompts
 from planner.store.calibrations import known_profiles
 from planner.usecases import SessionScope
-from planner.usecases.load import workload_for
+from planner.usecases.load import StoredDemand, instance_prices, stored_demand, workload_for
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 # (requests simulated so far, requests in all)
 Progress = Callable[[int, int], None]
@@ -123,9 +133,7 @@ def prepare_whatif(whatif: WhatIf, sessions: SessionScope) -> PreparedRun:
     size = fleet_size(fleet)
     check_fleet(size, whatif.max_requests)  # a fleet too big fails before any request is read
     prices = replica_prices(fleet, whatif.prices, whatif.price_names)
-    with sessions() as session:
-        if session is None:
-            raise UsageError("a what-if reads its requests from a store; none is open")
+    with _store(sessions)() as session:
         workload = workload_for(
             session, whatif.demand, seed=whatif.seed, max_requests=whatif.max_requests
         )
@@ -190,3 +198,53 @@ def run_whatif(
             f"than --max-model-len {prepared.max_model_len:,} tokens and were {cut} it"
         )
     return result
+
+
+# --- what a what-if can be built from (the dashboard's choices) -----------------------------------
+
+
+def simulation_datasets(sessions: SessionScope) -> dict[str, int]:
+    """The stored datasets a what-if can replay or draw lengths from: name -> requests, oldest
+    first."""
+    from planner.store.summaries import dataset_records
+
+    with _store(sessions)() as session:
+        return {r["name"]: int(r["rows"]) for r in dataset_records(session)}
+
+
+def demand_forecasts(sessions: SessionScope) -> dict[int, str]:
+    """The stored forecasts with a demand curve: id -> label."""
+    from planner.store.forecasts import list_forecasts
+
+    with _store(sessions)() as session:
+        return {
+            run.id: f"#{run.id}: {run.source} ({run.horizon_hours} h, q{run.demand_quantile:g})"
+            for run in list_forecasts(session)
+            if run.demand_quantile is not None
+        }
+
+
+def forecast_demand(forecast_id: int, sessions: SessionScope) -> StoredDemand:
+    """The demand curve stored with forecast ``forecast_id``."""
+    with _store(sessions)() as session:
+        return stored_demand(session, forecast_id)
+
+
+def replica_price_options(gpu: str, tp: int, sessions: SessionScope) -> list[InstancePrices]:
+    """The latest price sheet's instance types with ``gpu`` holding whole replicas of ``tp``
+    GPUs, priced per replica-hour, cheapest per GPU first."""
+    with _store(sessions)() as session:
+        return instance_prices(session, gpu, tp)
+
+
+def _store(sessions: SessionScope) -> Callable[[], AbstractContextManager[Session]]:
+    """``sessions``, refusing a scope with no store open."""
+
+    @contextmanager
+    def opened() -> Iterator[Session]:
+        with sessions() as session:
+            if session is None:
+                raise UsageError("a what-if reads its requests from a store; none is open")
+            yield session
+
+    return opened
