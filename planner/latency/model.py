@@ -359,8 +359,9 @@ class LatencyModel:
     ) -> float:
         """``cost(...).total`` for one iteration, in plain floats (tested equal to ``cost``):
         :meth:`planner.latency.step.StepFormula.seconds`, the one step formula, which the
-        simulator's ``RooflineStepTimes.iteration`` calls too (compiled with it)."""
-        return self.step.seconds(tokens, attn_pairs, kv_read, logits)
+        simulator's ``RooflineStepTimes.iteration`` calls too (compiled with it). Python
+        floats in (a NumPy integer is not one), as the simulator passes them."""
+        return self.step.seconds(float(tokens), float(attn_pairs), float(kv_read), float(logits))
 
     # --- the three kinds of iteration --------------------------------------------------------
 

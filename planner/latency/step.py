@@ -20,44 +20,45 @@ import hashlib
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Final, final
+from typing import Any, Final, SupportsFloat, final
 
 
 @final
 class StepFormula:
     """Seconds of one iteration of one deployment under one calibration profile.
 
-    Every constant is a float: an int the formula meets is converted exactly as Python's mixed
-    arithmetic converts it, so the result is the same float whichever build runs it."""
+    Every constant is made a float (from an int, a NumPy number, anything ``float`` takes): an
+    int the formula meets is converted exactly as Python's mixed arithmetic converts it, so the
+    result is the same float whichever build runs it."""
 
     def __init__(
         self,
         *,
         moe: bool,
-        experts: float,
-        experts_per_token: float,
-        gemm_half_tokens: float,
-        matmul_flops: float,
-        proj_flops_per_token: float,
-        proj_read_s: float,
-        expert_flops_per_token: float,
-        router_flops_per_token: float,
-        expert_bytes: float,
-        bandwidth: float,
-        expert_read_s: float,
-        attn_fixed: float,
-        attn_flops_per_pair: float,
-        attn_flops: float,
-        kv_bytes_per_token: float,
-        kv_bandwidth: float,
-        lm_flops_per_token: float,
-        lm_flops: float,
-        lm_read_s: float,
-        allreduces: float,
-        allreduce_s: float,
-        allreduce_bytes_per_token: float,
-        link_bandwidth: float,
-        overhead_s: float,
+        experts: SupportsFloat,
+        experts_per_token: SupportsFloat,
+        gemm_half_tokens: SupportsFloat,
+        matmul_flops: SupportsFloat,
+        proj_flops_per_token: SupportsFloat,
+        proj_read_s: SupportsFloat,
+        expert_flops_per_token: SupportsFloat,
+        router_flops_per_token: SupportsFloat,
+        expert_bytes: SupportsFloat,
+        bandwidth: SupportsFloat,
+        expert_read_s: SupportsFloat,
+        attn_fixed: SupportsFloat,
+        attn_flops_per_pair: SupportsFloat,
+        attn_flops: SupportsFloat,
+        kv_bytes_per_token: SupportsFloat,
+        kv_bandwidth: SupportsFloat,
+        lm_flops_per_token: SupportsFloat,
+        lm_flops: SupportsFloat,
+        lm_read_s: SupportsFloat,
+        allreduces: SupportsFloat,
+        allreduce_s: SupportsFloat,
+        allreduce_bytes_per_token: SupportsFloat,
+        link_bandwidth: SupportsFloat,
+        overhead_s: SupportsFloat,
     ) -> None:
         self.moe = moe
         self.experts = float(experts)
