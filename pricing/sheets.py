@@ -10,6 +10,11 @@ type, purchase option, payment, plan kind), the newest successful version's pric
 sheet's price for a key beats any list price of that key (negotiated discounts override list
 prices where they apply). A failed refresh is recorded as a ``failed`` version with its error
 and no prices, so the last good prices stay in force.
+
+The values read and written here (:class:`~pricing.entries.PriceEntry`,
+:class:`~pricing.entries.VersionInfo`, :class:`~pricing.entries.SheetDiff`) and what is computed
+on them without the store (GPU matching, option groups, comparing two versions' prices) are in
+:mod:`pricing.entries`, which the pure core may import; this module is the store's side.
 """
 
 from __future__ import annotations
@@ -23,10 +28,10 @@ import re
 import unicodedata
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
@@ -42,6 +47,17 @@ from planner.store.price_models import (
     PricePointRow,
     PriceSheetVersion,
 )
+from pricing.entries import (
+    PriceEntry,
+    Scope,
+    SheetDiff,
+    SourceKind,
+    VersionInfo,
+    compare_versions,
+    gpu_matches,
+    option_filter,
+    sort_key,
+)
 from pricing.model import PricePoint, Provider, PurchaseOption
 from pricing.snapshot import (
     COLUMNS,
@@ -54,20 +70,10 @@ from pricing.snapshot import (
     snapshot_path,
 )
 
-SourceKind = Literal["snapshot", "aws", "gcp", "azure", "user"]
 REFRESH_PROVIDERS = ("aws", "gcp", "azure")
 LIST_KINDS = ("snapshot", "aws", "gcp", "azure")  # list prices, as opposed to user sheets
 #: The columns a user sheet must have; the others default (see :func:`import_sheet`).
 USER_REQUIRED = ("provider", "region", "instance_type", "purchase_option", "usd_per_hour")
-#: Option groups for filters: ``reserved`` is reserved-1y and reserved-3y, etc.
-OPTION_GROUPS = {
-    "all": tuple(PurchaseOption),
-    "reserved": (PurchaseOption.RESERVED_1Y, PurchaseOption.RESERVED_3Y),
-    "savings-plan": (PurchaseOption.SAVINGS_PLAN_1Y, PurchaseOption.SAVINGS_PLAN_3Y),
-    "committed": (PurchaseOption.COMMITTED_1Y, PurchaseOption.COMMITTED_3Y),
-    "commitments": tuple(o for o in PurchaseOption if o.term_years),
-}
-Scope = Literal["all", "covered", "keys"]
 
 
 class RefreshError(PlannerError):
@@ -79,68 +85,19 @@ class RefreshError(PlannerError):
         super().__init__(f"{provider} price refresh failed: {reason}. {kept}")
 
 
-@dataclass(frozen=True)
-class VersionInfo:
-    """One price-sheet version, detached from the session."""
-
-    id: int
-    source_kind: str
-    label: str
-    source_ref: str
-    sha256: str | None
-    fetched_at: datetime
-    row_count: int
-    status: str
-    error: str | None
-
-    @classmethod
-    def of(cls, row: PriceSheetVersion) -> VersionInfo:
-        return cls(
-            id=row.id,
-            source_kind=row.source_kind,
-            label=row.label,
-            source_ref=row.source_ref,
-            sha256=row.sha256,
-            fetched_at=row.fetched_at,
-            row_count=row.row_count,
-            status=row.status,
-            error=row.error,
-        )
-
-    def describe(self) -> str:
-        return f"version {self.id} ({self.source_kind}: {self.label}, {self.fetched_at:%Y-%m-%d})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "source_kind": self.source_kind,
-            "label": self.label,
-            "source_ref": self.source_ref,
-            "sha256": self.sha256,
-            "fetched_at": self.fetched_at.isoformat(),
-            "row_count": self.row_count,
-            "status": self.status,
-            "error": self.error,
-        }
-
-
-@dataclass(frozen=True)
-class PriceEntry:
-    """A price in force, with the version it comes from and, for a user price, the list price
-    it overrides (if any)."""
-
-    point: PricePoint
-    version_id: int
-    source_kind: str
-    overrides: PricePoint | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = self.point.to_dict()
-        data["usd_per_gpu_hour"] = self.point.usd_per_gpu_hour
-        data["version_id"] = self.version_id
-        data["source_kind"] = self.source_kind
-        data["list_usd_per_hour"] = self.overrides.usd_per_hour if self.overrides else None
-        return data
+def version_info(row: PriceSheetVersion) -> VersionInfo:
+    """A stored version as a value, detached from the session."""
+    return VersionInfo(
+        id=row.id,
+        source_kind=row.source_kind,
+        label=row.label,
+        source_ref=row.source_ref,
+        sha256=row.sha256,
+        fetched_at=row.fetched_at,
+        row_count=row.row_count,
+        status=row.status,
+        error=row.error,
+    )
 
 
 # -- writing versions --------------------------------------------------------------------------
@@ -291,7 +248,7 @@ def store_version(
     session.flush()
     if points:
         session.execute(insert(PricePointRow), [_point_values(p, version.id) for p in points])
-    return VersionInfo.of(version)
+    return version_info(version)
 
 
 def _sha256(path: Path) -> str:
@@ -323,7 +280,7 @@ def load_snapshot_version(
             .order_by(PriceSheetVersion.id.desc())
         ).first()
         if same is not None:
-            return VersionInfo.of(same), False
+            return version_info(same), False
     version = store_version(
         session,
         points,
@@ -979,7 +936,7 @@ def import_sheet(
     if same is not None and all(
         (e := in_force.get(p.key())) is not None and e.version_id == same.id for p in points
     ):
-        return ImportResult(VersionInfo.of(same), imported=False)
+        return ImportResult(version_info(same), imported=False)
     if not force:
         for raw, point in zip(rows, points, strict=True):
             problem = _implausible(path, raw, point, in_force, today)
@@ -1028,7 +985,7 @@ def record_failed_refresh(
     )
     session.add(version)
     session.flush()
-    return VersionInfo.of(version)
+    return version_info(version)
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -1090,7 +1047,7 @@ def last_good_version(session: Session, provider: str | None = None) -> VersionI
         .order_by(PriceSheetVersion.id.desc())
         .limit(1)
     ).first()
-    return VersionInfo.of(row) if row is not None else None
+    return version_info(row) if row is not None else None
 
 
 def refresh(
@@ -1138,7 +1095,7 @@ def refresh(
 
 def list_versions(session: Session) -> list[VersionInfo]:
     rows = session.scalars(select(PriceSheetVersion).order_by(PriceSheetVersion.id))
-    return [VersionInfo.of(r) for r in rows]
+    return [version_info(r) for r in rows]
 
 
 def get_version(session: Session, version_id: int) -> VersionInfo:
@@ -1150,7 +1107,7 @@ def get_version(session: Session, version_id: int) -> VersionInfo:
             f"no price-sheet version {version_id} (versions: "
             f"{', '.join(map(str, known)) if known else 'none yet'})"
         )
-    return VersionInfo.of(row)
+    return version_info(row)
 
 
 def version_points(session: Session, version_id: int) -> list[PricePoint]:
@@ -1161,23 +1118,6 @@ def version_points(session: Session, version_id: int) -> list[PricePoint]:
         .order_by(PricePointRow.id)
     )
     return [_to_point(r) for r in rows]
-
-
-def option_filter(option: str | None) -> tuple[PurchaseOption, ...] | None:
-    """The purchase options an ``--option`` value selects (a group name or one option)."""
-    if option is None:
-        return None
-    name = option.strip().lower()
-    if name in OPTION_GROUPS:
-        return OPTION_GROUPS[name]
-    try:
-        return (PurchaseOption(name),)
-    except ValueError:
-        known = [*OPTION_GROUPS, *(o.value for o in PurchaseOption)]
-        raise UsageError(
-            f"--option: unknown purchase option {shown(option)}; known (closest first): "
-            f"{closest(option, known)}"
-        ) from None
 
 
 def check_filters(
@@ -1235,16 +1175,6 @@ def gpu_known(session: Session, query: str) -> bool:
     return any(gpu_matches(query, model) for model in stored)
 
 
-def gpu_matches(query: str, gpu_model: str) -> bool:
-    """Whether a GPU query selects a model: the catalog name or alias, or a family prefix
-    (``H100`` selects H100-SXM and H100-PCIe; ``a100`` both A100s)."""
-    q = query.strip().lower()
-    m = gpu_model.lower()
-    if m == q or m.startswith(q + "-"):
-        return True
-    return gpu_aliases().get(q) == gpu_model
-
-
 def latest_entries(
     session: Session,
     provider: str | None = None,
@@ -1291,27 +1221,8 @@ def latest_entries(
     for key, (point, version_id) in newest_list.items():
         if key not in newest_user:
             entries.append(PriceEntry(point, version_id, kinds[version_id]))
-    entries.sort(key=lambda e: _sort_key(e.point))
+    entries.sort(key=lambda e: sort_key(e.point))
     return entries
-
-
-def _natural(text: str) -> tuple[Any, ...]:
-    """``g2-standard-8`` before ``g2-standard-12``."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
-
-
-def _sort_key(point: PricePoint) -> tuple[Any, ...]:
-    return (
-        point.provider.value,
-        point.region,
-        point.gpu_model,
-        point.gpu_count,
-        point.vcpus or 0,
-        _natural(point.instance_type),
-        list(PurchaseOption).index(point.purchase_option),
-        point.payment,
-        point.plan_kind,
-    )
 
 
 def latest_prices(
@@ -1343,62 +1254,6 @@ def latest_prices(
 # -- diff --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PriceChange:
-    old: PricePoint
-    new: PricePoint
-
-    @property
-    def pct_change(self) -> float:
-        return (self.new.usd_per_hour / self.old.usd_per_hour - 1.0) * 100.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": list(self.new.key()),
-            "gpu_model": self.new.gpu_model,
-            "gpu_count": self.new.gpu_count,
-            "old_usd_per_hour": self.old.usd_per_hour,
-            "new_usd_per_hour": self.new.usd_per_hour,
-            "pct_change": self.pct_change,
-            "old_upfront_usd": self.old.upfront_usd,
-            "new_upfront_usd": self.new.upfront_usd,
-            "old_effective_date": self.old.effective_date,
-            "new_effective_date": self.new.effective_date,
-        }
-
-
-@dataclass(frozen=True)
-class SheetDiff:
-    old: VersionInfo
-    new: VersionInfo
-    scope: Scope
-    added: list[PricePoint] = field(default_factory=list)
-    removed: list[PricePoint] = field(default_factory=list)
-    changed: list[PriceChange] = field(default_factory=list)
-    unchanged: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        def brief(p: PricePoint) -> dict[str, Any]:
-            return {
-                "key": list(p.key()),
-                "gpu_model": p.gpu_model,
-                "gpu_count": p.gpu_count,
-                "usd_per_hour": p.usd_per_hour,
-                "upfront_usd": p.upfront_usd,
-                "effective_date": p.effective_date,
-            }
-
-        return {
-            "old": self.old.to_dict(),
-            "new": self.new.to_dict(),
-            "scope": self.scope,
-            "added": [brief(p) for p in self.added],
-            "removed": [brief(p) for p in self.removed],
-            "changed": [c.to_dict() for c in self.changed],
-            "unchanged": self.unchanged,
-        }
-
-
 def _usable(version: VersionInfo) -> None:
     if version.status != STATUS_OK:
         raise UsageError(
@@ -1422,36 +1277,7 @@ def diff(
     _usable(new_info)
     old_points = version_points(session, old_version)
     new_points = version_points(session, new_version)
-    if scope == "covered":
-        covered = {(p.provider, p.region) for p in new_points}
-        old_points = [p for p in old_points if (p.provider, p.region) in covered]
-    elif scope == "keys":
-        keys = {p.key() for p in new_points}
-        old_points = [p for p in old_points if p.key() in keys]
-    old_by_key = {p.key(): p for p in old_points}
-    new_by_key = {p.key(): p for p in new_points}
-    added = [p for k, p in new_by_key.items() if k not in old_by_key]
-    removed = [p for k, p in old_by_key.items() if k not in new_by_key]
-    changed = []
-    unchanged = 0
-    for key, new in new_by_key.items():
-        old = old_by_key.get(key)
-        if old is None:
-            continue
-        if _same_price(old.usd_per_hour, new.usd_per_hour) and _same_price(
-            old.upfront_usd, new.upfront_usd
-        ):
-            unchanged += 1
-        else:
-            changed.append(PriceChange(old, new))
-    added.sort(key=_sort_key)
-    removed.sort(key=_sort_key)
-    changed.sort(key=lambda c: (-abs(c.pct_change), _sort_key(c.new)))
-    return SheetDiff(old_info, new_info, scope, added, removed, changed, unchanged)
-
-
-def _same_price(a: float, b: float) -> bool:
-    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+    return compare_versions(old_info, new_info, old_points, new_points, scope=scope)
 
 
 def diff_scope(old_version: int | None, new_version: int | None, scope: str | None) -> Scope | None:

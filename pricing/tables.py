@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from pricing.costs import commitment_break_evens
+from pricing.entries import PriceEntry, SheetDiff, VersionInfo
 from pricing.model import PricePoint
-from pricing.sheets import PriceEntry, SheetDiff, VersionInfo
 
 
 def option_label(point: PricePoint) -> str:
@@ -103,3 +103,27 @@ def diff_rows(result: SheetDiff) -> dict[str, list[dict[str, Any]]]:
         "added": [_point_row(p) for p in result.added],
         "removed": [_point_row(p) for p in result.removed],
     }
+
+
+def comparison_rows(
+    entries: list[PriceEntry], on_demand: list[PriceEntry]
+) -> tuple[list[PriceEntry], list[dict[str, Any]]]:
+    """``planner prices compare``: ``entries`` cheapest GPU-hour first, and a row of each (its
+    ``to_dict``) with ``vs_cheapest_on_demand`` (its $/GPU-hour against the cheapest on-demand
+    one among ``entries``) and ``break_even_utilization`` (a commitment's, against the on-demand
+    price of the same instance among ``on_demand``: those beside it, whatever the filter)."""
+    ordered = sorted(entries, key=lambda e: (e.point.usd_per_gpu_hour, e.point.usd_per_hour))
+    cheapest = [
+        e.point.usd_per_gpu_hour for e in ordered if e.point.purchase_option.value == "on-demand"
+    ]
+    baseline = min(cheapest) if cheapest else None
+    break_evens = commitment_break_evens([e.point for e in ordered + on_demand])
+    rows: list[dict[str, Any]] = []
+    for e in ordered:
+        data = e.to_dict()
+        data["vs_cheapest_on_demand"] = (
+            e.point.usd_per_gpu_hour / baseline - 1.0 if baseline else None
+        )
+        data["break_even_utilization"] = break_evens.get(e.point.key())
+        rows.append(data)
+    return ordered, rows

@@ -12,6 +12,7 @@ import streamlit as st
 
 from app import common
 from planner.store.price_models import STATUS_OK
+from planner.usecases.prices import PriceQuery, prices_in_force
 from pricing.sheets import (
     default_diff_pair,
     diff_versions,
@@ -40,8 +41,7 @@ PRICE_COLUMNS = {
 
 @st.cache_data(show_spinner=False)
 def _prices(url: str, version: str) -> pd.DataFrame:
-    with common.session() as session:
-        return pd.DataFrame(price_rows(latest_entries(session)))
+    return pd.DataFrame(price_rows(prices_in_force(PriceQuery(), common.session)))
 
 
 @st.cache_data(show_spinner=False)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -26,7 +28,8 @@ from pricing.model import PricePoint
 
 if TYPE_CHECKING:
     from planner.store import Store
-    from pricing.sheets import PriceEntry, SheetDiff
+    from planner.usecases import SessionScope
+    from pricing.entries import PriceEntry, SheetDiff, VersionInfo
 
 
 app = typer.Typer(
@@ -48,27 +51,22 @@ def _ensure(store: Store) -> None:
     with store.session() as session:
         loaded = ensure_list_prices(session)
     if loaded is not None:
-        stderr.print(
-            f"the store had no prices: loaded the bundled snapshot as version {loaded.id} "
-            f"({loaded.row_count} prices)",
-            markup=False,
-        )
+        _loaded(loaded)
 
 
-def _filters(
-    ctx: typer.Context,
-    provider: str | None,
-    region: str | None,
-    gpu: str | None,
-    option: str | None,
-) -> None:
-    """Refuse unknown filter values (exit 2, with the closest known ones) before listing."""
-    from pricing.sheets import check_filters
+def _loaded(version: VersionInfo) -> None:
+    stderr.print(
+        f"the store had no prices: loaded the bundled snapshot as version {version.id} "
+        f"({version.row_count} prices)",
+        markup=False,
+    )
 
+
+@contextmanager
+def _sessions(ctx: typer.Context) -> Iterator[SessionScope]:
+    """Sessions of the store named by --db, open for the body of the ``with``."""
     with store_from(ctx) as store:
-        _ensure(store)
-        with store.session() as session:
-            check_filters(session, provider=provider, region=region, gpu=gpu, option=option)
+        yield store.session
 
 
 def _nothing_matches(what: str) -> None:
@@ -101,12 +99,12 @@ def list_command(
     """List the prices in force: the newest version's price of each instance and option, your
     own sheet's price where you imported one. An unknown filter value is an error (exit 2) with
     the closest known values; a known one that matches nothing lists nothing."""
-    from pricing.sheets import latest_entries
+    from planner.usecases.prices import PriceQuery, prices_in_force
     from pricing.tables import option_label
 
-    _filters(ctx, provider, region, gpu, option)
-    with store_from(ctx) as store, store.session() as session:
-        entries = latest_entries(session, provider, region=region, gpu=gpu, option=option)
+    with _sessions(ctx) as sessions:
+        query = PriceQuery(provider, region, gpu, option)
+        entries = prices_in_force(query, sessions, loaded=_loaded)
     if as_json:
         if not entries:
             _nothing_matches("prices")
@@ -152,29 +150,13 @@ def compare_command(
 ) -> None:
     """Compare $/hour and $/GPU-hour of one GPU across clouds and purchase options, cheapest
     GPU-hour first. Filter values as for `planner prices list`."""
-    from pricing.costs import commitment_break_evens
-    from pricing.sheets import latest_entries
+    from planner.usecases.prices import PriceQuery, compare_prices
     from pricing.tables import option_label
 
-    _filters(ctx, provider, region, gpu, option)
-    with store_from(ctx) as store, store.session() as session:
-        entries = latest_entries(session, provider, region=region, gpu=gpu, option=option)
-        # the on-demand prices beside each commitment, whatever --option selects
-        beside = latest_entries(session, provider, region=region, gpu=gpu, option="on-demand")
-    entries.sort(key=lambda e: (e.point.usd_per_gpu_hour, e.point.usd_per_hour))
-    on_demand = [
-        e.point.usd_per_gpu_hour for e in entries if e.point.purchase_option.value == "on-demand"
-    ]
-    baseline = min(on_demand) if on_demand else None
-    break_evens = commitment_break_evens([e.point for e in entries + beside])
-    rows: list[dict[str, Any]] = []
-    for e in entries:
-        data = e.to_dict()
-        data["vs_cheapest_on_demand"] = (
-            e.point.usd_per_gpu_hour / baseline - 1.0 if baseline else None
-        )
-        data["break_even_utilization"] = break_evens.get(e.point.key())
-        rows.append(data)
+    with _sessions(ctx) as sessions:
+        query = PriceQuery(provider, region, gpu, option)
+        comparison = compare_prices(query, sessions, loaded=_loaded)
+    entries, rows = comparison.entries, comparison.rows
     if as_json:
         if not entries:
             _nothing_matches("prices")
