@@ -7,7 +7,6 @@ and the calibration profiles the model uses (bundled with planner, and fitted in
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,16 +18,22 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from app import common
-from planner.bench.results import measurement_rows, write_measurements
 from planner.errors import UsageError
-from planner.latency.calibration import Measurement, predict, read_measurements, unit_of
-from planner.latency.catalog import load_catalog
-from planner.latency.engines import get_engine
+from planner.latency.calibration import Measurement, unit_of
 from planner.latency.profile import Profile, bundled_profiles_path, load_bundled_profiles
-from planner.latency.registry import engine_profile, profile_accuracy, resolve_profile
-from planner.latency.serving import SaturatedError
-from planner.store.bench_runs import StoredRun, get_run, list_runs, run_requests
-from planner.store.calibrations import known_profiles, stored_accuracy, stored_profiles
+from planner.latency.registry import profile_accuracy
+from planner.store.bench_runs import StoredRun
+from planner.usecases.bench import (
+    ComparisonRequest,
+    RunShowRequest,
+    StoredRunsRequest,
+    compare_runs,
+    measurements_of,
+    profile_names,
+    show_run,
+    stored_profile_errors,
+    stored_runs,
+)
 
 CALIBRATE_HINT = (
     "planner calibrate data/reference/published_latency.csv --name my-h100 --engine trtllm "
@@ -93,11 +98,9 @@ def _bundled(path: str, modified_ns: int) -> tuple[pd.DataFrame, pd.DataFrame]:
 @st.cache_data(show_spinner=False)
 def _stored(url: str, version: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Profiles fitted into the store (``planner calibrate``), newest first."""
-    with common.session() as session:
-        return _tables(
-            stored_profiles(session),
-            lambda p: profile_accuracy(p, stored_accuracy(session, p.name)),
-        )
+    stored = stored_profile_errors(common.session)
+    errors = {p.name: accuracy for p, accuracy in stored}
+    return _tables([p for p, _ in stored], lambda p: errors[p.name])
 
 
 PERCENT = st.column_config.NumberColumn(format="percent")
@@ -114,14 +117,14 @@ ERROR_COLUMNS = {
 
 @st.cache_data(show_spinner=False)
 def _runs(url: str, version: str) -> list[StoredRun]:
-    with common.session() as session:
-        return list_runs(session)
+    return stored_runs(StoredRunsRequest(), common.session)
 
 
 @st.cache_data(show_spinner=False, max_entries=20)
-def _requests(url: str, version: str, run_id: int) -> pd.DataFrame:
-    with common.session() as session:
-        return run_requests(session, run_id)
+def _requests(url: str, version: str, run_name: str) -> pd.DataFrame:
+    frame = show_run(RunShowRequest(run_name, requests=True), common.session).requests
+    assert frame is not None  # asked for
+    return frame
 
 
 def _hardware(run: StoredRun) -> str:
@@ -277,7 +280,7 @@ def run_section(runs: list[StoredRun], url: str, version: str) -> StoredRun | No
         + (f" · sweep {run.sweep}" if run.sweep else "")
     )
     summary_metrics(run)
-    requests = _requests(url, version, run.id)
+    requests = _requests(url, version, run.name)
     if requests.empty:
         st.info(
             "This run has no per-request rows (an imported result keeps only its summary), so "
@@ -303,20 +306,6 @@ def run_section(runs: list[StoredRun], url: str, version: str) -> StoredRun | No
 # --- predicted vs measured --------------------------------------------------------------------
 
 
-def measurements_of(run: StoredRun) -> list[Measurement]:
-    """The run's mean latencies and throughputs as calibration reads them (catalog names
-    resolved); names the catalog lacks raise a UsageError saying which."""
-    catalog = load_catalog()
-    rows = measurement_rows([run.bench_run()], catalog)
-    if not rows:
-        return []
-    with tempfile.TemporaryDirectory(prefix="planner-bench-") as folder:
-        path = Path(folder) / "measurements.csv"
-        write_measurements(rows, path)
-        points, _bursts = read_measurements(path, catalog)
-    return points
-
-
 def _load_text(point: Measurement) -> str:
     if point.load_kind == "max":
         return "max"
@@ -325,34 +314,18 @@ def _load_text(point: Measurement) -> str:
     return f"{point.load_kind} {point.load:g}"
 
 
-def _profile(point: Measurement, choice: str) -> Profile:
-    with common.session() as session:
-        if choice == DEFAULT_PROFILE:
-            return engine_profile(
-                known_profiles(session), point.gpu, get_engine(point.engine), None
-            )
-        return resolve_profile(known_profiles(session), point.gpu, point.engine, choice)
-
-
 @st.cache_data(show_spinner=False, max_entries=20)
 def comparison(
     url: str, version: str, run_names: tuple[str, ...], choice: str
 ) -> tuple[pd.DataFrame, str]:
     """A row per measured metric and load of the runs (measured, predicted under the chosen
     profile, error), and the profile's name."""
-    with common.session() as session:
-        runs = [get_run(session, name) for name in run_names]
-    points = [(run.name, point) for run in runs for point in measurements_of(run)]
-    if not points:
+    profile = None if choice == DEFAULT_PROFILE else choice
+    compared = compare_runs(ComparisonRequest(run_names, profile), common.session)
+    if not compared.points:
         return pd.DataFrame(), ""
-    profile = _profile(points[0][1], choice)
-    catalog = load_catalog()
     rows = []
-    for name, point in points:
-        try:
-            predicted: float | None = predict(point, profile, catalog)
-        except SaturatedError:
-            predicted = None  # the model says this load is beyond the deployment
+    for name, point, predicted in ((c.run, c.point, c.predicted) for c in compared.points):
         rows.append(
             {
                 "run": name,
@@ -366,14 +339,12 @@ def comparison(
                 "error %": None if predicted is None else 100.0 * (predicted / point.value - 1),
             }
         )
-    return pd.DataFrame(rows), profile.name
+    return pd.DataFrame(rows), compared.profile
 
 
 def profile_choices() -> list[str]:
     """The engine's default first, then every stored and bundled profile by name."""
-    with common.session() as session:
-        names = [p.name for p in known_profiles(session)]
-    return [DEFAULT_PROFILE, *dict.fromkeys(names)]
+    return [DEFAULT_PROFILE, *dict.fromkeys(profile_names(common.session))]
 
 
 def comparison_figure(table: pd.DataFrame) -> go.Figure:
