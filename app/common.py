@@ -168,20 +168,18 @@ def option_index(options: list[str], wanted: str | None) -> int:
 @st.cache_data(show_spinner=False)
 def stored_recommendations(url: str, version: str) -> list[dict[str, Any]]:
     """Briefs of the stored recommendations, oldest first (no full results loaded)."""
-    from planner.store.recommendations import list_briefs
+    from planner.usecases.recommendations import stored_recommendations
 
-    with session() as active:
-        return list_briefs(active)
+    return stored_recommendations(session)
 
 
 @st.cache_data(show_spinner=False)
 def stored_recommendation(url: str, version: str, recommendation_id: int) -> dict[str, Any]:
     """One stored recommendation's whole result."""
-    from planner.store.recommendations import load_recommendation
+    from planner.usecases.recommendations import open_recommendation
 
-    with session() as active:
-        result: dict[str, Any] = load_recommendation(active, recommendation_id).result
-        return result
+    result: dict[str, Any] = open_recommendation(recommendation_id, session).result
+    return result
 
 
 def recommendation_label(brief: dict[str, Any]) -> str:

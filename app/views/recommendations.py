@@ -8,6 +8,7 @@ by the same use case as ``planner recommend`` (``planner.usecases.recommend``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -21,7 +22,12 @@ from planner.recommend.inputs import DEFAULT_PRECISIONS, Constraints, SearchOpti
 from planner.recommend.limits import LimitNames
 from planner.recommend.plot import cost_vs_p99, fleet_by_purchase
 from planner.simulate.metrics import SLO
-from planner.usecases.recommend import DemandChoice, RecommendRequest
+from planner.usecases.recommend import (
+    DemandChoice,
+    RecommendRequest,
+    SearchChoices,
+    search_choices,
+)
 from planner.usecases.recommend_background import SearchRegistry, SearchStatus
 
 POLL_S = 1.0  # how often a running search's progress is redrawn
@@ -46,33 +52,13 @@ def _searches() -> SearchRegistry:
 
 
 @st.cache_data(show_spinner=False)
-def _demand_choices(url: str, version: str) -> tuple[list[str], dict[int, str]]:
-    """Dataset names, and stored forecasts that carry a demand curve (id -> label)."""
-    from planner.store.forecasts import list_forecasts
-    from planner.store.queries import list_datasets
-
-    with common.session() as session:
-        datasets = [d.name for d in list_datasets(session)]
-        forecasts = {
-            run.id: f"#{run.id}: {run.source}, {run.horizon_hours} h ahead"
-            + (f" at q{run.demand_quantile:g}" if run.demand_quantile is not None else "")
-            for run in list_forecasts(session)
-            if run.demand_quantile is not None
-        }
-    return datasets, forecasts
-
-
-@st.cache_data(show_spinner=False)
-def _price_choices(url: str, version: str) -> tuple[list[str], list[str]]:
-    """Providers and GPUs of the store's prices (the catalog's GPUs before any are loaded: a
-    search loads the bundled list prices first)."""
-    from pricing.sheets import latest_prices
-
-    with common.session() as session:
-        prices = latest_prices(session)
-    if not prices:
-        return ["aws", "azure", "gcp"], load_catalog().gpus.names()
-    return sorted({p.provider.value for p in prices}), sorted({p.gpu_model for p in prices})
+def _choices(url: str, version: str) -> SearchChoices:
+    """Datasets, stored forecasts that carry a demand curve, and the prices' providers and GPUs
+    (the catalog's GPUs before any are loaded: a search loads the bundled list prices first)."""
+    found = search_choices(common.session)
+    if not found.providers:
+        return replace(found, providers=["aws", "azure", "gcp"], gpus=load_catalog().gpus.names())
+    return found
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -84,14 +70,13 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def _search_form(url: str, version: str) -> None:
-    datasets, forecasts = _demand_choices(url, version)
-    providers, gpus = _price_choices(url, version)
-    if not datasets:
+    choices = _choices(url, version)
+    if not choices.datasets:
         common.empty_store_hint("datasets (a search needs one for the load or its request lengths)")
         return
-    _demand_inputs(datasets, forecasts)
+    _demand_inputs(choices.datasets, choices.forecasts)
     _target_inputs(load_catalog().models.names())
-    _constraint_inputs(providers, gpus, load_catalog().precisions.names())
+    _constraint_inputs(choices.providers, choices.gpus, load_catalog().precisions.names())
     _effort_inputs()
     if st.button("Find the cheapest fleet", key="rec-run", type="primary"):
         with common.shown_errors():

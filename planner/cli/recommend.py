@@ -782,10 +782,10 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
 ) -> None:
     """Stored recommendations, oldest first."""
-    from planner.store.recommendations import brief, list_recommendations
+    from planner.usecases.recommendations import stored_recommendations
 
-    with store_from(ctx) as store, store.session() as session:
-        runs = [brief(run) for run in list_recommendations(session)]
+    with _sessions(ctx) as sessions:
+        runs = stored_recommendations(sessions)
     if as_json:
         print_json(runs)
         return
@@ -813,14 +813,13 @@ def show_command(
     as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON."),
 ) -> None:
     """One stored recommendation."""
-    from planner.store.recommendations import brief, load_recommendation
+    from planner.usecases.recommendations import open_recommendation
 
     if plot is not None:
         check_output_path(plot, "--plot")
-    with store_from(ctx) as store, store.session() as session:
-        run = load_recommendation(session, recommendation_id)
-        data = run.result
-        header = brief(run)
+    with _sessions(ctx) as sessions:
+        stored = open_recommendation(recommendation_id, sessions)
+    header, data = stored.header, stored.result
     try:
         _show(header, data, plot, as_json)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

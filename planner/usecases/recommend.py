@@ -356,6 +356,42 @@ def search_inputs(
     return latest_prices(session), known_profiles(session)
 
 
+@dataclass(frozen=True)
+class SearchChoices:
+    """What a search form offers: the datasets, the stored forecasts that carry a demand curve
+    (id -> label), and the providers and GPUs of the prices in force (empty before any price
+    is loaded: a search loads the bundled list prices first)."""
+
+    datasets: list[str]
+    forecasts: dict[int, str]
+    providers: list[str]
+    gpus: list[str]
+
+
+def search_choices(sessions: SessionScope) -> SearchChoices:
+    """The choices a search form offers, read from the store."""
+    from planner.store.forecasts import list_forecasts
+    from planner.store.queries import list_datasets
+
+    with sessions() as session:
+        if session is None:
+            raise StoreError("a recommendation reads its demand and prices from a store")
+        datasets = [d.name for d in list_datasets(session)]
+        forecasts = {
+            run.id: f"#{run.id}: {run.source}, {run.horizon_hours} h ahead"
+            + (f" at q{run.demand_quantile:g}" if run.demand_quantile is not None else "")
+            for run in list_forecasts(session)
+            if run.demand_quantile is not None
+        }
+        prices = latest_prices(session)
+    return SearchChoices(
+        datasets,
+        forecasts,
+        sorted({p.provider.value for p in prices}),
+        sorted({p.gpu_model for p in prices}),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Storing
 
