@@ -143,3 +143,17 @@ def test_engine_profile_names_another_engines_profile_as_the_way_out() -> None:
     assert engine_profile(all_profiles(), "L4", vllm, None).name == "vllm-default"
     with pytest.raises(UsageError, match="no calibration profile named 'nope'"):
         engine_profile(all_profiles(), "L4", vllm, "nope")
+
+
+def test_the_registry_resolves_among_profile_values_stored_first() -> None:
+    """Profiles are values: a stored one (first in the list) wins over the bundled one for the
+    same GPU and engine, and by name; the bundled defaults stay behind it."""
+    mine = Profile("mine-l4", "vllm", "L4", compute_eff=0.5)
+    profiles = all_profiles([mine])
+    assert profiles[0] == mine and profiles[1:] == load_bundled_profiles()
+    vllm = get_engine("vllm")
+    assert engine_profile(profiles, "L4", vllm, None) == mine
+    assert engine_profile(profiles, "L4", vllm, "mine-l4") == mine
+    assert engine_profile(all_profiles(), "L4", vllm, None).name == "vllm-default"
+    stored = {"origin": "store", "points": 3}
+    assert profile_accuracy(mine, stored) == stored
