@@ -1,24 +1,36 @@
 """What a recommendation reads from a real store (``planner.usecases.recommend``): the demand
 of a dataset or a demand-curve CSV, the refusals that name what to change (in the CLI's words
-or the dashboard's), and the prices the search sees."""
+or the dashboard's), and the prices the search sees; the use case checks its request before it
+opens the store, and keeps a result it is not to save out of it."""
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.errors import NotFoundError, UsageError
-from planner.recommend.inputs import Constraints
+from planner.recommend.inputs import Constraints, SearchOptions
 from planner.recommend.limits import LimitNames, WindowLimit
+from planner.simulate.metrics import SLO
 from planner.store import Store, open_store
+from planner.store.recommendations import list_briefs
 from planner.usecases.load import from_dataset
-from planner.usecases.recommend import demand_for, search_inputs
+from planner.usecases.recommend import (
+    DemandChoice,
+    RecommendRequest,
+    demand_for,
+    recommend,
+    search_inputs,
+)
 from tests.conftest import DEMO_SAMPLE
 
 DATASET = "demo"
@@ -122,3 +134,46 @@ def test_search_inputs_load_list_prices_and_check_the_names(store: Store) -> Non
         assert {"aws", "gcp", "azure"} <= {p.provider.value for p in prices}
         with pytest.raises(UsageError, match="GPU"):
             search_inputs(session, Constraints(model="llama-3.1-8b", gpus=("NO-SUCH-GPU",)))
+
+
+def test_the_use_case_checks_the_request_before_it_opens_the_store() -> None:
+    opened: list[int] = []
+
+    def sessions() -> AbstractContextManager[Session | None]:
+        opened.append(1)
+        raise AssertionError("the store was opened")
+
+    request = RecommendRequest(
+        DemandChoice(dataset=DATASET), SLO(), Constraints(model="llama-3.1-8b"), SearchOptions()
+    )
+    with pytest.raises(UsageError, match="give at least one latency target"):
+        recommend(request, sessions)
+    with pytest.raises(UsageError, match="^the load scale 0: expected a positive number"):
+        recommend(
+            replace(
+                request,
+                slo=SLO(ttft_s=2.0),
+                demand=DemandChoice(dataset=DATASET, load_scale=0),
+                names=LimitNames(load_scale="the load scale"),
+            ),
+            sessions,
+        )
+    assert opened == []
+
+
+def test_a_recommendation_not_to_save_is_returned_and_not_stored(store: Store) -> None:
+    request = RecommendRequest(
+        DemandChoice(dataset=DATASET, load_scale=0.1),
+        SLO(ttft_s=2.0, tpot_s=0.2),
+        Constraints(model="llama-3.1-8b", gpus=("L4",), precisions=("fp8",)),
+        SearchOptions(verify_top=2, tighten_steps=0, growth_check=False, compare_gpus=False),
+        save=False,
+    )
+    stages: list[str] = []
+    found = recommend(request, store.session, stage=stages.append)
+    assert found.recommendation.winner is not None and found.recommendation.winner["gpu"] == "L4"
+    assert found.stored_id is None and found.not_stored is None and "id" not in found.data
+    assert found.data["demand"]["source"] == "dataset demo x 0.1"
+    assert stages == ["reading prices", "screen"]
+    with store.session() as session:
+        assert list_briefs(session) == []
