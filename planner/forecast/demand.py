@@ -1,7 +1,7 @@
 """Demand curves: the hourly load to plan for, at a chosen quantile of the forecast.
 
 A demand curve is a CSV ``ds,y`` (hour start in UTC, requests in that hour), one row per hour,
-exactly what :func:`planner.simulate.workload.read_rate_curve` reads (``planner simulate
+exactly what :func:`planner.workload.rates.read_rate_curve` reads (``planner simulate
 --rates``); :func:`rate_curve` hands it to the simulator in memory.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from planner.forecast.series import _utc, write_hourly_csv
-from planner.simulate.workload import RateCurve
+from planner.workload.rates import RateCurve
 
 if TYPE_CHECKING:
     from planner.forecast.model import Forecast  # imports Prophet: for the annotation only
