@@ -43,7 +43,7 @@ from planner.store.summaries import (
     span_s,
     token_counts,
 )
-from planner.workload import DatasetSummary
+from planner.workload.summary import DatasetSummary
 
 # What the uploader accepts: the suffixes the ingest knows (".csv.gz" ends in "gz").
 ACCEPTED_TYPES = sorted({suffix.lstrip(".") for suffix in KNOWN_SUFFIXES})

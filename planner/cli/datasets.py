@@ -15,7 +15,7 @@ from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 
 if TYPE_CHECKING:
-    from planner.workload import DatasetSummary
+    from planner.workload.summary import DatasetSummary
 
 
 app = typer.Typer(help="Ingested datasets: list, inspect, delete.", no_args_is_help=True)
