@@ -1,7 +1,7 @@
 """``planner bench run`` (measure an OpenAI-compatible server under a load pattern, a sweep of
 rates or a replayed trace) and ``planner bench serve`` (the model-driven stand-in server on this
-machine): options parsed into a request for :func:`planner.usecases.bench.run_bench`, and the
-run rendered."""
+machine): options parsed into a request for :func:`planner.usecases.bench.run_bench` (and
+:func:`planner.bench.serve.serve`), and the run rendered."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from planner.bench.harness import (
     DEFAULT_SWEEP_CONCURRENCY,
     DEFAULT_SWEEP_POINTS,
     Deployment,
-    check_choice,
-    stopped_by_signals,
 )
 from planner.cli.context import print_json, stderr, stdout
 from planner.cli.latency import store_session
@@ -30,19 +28,16 @@ from planner.cli.options import (
 )
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
-from planner.errors import PlannerError, UsageError
+from planner.errors import PlannerError
 from planner.usecases.bench import BenchRunRequest, ReplayWindow, run_bench
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from planner.bench.engine import TorchServingEngine
     from planner.bench.metrics import RequestRecord
-    from planner.bench.server import ModelEngine
 
 
 METRIC_LABELS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E latency"))
-SERVE_BACKENDS = ("model", "torch")
 
 
 # --- measuring --------------------------------------------------------------------------------
@@ -93,6 +88,10 @@ class _Counter:
         )
 
 
+def _note(text: str, *, soft_wrap: bool = False) -> None:
+    stderr.print(text, markup=False, soft_wrap=soft_wrap)
+
+
 class _Shown:
     """A run's progress as the CLI shows it: a bar on stderr while it measures, notes on
     stderr."""
@@ -101,7 +100,7 @@ class _Shown:
         self.counter: _Counter | None = None
 
     def note(self, text: str, *, soft_wrap: bool = False) -> None:
-        stderr.print(text, markup=False, soft_wrap=soft_wrap)
+        _note(text, soft_wrap=soft_wrap)
 
     @contextlib.contextmanager
     def measuring(self, total: int) -> Iterator[None]:
@@ -557,74 +556,28 @@ def serve_command(
     real transformer (random weights, a catalog model's shape) computes every token with
     continuous batching; with --backend model, tokens arrive when planner's latency model
     predicts for a catalog deployment (a stand-in that computes nothing). Ctrl-C stops it."""
-    import asyncio
+    from planner.bench.serve import ServeRequest, serve
 
-    from planner.bench.engine import TorchServingEngine, engine_spec
-    from planner.bench.server import BenchServer, Faults, ModelEngine, check_limits, check_speed
-    from planner.common.net import check_listen_host, is_loopback_host
-
-    backend = check_choice("--backend", backend, SERVE_BACKENDS)
-    check_speed(speed)
-    check_limits(read_timeout, idle_timeout, max_connections)
-    check_listen_host(host, example=BENCH_DEFAULT_HOST)
-    if not is_loopback_host(host):
-        stderr.print(
-            f"warning: --host {host} is not a loopback address; anyone who can reach it can "
-            "use this server",
-            markup=False,
-        )
-    faults = Faults(fail_every, stall_every, drop_every, stall_seconds)
-    engine: ModelEngine | TorchServingEngine
-    if backend == "torch":
-        engine = TorchServingEngine(
-            engine_spec(model, checkpoint),
-            precision=precision or "fp32",
-            device=device,
-            threads=threads,
-            max_seqs=max_seqs,
-            max_len=max_len,
-            seed=seed,
-            checkpoint=checkpoint,
-        )
-    else:
-        if checkpoint is not None:
-            raise UsageError("--checkpoint goes with --backend torch (real weights, computed)")
-        engine = ModelEngine(gpu, model or "llama-3.1-8b", precision or "bf16", speed=speed)
-    server = BenchServer(
-        engine,
-        model_name=engine.model_name,
+    request = ServeRequest(
         host=host,
         port=port,
-        faults=faults,
-        allow_remote=True,
+        backend=backend,
+        gpu=gpu,
+        model=model,
+        precision=precision,
+        speed=speed,
+        device=device,
+        threads=threads,
+        max_seqs=max_seqs,
+        max_len=max_len,
+        seed=seed,
+        checkpoint=checkpoint,
+        fail_every=fail_every,
+        stall_every=stall_every,
+        drop_every=drop_every,
+        stall_seconds=stall_seconds,
         read_timeout=read_timeout,
         idle_timeout=idle_timeout,
         max_connections=max_connections,
     )
-
-    async def serve() -> None:
-        await server.start()
-        stderr.print(
-            f"serving {engine.description} at {server.url} (/v1/completions, "
-            "/v1/chat/completions, /v1/models, /health); Ctrl-C stops",
-            markup=False,
-            soft_wrap=True,
-        )
-        stop = asyncio.Event()
-        serving = asyncio.create_task(server.serve_forever())
-        try:
-            with stopped_by_signals(stop):  # Ctrl-C or SIGTERM
-                await stop.wait()
-        finally:
-            serving.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await serving
-            await server.close()
-
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve())
-    finally:
-        if isinstance(engine, TorchServingEngine):
-            engine.close()  # joins its worker thread
-    stderr.print("stopped", markup=False)
+    serve(request, _note)
