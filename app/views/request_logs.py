@@ -28,21 +28,22 @@ from planner.ingest.pipeline import (
     IngestResult,
     default_dataset_name,
 )
-from planner.ingest.upload import ingest_upload
-from planner.store import open_store
-from planner.store.queries import delete_dataset, get_dataset
 from planner.store.summaries import (
     TokenColumn,
-    arrivals_per_bucket,
     bin_counts,
     choose_bucket_s,
-    dataset_records,
-    dataset_summary,
     duration_text,
-    model_split,
     span_s,
-    token_counts,
 )
+from planner.usecases.datasets import (
+    dataset_arrivals,
+    dataset_models,
+    dataset_token_counts,
+    delete_dataset,
+    list_datasets,
+    show_dataset,
+)
+from planner.usecases.ingest import IngestRequest, Upload, ingest
 from planner.workload.summary import DatasetSummary
 
 # What the uploader accepts: the suffixes the ingest knows (".csv.gz" ends in "gz").
@@ -73,32 +74,27 @@ FIELD_NAMES = {
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def _records(url: str, version: str) -> list[dict[str, Any]]:
-    with common.session() as session:
-        return dataset_records(session, with_key=True)
+    return list_datasets(common.session, with_key=True)
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def _summary(url: str, key: str, name: str) -> DatasetSummary:
-    with common.session() as session:
-        return dataset_summary(session, get_dataset(session, name))
+    return show_dataset(name, common.session).summary
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def _arrivals(url: str, key: str, name: str, bucket_s: int) -> pd.DataFrame:
-    with common.session() as session:
-        return arrivals_per_bucket(session, get_dataset(session, name), bucket_s)
+    return dataset_arrivals(name, bucket_s, common.session)
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def _token_counts(url: str, key: str, name: str, column: TokenColumn) -> pd.DataFrame:
-    with common.session() as session:
-        return token_counts(session, get_dataset(session, name), column)
+    return dataset_token_counts(name, column, common.session)
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def _models(url: str, key: str, name: str) -> pd.DataFrame:
-    with common.session() as session:
-        return model_split(session, get_dataset(session, name))
+    return dataset_models(name, common.session)
 
 
 def _datasets_table(url: str, records: list[dict[str, Any]]) -> pd.DataFrame:
@@ -200,8 +196,8 @@ def _ingest(file_name: str, data: BinaryIO, options: IngestOptions) -> Outcome:
         progress.progress(share, text=f"ingesting {file_name}: {done:,} rows")
 
     try:
-        with open_store(common.store_url()) as store:
-            result = ingest_upload(store, file_name, data, options, progress=advance)
+        request = IngestRequest(Upload(file_name, data), options)
+        result = ingest(request, common.session, progress=advance)
     except PlannerError as exc:
         return Outcome("error", str(exc))
     finally:
@@ -224,31 +220,8 @@ def _mapping(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def ingest_section() -> None:
-    st.subheader("Ingest a log")
-    st.markdown(
-        f"Upload a request log of up to **{common.UPLOAD_LIMIT_MB:,} MB**: CSV (or CSV.gz), "
-        "JSON Lines or Parquet. The columns of the **Azure** LLM inference trace, **Mooncake** "
-        "and **BurstGPT** are recognised from the header; any other log: name its columns "
-        "under *More options* (generic columns). A log is stored whole or not at all: a bad "
-        "row stops the ingest and says where it is."
-    )
-    uploaded = st.file_uploader(
-        "Request log",
-        type=ACCEPTED_TYPES,
-        key="logs-upload",
-        help="The same ingest as `planner ingest PATH`.",
-    )
-    if uploaded is not None and st.session_state.get("logs-upload-id") != uploaded.file_id:
-        # A new file: its own default name, and the last file's message goes.
-        st.session_state["logs-upload-id"] = uploaded.file_id
-        st.session_state.pop("logs-outcome", None)
-        try:
-            st.session_state["logs-name"] = default_dataset_name(
-                Path(upload_file_name(uploaded.name))
-            )
-        except PlannerError:
-            st.session_state["logs-name"] = ""
+def _form() -> dict[str, Any]:
+    """The upload form's fields (below the uploader): what ``ingest_options`` takes."""
     left, middle, right = st.columns(3)
     name = left.text_input(
         "Dataset name", key="logs-name", help="Default: the file name without its suffixes."
@@ -293,31 +266,63 @@ def ingest_section() -> None:
             "Time format (strptime)", key="logs-time-format", placeholder="ISO 8601"
         )
         timezone = zone_col.text_input("Time zone", value="UTC", key="logs-timezone")
+    return {
+        "name": name.strip() or None,
+        "log_format": None if log_format == DETECT else log_format,
+        "mapping": _mapping(mapping),
+        "time_kind": time_kind,
+        "time_unit": time_unit,
+        "time_format": time_format.strip() or None,
+        "timezone": timezone.strip() or "UTC",
+        "start": start.strip() or None,
+        "model": model.strip() or None,
+        "on_error": "skip" if skip else "fail",
+        "replace": replace,
+        "allow_any_time": any_time,
+    }
+
+
+def _submitted(uploaded: Any, form: dict[str, Any]) -> Outcome:
+    """The outcome of ingesting ``uploaded`` with the form's options (a bad option is one)."""
+    try:
+        options = ingest_options(**form, names=FIELD_NAMES)
+    except PlannerError as exc:
+        return Outcome("error", str(exc))
+    uploaded.seek(0)
+    return _ingest(uploaded.name, uploaded, options)
+
+
+def ingest_section() -> None:
+    st.subheader("Ingest a log")
+    st.markdown(
+        f"Upload a request log of up to **{common.UPLOAD_LIMIT_MB:,} MB**: CSV (or CSV.gz), "
+        "JSON Lines or Parquet. The columns of the **Azure** LLM inference trace, **Mooncake** "
+        "and **BurstGPT** are recognised from the header; any other log: name its columns "
+        "under *More options* (generic columns). A log is stored whole or not at all: a bad "
+        "row stops the ingest and says where it is."
+    )
+    uploaded = st.file_uploader(
+        "Request log",
+        type=ACCEPTED_TYPES,
+        key="logs-upload",
+        help="The same ingest as `planner ingest PATH`.",
+    )
+    if uploaded is not None and st.session_state.get("logs-upload-id") != uploaded.file_id:
+        # A new file: its own default name, and the last file's message goes.
+        st.session_state["logs-upload-id"] = uploaded.file_id
+        st.session_state.pop("logs-outcome", None)
+        try:
+            st.session_state["logs-name"] = default_dataset_name(
+                Path(upload_file_name(uploaded.name))
+            )
+        except PlannerError:
+            st.session_state["logs-name"] = ""
+    form = _form()
     clicked = st.button(
         "Ingest", key="logs-ingest", type="primary", icon=":material/upload:", disabled=not uploaded
     )
     if clicked and uploaded is not None:
-        try:
-            options = ingest_options(
-                name=name.strip() or None,
-                log_format=None if log_format == DETECT else log_format,
-                mapping=_mapping(mapping),
-                time_kind=time_kind,
-                time_unit=time_unit,
-                time_format=time_format.strip() or None,
-                timezone=timezone.strip() or "UTC",
-                start=start.strip() or None,
-                model=model.strip() or None,
-                on_error="skip" if skip else "fail",
-                replace=replace,
-                allow_any_time=any_time,
-                names=FIELD_NAMES,
-            )
-        except PlannerError as exc:
-            outcome = Outcome("error", str(exc))
-        else:
-            uploaded.seek(0)
-            outcome = _ingest(uploaded.name, uploaded, options)
+        outcome = _submitted(uploaded, form)
         # Kept as a dict: this script's classes are new objects on every rerun.
         st.session_state["logs-outcome"] = asdict(outcome)
         if outcome.dataset is not None:
@@ -505,8 +510,8 @@ def delete_section(name: str, rows: int) -> None:
             f"Yes, delete {name} and its {rows:,} requests", key="logs-delete-confirm"
         )
         if st.button("Delete dataset", key="logs-delete", disabled=not sure, type="secondary"):
-            with common.shown_errors(), common.session() as session:
-                removed = delete_dataset(session, name)
+            with common.shown_errors():
+                removed = delete_dataset(name, common.session)
                 st.session_state["logs-outcome"] = asdict(
                     Outcome("success", f"Deleted dataset **{_md(name)}** ({removed:,} rows)")
                 )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import typer
@@ -15,6 +16,7 @@ from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 
 if TYPE_CHECKING:
+    from planner.usecases import SessionScope
     from planner.workload.summary import DatasetSummary
 
 
@@ -25,10 +27,10 @@ app = typer.Typer(help="Ingested datasets: list, inspect, delete.", no_args_is_h
 @user_errors
 def list_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List the datasets in the store."""
-    from planner.store.summaries import dataset_records
+    from planner.usecases.datasets import list_datasets
 
-    with store_from(ctx) as store, store.session() as session:
-        rows = dataset_records(session)
+    with _sessions(ctx) as sessions:
+        rows = list_datasets(sessions)
     if as_json:
         print_json(rows)
         return
@@ -54,22 +56,15 @@ def show_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Rows, span, token lengths and request rates of a dataset, per model too."""
-    from planner.store.queries import get_dataset
-    from planner.store.summaries import dataset_summary, duration_text
+    from planner.store.summaries import duration_text
+    from planner.usecases.datasets import show_dataset
 
-    with store_from(ctx) as store, store.session() as session:
-        dataset = get_dataset(session, name)
-        summary = dataset_summary(session, dataset)
-        header = {
-            "name": dataset.name,
-            "format": dataset.format,
-            "source_path": dataset.source_path,
-            "sha256": dataset.sha256,
-            "skipped_rows": dataset.skipped_rows,
-        }
+    with _sessions(ctx) as sessions:
+        dataset = show_dataset(name, sessions)
     if as_json:
-        print_json({**header, **summary.to_dict()})
+        print_json(dataset.to_dict())
         return
+    summary = dataset.summary
     stdout.print(
         f"[bold]{_safe(dataset.name)}[/] ({_safe(dataset.format)}) "
         f"from {_safe(dataset.source_path)}"
@@ -119,14 +114,21 @@ def delete_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Delete a dataset and its requests."""
-    from planner.store.queries import delete_dataset
+    from planner.usecases.datasets import delete_dataset
 
-    with store_from(ctx) as store, store.session() as session:
-        removed = delete_dataset(session, name)
+    with _sessions(ctx) as sessions:
+        removed = delete_dataset(name, sessions)
     if as_json:
         print_json({"deleted": name, "rows": removed})
     else:
         stdout.print(f"deleted dataset {_safe(name)} ({removed:,} rows)")
+
+
+@contextmanager
+def _sessions(ctx: typer.Context) -> Iterator[SessionScope]:
+    """Sessions of the store named by --db, open for the body of the ``with``."""
+    with store_from(ctx) as store:
+        yield store.session
 
 
 def _safe(text: str) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -12,17 +14,12 @@ from planner.cli.context import print_json, stderr, stdout, store_from
 from planner.cli.options import INGEST_FIELDS, INGEST_FORMAT_NAMES, TIME_KINDS, TIME_UNITS
 from planner.common.text import printable
 
-# The option checks live in the library (the dashboard's upload form uses them too); they stay
-# importable from here, loaded on first use so that `planner --help` need not load pandas.
-_LIBRARY_CHECKS = ("check_time_format", "check_timezone", "ingest_options", "parse_start")
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LIBRARY_CHECKS:
-        from planner.ingest import options
-
-        return getattr(options, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from planner.ingest.pipeline import IngestResult
+    from planner.store import Store
+    from planner.usecases import SessionScope
 
 
 def ingest(
@@ -82,10 +79,8 @@ def ingest(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Load a request log into the store as a dataset (all rows or none)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from planner.ingest import ingest_file
     from planner.ingest.options import ingest_options
+    from planner.usecases.ingest import IngestRequest, ingest
 
     options = ingest_options(
         name=name,
@@ -101,29 +96,54 @@ def ingest(
         replace=replace,
         allow_any_time=allow_any_time,
     )
-    with (
-        store_from(ctx) as store,
-        Progress(
-            TextColumn("ingesting {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("rows"),
-            TimeElapsedColumn(),
-            console=stderr,
-            disable=quiet or not stderr.is_terminal,
-            transient=True,
-        ) as bar,
-    ):
+    with ExitStack() as opened:
+        advance = opened.enter_context(_progress_bar(path, quiet))
+        result = ingest(IngestRequest(path, options), _sessions(ctx, opened), progress=advance)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    _print_result(path, result)
+
+
+def _sessions(ctx: typer.Context, opened: ExitStack) -> SessionScope:
+    """Sessions of the store named by --db, opened on the first one (once the log is checked)
+    and closed with ``opened``."""
+    stores: list[Store] = []
+
+    @contextmanager
+    def session() -> Iterator[Session]:
+        if not stores:
+            stores.append(opened.enter_context(store_from(ctx)))
+        with stores[0].session() as active:
+            yield active
+
+    return session
+
+
+@contextmanager
+def _progress_bar(path: Path, quiet: bool) -> Iterator[Callable[[int, int | None], None]]:
+    """A progress bar on stderr (none when quiet or not a terminal); yields its update."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("ingesting {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("rows"),
+        TimeElapsedColumn(),
+        console=stderr,
+        disable=quiet or not stderr.is_terminal,
+        transient=True,
+    ) as bar:
         task = bar.add_task(escape(printable(path.name, 60)), total=None)
 
         def advance(done: int, total: int | None) -> None:
             bar.update(task, completed=done, total=max(total, done) if total else None)
 
-        result = ingest_file(store, path, options, progress=advance)
+        yield advance
 
-    if as_json:
-        print_json(result.to_dict())
-        return
+
+def _print_result(path: Path, result: IngestResult) -> None:
     if result.status == "already-present":
         stdout.print(
             f"{escape(printable(str(path)))}: already present as dataset "

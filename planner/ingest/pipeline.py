@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,7 +38,13 @@ from planner.ingest.normalize import (
     normalize_chunk,
     plausible_window,
 )
-from planner.ingest.readers import estimate_rows, inspect_file, iter_chunks, read_columns
+from planner.ingest.readers import (
+    SourceFile,
+    estimate_rows,
+    inspect_file,
+    iter_chunks,
+    read_columns,
+)
 from planner.store.bulk import insert_requests
 from planner.store.db import Store, StoreConflictError
 from planner.store.models import Dataset
@@ -46,6 +53,7 @@ OnError = Literal["fail", "skip"]
 Progress = Callable[[int, int | None], None]  # (rows done, estimated total)
 MAX_NAME_CHARS = 200  # the store's datasets.name column
 KNOWN_SUFFIXES = (".gz", ".csv", ".tsv", ".txt", ".jsonl", ".ndjson", ".json", ".parquet", ".pq")
+UPLOADED = "uploaded"  # how the stored source of an uploaded log reads: "NAME (uploaded)"
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,11 @@ def default_dataset_name(path: Path) -> str:
         if not dot or f".{ext.lower()}" not in KNOWN_SUFFIXES:
             return name
         name = stem
+
+
+def uploaded_source(file_name: str) -> str:
+    """The source a dataset from an upload records (there is no path to point at)."""
+    return f"{file_name} ({UPLOADED})"
 
 
 def check_name(name: str, what: str = "--name") -> str:
@@ -192,13 +205,29 @@ def _from_micros(micros: int) -> datetime:
     return pd.Timestamp(micros, unit="us", tz="UTC").to_pydatetime()
 
 
-def ingest_file(
-    store: Store,
-    path: Path | str,
-    options: IngestOptions | None = None,
-    progress: Progress | None = None,
-) -> IngestResult:
-    """Ingest the log at ``path``. Either the whole dataset lands, or nothing does."""
+@dataclass(frozen=True)
+class PreparedLog:
+    """A log whose header, options and name are checked, ready to be stored (nothing of the
+    store is touched yet)."""
+
+    path: Path
+    source: SourceFile
+    fmt: LogFormat
+    fields: dict[str, str]
+    start_us: int | None
+    name: str
+    digest: str
+    options: IngestOptions
+    source_path: str  # what the dataset records as where it came from
+    began: float  # time.perf_counter() when the ingest began
+
+
+def prepare_log(
+    path: Path | str, options: IngestOptions | None = None, *, source_path: str | None = None
+) -> PreparedLog:
+    """Check the log at ``path`` against ``options`` before any store is opened: its format
+    and columns, --start where its times are relative, the dataset's name and the model; and
+    hash it. ``source_path`` is what the dataset records (default: the resolved path)."""
     options = options or IngestOptions()
     path = Path(path)
     began = time.perf_counter()
@@ -230,28 +259,54 @@ def ingest_file(
         )
     options = replace(options, model=check_model(options.model))
     digest = sha256_of(path)
+    recorded = source_path if source_path is not None else str(path.resolve())
+    return PreparedLog(path, source, fmt, fields, start_us, name, digest, options, recorded, began)
+
+
+def store_log(
+    sessions: Callable[[], AbstractContextManager[Session]],
+    log: PreparedLog,
+    progress: Progress | None = None,
+) -> IngestResult:
+    """Store a prepared log as a dataset in one session of ``sessions``: either the whole
+    dataset lands, or nothing does."""
     try:
-        return _ingest(
-            store, path, source, fmt, fields, start_us, name, digest, options, progress, began
-        )
+        with sessions() as session:
+            result = _store(session, log, progress)
     except (IntegrityError, StoreConflictError) as exc:
-        if not _names_clash(store, name, exc):
+        if not _names_clash(sessions, log.name, exc):
             raise
         raise StoreConflictError(
-            f"dataset {shown(name)} was created by another process while this ingest ran; "
+            f"dataset {shown(log.name)} was created by another process while this ingest ran; "
             "nothing of this ingest was stored; rerun with --replace to replace it, or with "
             "--name to choose another name"
         ) from exc
+    if result.status != "already-present":
+        result.seconds = time.perf_counter() - log.began
+    return result
 
 
-def _names_clash(store: Store, name: str, exc: Exception) -> bool:
+def ingest_file(
+    store: Store,
+    path: Path | str,
+    options: IngestOptions | None = None,
+    progress: Progress | None = None,
+) -> IngestResult:
+    """Ingest the log at ``path`` into ``store``. Either the whole dataset lands, or nothing
+    does. (The commands and pages go through :mod:`planner.usecases.ingest`.)"""
+    return store_log(store.session, prepare_log(path, options), progress)
+
+
+def _names_clash(
+    sessions: Callable[[], AbstractContextManager[Session]], name: str, exc: Exception
+) -> bool:
     """Whether ``exc`` is the unique dataset name, taken by a concurrent ingest."""
     cause = exc.orig if isinstance(exc, IntegrityError) else exc
     text = str(cause).lower()
     if ("datasets.name" in text) or ("uq_datasets_name" in text):
         return True
     try:
-        with store.session() as session:
+        with sessions() as session:
             return (
                 session.scalars(select(Dataset.id).where(Dataset.name == name)).first() is not None
             )
@@ -259,56 +314,44 @@ def _names_clash(store: Store, name: str, exc: Exception) -> bool:
         return False
 
 
-def _ingest(
-    store: Store,
-    path: Path,
-    source: Any,
-    fmt: LogFormat,
-    fields: dict[str, str],
-    start_us: int | None,
-    name: str,
-    digest: str,
-    options: IngestOptions,
-    progress: Progress | None,
-    began: float,
-) -> IngestResult:
-    with store.session() as session:
-        same_file = session.scalars(select(Dataset).where(Dataset.sha256 == digest)).first()
-        same_name = session.scalars(select(Dataset).where(Dataset.name == name)).first()
-        if same_file is not None and not options.replace:
-            return IngestResult(
-                "already-present",
-                same_file.name,
-                str(path),
-                same_file.format,
-                same_file.row_count,
-                start_at=same_file.start_at,
-                end_at=same_file.end_at,
-            )
-        if same_name is not None and not options.replace:
-            raise UsageError(
-                f"a dataset named {name!r} already exists (from {same_name.source_path}); "
-                "pass --replace to replace it, or --name to choose another name"
-            )
-        if same_name is not None:
-            session.delete(same_name)
-            session.flush()
-
-        dataset = Dataset(
-            name=name,
-            source_path=str(path.resolve()),
-            format=fmt.name,
-            sha256=digest,
-            size_bytes=source.size_bytes,
-            row_count=0,
-            skipped_rows=0,
-            options=_recorded_options(fmt, fields, options),
+def _store(session: Session, log: PreparedLog, progress: Progress | None) -> IngestResult:
+    same_file = session.scalars(select(Dataset).where(Dataset.sha256 == log.digest)).first()
+    same_name = session.scalars(select(Dataset).where(Dataset.name == log.name)).first()
+    if same_file is not None and not log.options.replace:
+        return IngestResult(
+            "already-present",
+            same_file.name,
+            str(log.path),
+            same_file.format,
+            same_file.row_count,
+            start_at=same_file.start_at,
+            end_at=same_file.end_at,
         )
-        session.add(dataset)
+    if same_name is not None and not log.options.replace:
+        raise UsageError(
+            f"a dataset named {log.name!r} already exists (from {same_name.source_path}); "
+            "pass --replace to replace it, or --name to choose another name"
+        )
+    if same_name is not None:
+        session.delete(same_name)
         session.flush()
-        result = _load_rows(session, dataset, source, fmt, fields, start_us, options, progress)
-        result.status = "replaced" if same_name is not None else "ingested"
-    result.seconds = time.perf_counter() - began
+
+    dataset = Dataset(
+        name=log.name,
+        source_path=log.source_path,
+        format=log.fmt.name,
+        sha256=log.digest,
+        size_bytes=log.source.size_bytes,
+        row_count=0,
+        skipped_rows=0,
+        options=_recorded_options(log.fmt, log.fields, log.options),
+    )
+    session.add(dataset)
+    session.flush()
+    result = _load_rows(
+        session, dataset, log.source, log.fmt, log.fields, log.start_us, log.options, progress
+    )
+    result.status = "replaced" if same_name is not None else "ingested"
     return result
 
 
@@ -461,4 +504,11 @@ class _TimeForms:
         ]
 
 
-__all__ = ["IngestOptions", "IngestResult", "PlannerError", "ingest_file"]
+__all__ = [
+    "IngestOptions",
+    "IngestResult",
+    "PreparedLog",
+    "ingest_file",
+    "prepare_log",
+    "store_log",
+]

@@ -14,10 +14,11 @@ import pytest
 from planner.common.uploads import upload_file_name
 from planner.errors import InputFileError, UsageError
 from planner.ingest.options import CLI_NAMES, ingest_options
-from planner.ingest.upload import ingest_upload, uploaded_source
+from planner.ingest.pipeline import IngestOptions, IngestResult, uploaded_source
 from planner.store import Store
 from planner.store.queries import get_dataset, request_frame
 from planner.store.summaries import dataset_records
+from planner.usecases.ingest import IngestRequest, Upload, ingest
 from tests.conftest import AZURE_CONV
 
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
@@ -27,17 +28,25 @@ BAD = HEADER + "2024-06-01 00:00:01,10,20\n2024-06-01 00:00:02,30,40\n2024-06-01
 MOONCAKE = '{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
 
 
+def _upload(
+    store: Store, file_name: str, data: bytes | io.BytesIO, options: IngestOptions | None = None
+) -> IngestResult:
+    """The dashboard's upload: the ingest use case on an upload, in ``store``."""
+    request = IngestRequest(Upload(file_name, data), options or IngestOptions())
+    return ingest(request, store.session)
+
+
 def _uploads_left() -> list[Path]:
     return list(Path(tempfile.gettempdir()).glob("planner-upload-*"))
 
 
 def test_a_bad_upload_is_located_in_the_uploaded_file_and_stores_nothing(store: Store) -> None:
-    ingest_upload(store, "first.csv", GOOD.encode())
+    _upload(store, "first.csv", GOOD.encode())
     with store.session() as session:
         before = dataset_records(session)
     left = set(_uploads_left())
     with pytest.raises(InputFileError) as raised:
-        ingest_upload(store, "requests log.csv", BAD.encode())
+        _upload(store, "requests log.csv", BAD.encode())
     message = str(raised.value)
     assert message.startswith("requests log.csv: row 3, line 4, column 'ContextTokens'")
     assert "planner-upload-" not in message and tempfile.gettempdir() not in message
@@ -48,7 +57,7 @@ def test_a_bad_upload_is_located_in_the_uploaded_file_and_stores_nothing(store: 
 
 
 def test_a_good_upload_is_stored_under_its_file_name(store: Store) -> None:
-    result = ingest_upload(store, "my-trace.csv", io.BytesIO(GOOD.encode()))
+    result = _upload(store, "my-trace.csv", io.BytesIO(GOOD.encode()))
     assert (result.status, result.dataset, result.rows, result.path) == (
         "ingested",
         "my-trace",
@@ -63,8 +72,8 @@ def test_a_good_upload_is_stored_under_its_file_name(store: Store) -> None:
 
 
 def test_the_same_file_again_is_already_present(store: Store) -> None:
-    ingest_upload(store, "a.csv", GOOD.encode())
-    again = ingest_upload(store, "b.csv", GOOD.encode())
+    _upload(store, "a.csv", GOOD.encode())
+    again = _upload(store, "b.csv", GOOD.encode())
     assert (again.status, again.dataset, again.path) == ("already-present", "a", "b.csv")
     with store.session() as session:
         assert [r["name"] for r in dataset_records(session)] == ["a"]
@@ -72,19 +81,19 @@ def test_the_same_file_again_is_already_present(store: Store) -> None:
 
 
 def test_compressed_upload_keeps_its_suffix_for_detection(store: Store) -> None:
-    result = ingest_upload(store, "conv.csv.gz", AZURE_CONV.read_bytes())
+    result = _upload(store, "conv.csv.gz", AZURE_CONV.read_bytes())
     assert (result.dataset, result.format, result.rows) == ("conv", "azure-llm", 19366)
     broken = gzip.compress(BAD.encode())
     with pytest.raises(InputFileError, match=r"^broken\.csv\.gz: row 3"):
-        ingest_upload(store, "broken.csv.gz", broken)
+        _upload(store, "broken.csv.gz", broken)
 
 
 def test_messages_without_a_row_name_the_upload_too(store: Store) -> None:
     with pytest.raises(InputFileError, match=r"^empty\.csv: ") as raised:
-        ingest_upload(store, "empty.csv", b"")
+        _upload(store, "empty.csv", b"")
     assert "planner-upload-" not in str(raised.value)
     with pytest.raises(InputFileError, match=r"^odd\.csv: cannot tell the log format") as raised:
-        ingest_upload(store, "odd.csv", b"a,b,c\n1,2,3\n")
+        _upload(store, "odd.csv", b"a,b,c\n1,2,3\n")
     assert "planner-upload-" not in str(raised.value)
 
 
@@ -92,9 +101,9 @@ def test_relative_times_need_a_start(store: Store) -> None:
     with pytest.raises(UsageError, match="Start time"):
         ingest_options(start="yesterday-ish", names={"start": "Start time"})
     with pytest.raises(UsageError, match="relative to the start"):
-        ingest_upload(store, "trace.jsonl", MOONCAKE.encode())
+        _upload(store, "trace.jsonl", MOONCAKE.encode())
     options = ingest_options(start="2024-05-01T00:00:00Z")
-    result = ingest_upload(store, "trace.jsonl", MOONCAKE.encode(), options)
+    result = _upload(store, "trace.jsonl", MOONCAKE.encode(), options)
     assert (result.format, result.rows) == ("mooncake", 1)
     assert f"{result.start_at:%Y-%m-%d %H:%M}" == "2024-05-01 00:00"
 
@@ -115,7 +124,7 @@ def test_upload_file_names(sent: str, kept: str) -> None:
 @pytest.mark.parametrize("sent", ["", "..", "/", "a\nb.csv", "x" * 201 + ".csv"])
 def test_unusable_upload_file_names(sent: str, store: Store) -> None:
     with pytest.raises(UsageError, match="uploaded file name"):
-        ingest_upload(store, sent, GOOD.encode())
+        _upload(store, sent, GOOD.encode())
 
 
 def test_ingest_options_name_what_the_user_typed() -> None:

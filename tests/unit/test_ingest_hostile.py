@@ -10,10 +10,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from planner.cli.ingest import check_time_format, check_timezone, parse_start
 from planner.errors import InputFileError, UsageError
 from planner.ingest.formats import AZURE_LLM, MOONCAKE, LogFormat, TimeKind, TimeSpec, TimeUnit
 from planner.ingest.normalize import ARRIVAL_MAX_US, NormalizedChunk, normalize_chunk
+from planner.ingest.options import check_time_format, check_timezone, parse_start
 from planner.ingest.pipeline import check_model, check_name
 from planner.ingest.readers import FileKind, RawChunk, inspect_file, iter_chunks, read_columns
 from tests.conftest import WriteFile
