@@ -12,16 +12,19 @@ import streamlit as st
 
 from app import common
 from planner.store.price_models import STATUS_OK
-from planner.usecases.prices import PriceQuery, prices_in_force
-from pricing.sheets import (
-    default_diff_pair,
-    diff_versions,
-    ensure_list_prices,
-    latest_entries,
-    list_versions,
+from planner.usecases.prices import (
+    PriceDiffRequest,
+    PriceImportRequest,
+    PriceQuery,
+    SheetUpload,
+    default_price_diff,
+    diff_prices,
+    ensure_prices,
+    import_prices,
+    price_versions,
+    prices_in_force,
 )
 from pricing.tables import diff_rows, price_rows, version_rows
-from pricing.upload import import_sheet_bytes
 
 IMPORTED = "prices-imported"  # the last import's message, shown once after the rerun
 PRICE_COLUMNS = {
@@ -46,23 +49,19 @@ def _prices(url: str, version: str) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False)
 def _versions(url: str, version: str) -> pd.DataFrame:
-    with common.session() as session:
-        return pd.DataFrame(version_rows(list_versions(session)))
+    return pd.DataFrame(version_rows(price_versions(common.session)))
 
 
 @st.cache_data(show_spinner=False)
 def _default_pair(url: str, version: str) -> tuple[int, int, str] | None:
-    with common.session() as session:
-        good = [v for v in list_versions(session) if v.status == STATUS_OK]
-        return default_diff_pair(session) if len(good) >= 2 else None
+    return default_price_diff(common.session)
 
 
 @st.cache_data(show_spinner=False)
 def _diff(
     url: str, version: str, old: int, new: int, scope: str
 ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    with common.session() as session:
-        result = diff_versions(session, old, new, scope=scope)
+    result = diff_prices(PriceDiffRequest(old, new, scope), common.session)
     summary = {
         "old": result.old.describe(),
         "new": result.new.describe(),
@@ -78,8 +77,8 @@ def _diff(
 def _ensure_prices() -> None:
     """As every ``planner prices`` command does: a store with no list prices gets the bundled
     snapshot (once; a cheap query when prices are there)."""
-    with common.shown_errors(), common.session() as session:
-        loaded = ensure_list_prices(session)
+    with common.shown_errors():
+        loaded = ensure_prices(common.session)
         if loaded is not None:
             st.info(
                 f"The store had no prices: loaded the bundled snapshot as version {loaded.id} "
@@ -255,19 +254,16 @@ def _versions_tab(url: str, version: str) -> None:
 
 def import_upload(name: str, data: bytes, *, label: str, decimal_comma: bool, force: bool) -> str:
     """Import an uploaded sheet into the store (nothing stored on an error); what was done."""
-    with common.session() as session:
-        result = import_sheet_bytes(
-            session,
-            name,
-            data,
-            label=label.strip() or None,
-            decimal_comma=decimal_comma,
-            force=force,
-        )
-        version = result.version
-        overrides = [
-            e for e in latest_entries(session) if e.version_id == version.id and e.overrides
-        ]
+    request = PriceImportRequest(
+        SheetUpload(name, data),
+        label.strip() or None,
+        decimal_comma,
+        force,
+        label_option="label",
+    )
+    imported = import_prices(request, common.session)
+    result, overrides = imported.result, imported.overrides
+    version = result.version
     if not result.imported:
         return (
             f"{name}: the same prices are already imported as {version.describe()} and in "

@@ -27,7 +27,6 @@ from planner.errors import UsageError
 from pricing.model import PricePoint
 
 if TYPE_CHECKING:
-    from planner.store import Store
     from planner.usecases import SessionScope
     from pricing.entries import PriceEntry, SheetDiff, VersionInfo
 
@@ -42,16 +41,6 @@ OPTION_HELP = (
     "savings-plan-3y, committed-1y, committed-3y, or a group: reserved, savings-plan, "
     "committed, commitments, all."
 )
-
-
-def _ensure(store: Store) -> None:
-    """Load the bundled snapshot, in its own transaction, if the store has no list prices."""
-    from pricing.sheets import ensure_list_prices
-
-    with store.session() as session:
-        loaded = ensure_list_prices(session)
-    if loaded is not None:
-        _loaded(loaded)
 
 
 def _loaded(version: VersionInfo) -> None:
@@ -253,21 +242,13 @@ def import_command(
     """Import your own prices (negotiated discounts, private offers) as a new version; they
     override list prices of the same instance, region and option. Importing the same content
     again while its prices are in force does nothing (and says so)."""
-    from pricing.sheets import import_sheet, latest_entries
+    from planner.usecases.prices import PriceImportRequest, import_prices
 
-    if label is not None and (not label.strip() or not printable(label) == label):
-        raise UsageError("--label: expected a name without control characters")
-    with store_from(ctx) as store:
-        _ensure(store)
-        with store.session() as session:
-            result = import_sheet(
-                session, path, label=label, decimal_comma=decimal_comma, force=force
-            )
-        version = result.version
-        with store.session() as session:
-            entries = [
-                e for e in latest_entries(session) if e.version_id == version.id and e.overrides
-            ]
+    request = PriceImportRequest(path, label, decimal_comma, force)
+    with _sessions(ctx) as sessions:
+        imported = import_prices(request, sessions, loaded=_loaded)
+    result, entries = imported.result, imported.overrides
+    version = result.version
     if as_json:
         print_json(
             {
@@ -378,13 +359,10 @@ def diff_command(
 ) -> None:
     """What changed between two price-sheet versions (default: the newest and the one before
     it of the same kind): added, removed and changed prices with the % change."""
-    from pricing.sheets import diff_scope, diff_versions
+    from planner.usecases.prices import PriceDiffRequest, diff_prices
 
-    diff_scope(old, new, scope)  # a bad request is refused before the store is touched
-    with store_from(ctx) as store:
-        _ensure(store)
-        with store.session() as session:
-            result = diff_versions(session, old, new, scope=scope)
+    with _sessions(ctx) as sessions:
+        result = diff_prices(PriceDiffRequest(old, new, scope), sessions, loaded=_loaded)
     if as_json:
         print_json(result.to_dict())
         return
@@ -395,12 +373,10 @@ def diff_command(
 @user_errors
 def versions_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """The history of price sheets: every snapshot load, refresh (failed ones too) and import."""
-    from pricing.sheets import list_versions
+    from planner.usecases.prices import price_versions
 
-    with store_from(ctx) as store:
-        _ensure(store)
-        with store.session() as session:
-            versions = list_versions(session)
+    with _sessions(ctx) as sessions:
+        versions = price_versions(sessions, loaded=_loaded)
     if as_json:
         print_json([v.to_dict() for v in versions])
         return

@@ -1,9 +1,11 @@
-"""Prices in force: ``planner prices list|compare`` and the Prices page.
+"""Prices: ``planner prices list|compare|import|diff|versions`` and the Prices page.
 
-A :class:`PriceQuery` holds the filters as the user gave them. Each function loads the bundled
-snapshot into a store with no list prices (in its own transaction, reported to ``loaded``),
-refuses a filter value that names nothing known (with the closest known ones), reads the prices
-in force and computes on them (:mod:`pricing.tables`).
+Each function loads the bundled snapshot into a store with no list prices (in its own
+transaction, reported to ``loaded``), then reads or writes in sessions of ``sessions`` and
+computes on values (:mod:`pricing.entries`, :mod:`pricing.tables`). A :class:`PriceQuery` holds
+the filters as the user gave them; a filter value that names nothing known is refused with the
+closest known ones. An uploaded sheet (:class:`SheetUpload`) is imported exactly as a file on
+disk, its errors naming the uploaded file, never where it was put to be read.
 """
 
 from __future__ import annotations
@@ -11,12 +13,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from planner.common.text import printable
+from planner.common.uploads import upload_file_name, uploaded_file
 from planner.errors import UsageError
+from planner.store.price_models import STATUS_OK
 from planner.usecases import SessionScope
-from pricing.entries import PriceEntry, VersionInfo
-from pricing.sheets import check_filters, ensure_list_prices, latest_entries
+from pricing.entries import PriceEntry, Scope, SheetDiff, VersionInfo
+from pricing.sheets import (
+    ImportResult,
+    check_filters,
+    default_diff_pair,
+    diff_scope,
+    diff_versions,
+    ensure_list_prices,
+    import_sheet,
+    latest_entries,
+    list_versions,
+)
 from pricing.tables import comparison_rows
 
 if TYPE_CHECKING:
@@ -65,6 +81,131 @@ def compare_prices(
     return PriceComparison(*comparison_rows(entries, beside))
 
 
+@dataclass(frozen=True)
+class SheetUpload:
+    """A price sheet that arrives as bytes (the dashboard's upload): the name the browser sent
+    and the content."""
+
+    file_name: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class PriceImportRequest:
+    """Your own price sheet to import as a new ``user`` version (see
+    :func:`pricing.sheets.import_sheet`); ``label_option`` is what the label is called where
+    the user typed it."""
+
+    sheet: Path | SheetUpload
+    label: str | None = None
+    decimal_comma: bool = False
+    force: bool = False
+    label_option: str = "--label"
+
+
+@dataclass(frozen=True)
+class PriceImport:
+    """The version imported (or the earlier one with the same prices, ``imported`` false) and
+    its prices that override a list price."""
+
+    result: ImportResult
+    overrides: list[PriceEntry]
+
+
+def import_prices(
+    request: PriceImportRequest, sessions: SessionScope, *, loaded: Loaded | None = None
+) -> PriceImport:
+    """Import ``request.sheet``: the same checks and located errors for a file and an upload;
+    nothing is stored on an error."""
+    sheet, label = request.sheet, request.label
+    if isinstance(sheet, SheetUpload):
+        name = upload_file_name(sheet.file_name)
+    if label is not None and (not label.strip() or printable(label) != label):
+        raise UsageError(f"{request.label_option}: expected a name without control characters")
+    _ensure(sessions, loaded)
+    with _session(sessions) as session:
+        if isinstance(sheet, SheetUpload):
+            with uploaded_file(name, sheet.data) as path:
+                result = import_sheet(
+                    session,
+                    path,
+                    label=label or name,
+                    decimal_comma=request.decimal_comma,
+                    force=request.force,
+                    source_ref=f"upload {name}",
+                )
+        else:
+            result = import_sheet(
+                session,
+                sheet,
+                label=label,
+                decimal_comma=request.decimal_comma,
+                force=request.force,
+            )
+    with _session(sessions) as session:
+        overrides = [
+            e for e in latest_entries(session) if e.version_id == result.version.id and e.overrides
+        ]
+    return PriceImport(result, overrides)
+
+
+def price_versions(sessions: SessionScope, *, loaded: Loaded | None = None) -> list[VersionInfo]:
+    """Every price-sheet version, oldest first: snapshot loads, refreshes (failed ones too)
+    and imports."""
+    _ensure(sessions, loaded)
+    with _session(sessions) as session:
+        return list_versions(session)
+
+
+@dataclass(frozen=True)
+class PriceDiffRequest:
+    """Two versions to compare over ``scope`` (all, covered, keys), or neither: the newest and
+    the one before it of the same kind (:func:`pricing.sheets.default_diff_pair`)."""
+
+    old: int | None = None
+    new: int | None = None
+    scope: str | None = None
+
+
+def diff_prices(
+    request: PriceDiffRequest, sessions: SessionScope, *, loaded: Loaded | None = None
+) -> SheetDiff:
+    """What changed between two versions: added, removed and changed prices."""
+    diff_scope(request.old, request.new, request.scope)  # refused before the store is touched
+    _ensure(sessions, loaded)
+    with _session(sessions) as session:
+        return diff_versions(session, request.old, request.new, scope=request.scope)
+
+
+def default_price_diff(sessions: SessionScope) -> tuple[int, int, Scope] | None:
+    """The versions and scope :func:`diff_prices` compares by default; ``None`` while the store
+    has fewer than two successful versions."""
+    with _session(sessions) as session:
+        good = [v for v in list_versions(session) if v.status == STATUS_OK]
+        return default_diff_pair(session) if len(good) >= 2 else None
+
+
+def ensure_prices(sessions: SessionScope) -> VersionInfo | None:
+    """Load the bundled snapshot, in its own transaction, if the store has no list prices; the
+    version loaded, else ``None`` (a cheap query when prices are there)."""
+    with _session(sessions) as session:
+        return ensure_list_prices(session)
+
+
+def _ensure(sessions: SessionScope, loaded: Loaded | None) -> None:
+    version = ensure_prices(sessions)
+    if version is not None and loaded is not None:
+        loaded(version)
+
+
+@contextmanager
+def _session(sessions: SessionScope) -> Iterator[Session]:
+    with sessions() as session:
+        if session is None:
+            raise UsageError("prices need a store: there is none to read them from")
+        yield session
+
+
 def _entries(session: Session, query: PriceQuery, option: str | None) -> list[PriceEntry]:
     return latest_entries(
         session, query.provider, region=query.region, gpu=query.gpu, option=option
@@ -75,14 +216,8 @@ def _entries(session: Session, query: PriceQuery, option: str | None) -> list[Pr
 def _checked(query: PriceQuery, sessions: SessionScope, loaded: Loaded | None) -> Iterator[Session]:
     """A session to read ``query``'s prices in, once the store has list prices and the filter
     values are known."""
-    with sessions() as session:
-        if session is None:
-            raise UsageError("prices need a store: there is none to read them from")
-        version = ensure_list_prices(session)
-    if version is not None and loaded is not None:
-        loaded(version)
-    with sessions() as session:
-        assert session is not None
+    _ensure(sessions, loaded)
+    with _session(sessions) as session:
         check_filters(
             session,
             provider=query.provider,

@@ -10,7 +10,9 @@ import planner.store.price_models  # noqa: F401  (registers the price tables)
 from planner.common.uploads import upload_file_name
 from planner.errors import InputFileError, PlannerError, UsageError
 from planner.store import Store
+from planner.usecases.prices import PriceImportRequest, SheetUpload, import_prices
 from pricing.sheets import (
+    ImportResult,
     default_diff_pair,
     diff,
     diff_scope,
@@ -21,7 +23,6 @@ from pricing.sheets import (
     list_versions,
 )
 from pricing.tables import diff_rows, price_rows, version_rows
-from pricing.upload import import_sheet_bytes
 from tests.conftest import WriteFile
 
 GOOD = (
@@ -36,6 +37,12 @@ BAD = (
 )
 
 
+def _upload(store: Store, name: str, data: bytes) -> ImportResult:
+    """The Prices page's upload: the import use case on a sheet that arrives as bytes."""
+    request = PriceImportRequest(SheetUpload(name, data), label_option="label")
+    return import_prices(request, store.session).result
+
+
 @pytest.fixture
 def priced(store: Store) -> Store:
     with store.session() as session:
@@ -44,14 +51,13 @@ def priced(store: Store) -> Store:
 
 
 def test_an_uploaded_sheet_imports_as_a_user_version(priced: Store) -> None:
-    with priced.session() as session:
-        result = import_sheet_bytes(session, "C:\\quotes\\negotiated.csv", GOOD)
+    result = _upload(priced, "C:\\quotes\\negotiated.csv", GOOD)
     assert result.imported
     assert (result.version.source_kind, result.version.label) == ("user", "negotiated.csv")
     assert result.version.source_ref == "upload negotiated.csv"  # not where it was read from
     with priced.session() as session:
         p5 = [e for e in latest_entries(session) if e.point.instance_type == "p5.48xlarge"]
-        again = import_sheet_bytes(session, "negotiated.csv", GOOD)
+    again = _upload(priced, "negotiated.csv", GOOD)
     on_demand = next(e for e in p5 if e.point.purchase_option.value == "on-demand")
     assert (on_demand.point.usd_per_hour, on_demand.source_kind) == (44.032, "user")
     assert on_demand.overrides is not None  # the list price it overrides
@@ -63,8 +69,8 @@ def test_a_bad_upload_is_located_by_its_own_name_and_stores_nothing(
 ) -> None:
     with priced.session() as session:
         before = list_versions(session)
-    with pytest.raises(InputFileError) as raised, priced.session() as session:
-        import_sheet_bytes(session, "quote.csv", BAD)
+    with pytest.raises(InputFileError) as raised:
+        _upload(priced, "quote.csv", BAD)
     message = str(raised.value)
     assert message.startswith("quote.csv: row 2, line 3, column 'usd_per_hour'"), message
     assert "planner-sheet-" not in message  # the temporary folder is not the user's business
@@ -91,8 +97,8 @@ def test_hostile_uploads_are_refused_cleanly(
 ) -> None:
     with priced.session() as session:
         count = len(list_versions(session))
-    with pytest.raises(PlannerError, match=expected), priced.session() as session:
-        import_sheet_bytes(session, name, data)
+    with pytest.raises(PlannerError, match=expected):
+        _upload(priced, name, data)
     with priced.session() as session:
         assert len(list_versions(session)) == count
 
@@ -106,10 +112,9 @@ def test_upload_names_lose_their_folders_and_unsafe_names_are_refused() -> None:
 
 
 def test_diff_versions_is_the_cli_diff(priced: Store) -> None:
-    with priced.session() as session:
-        with pytest.raises(PlannerError, match="needs two"):
-            diff_versions(session)
-        version = import_sheet_bytes(session, "negotiated.csv", GOOD).version
+    with priced.session() as session, pytest.raises(PlannerError, match="needs two"):
+        diff_versions(session)
+    version = _upload(priced, "negotiated.csv", GOOD).version
     with priced.session() as session:
         old, new, scope = default_diff_pair(session)
         assert (new, scope) == (version.id, "keys")
