@@ -27,7 +27,8 @@ from planner.simulate.workload import synthetic
 from planner.store import Store
 from planner.store.calibrations import known_profiles
 from planner.usecases.load import from_dataset, token_pool, workload_for
-from planner.usecases.simulate import prepare_whatif, run_whatif
+from planner.usecases.simulate import SimulateRequest, prepare_whatif, run_whatif
+from planner.usecases.simulate import simulate as simulate_whatif
 from planner.workload.rates import RateCurve
 from tests.conftest import AZURE_CONV, AZURE_CONV_NAME
 
@@ -134,3 +135,33 @@ def test_a_rate_curve_draws_a_datasets_lengths(conv: Store) -> None:
         nothing = RateCurve(curve.start, np.array([1e-9]))
         with pytest.raises(UsageError, match="the rate curve 'forecast #1' asks for 1e-09"):
             workload_for(session, replace(demand, rates=nothing))
+
+
+def test_the_use_case_is_prepare_then_run(conv: Store, tmp_path: Path) -> None:
+    """``simulate`` (what the CLI and the What-if page call) is prepare then run, with the
+    progress told the total first."""
+    opened, scope = sessions_of(conv)
+    seen: list[tuple[int, int]] = []
+    out = tmp_path / "requests.csv"
+    done = simulate_whatif(
+        SimulateRequest(WHATIF, requests_out=out),
+        scope,
+        progress=lambda count, total: seen.append((count, total)),
+    )
+    assert opened == [True]
+    prepared = prepare_whatif(WHATIF, scope)
+    assert done.start == prepared.workload.start
+    assert done.simulation.summary == run_whatif(prepared).summary
+    assert seen[0] == (0, len(prepared.workload))
+    assert seen[-1] == (len(prepared.workload), len(prepared.workload))
+    assert out.exists()
+
+
+def test_a_requests_file_of_no_known_format_is_refused_before_the_store_is_opened(
+    conv: Store, tmp_path: Path
+) -> None:
+    opened, scope = sessions_of(conv)
+    request = SimulateRequest(WHATIF, requests_out=tmp_path / "requests.xlsx")
+    with pytest.raises(UsageError, match=r"--out-requests .*unsupported output format '\.xlsx'"):
+        simulate_whatif(request, scope)
+    assert not opened
