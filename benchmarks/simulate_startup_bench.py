@@ -53,7 +53,7 @@ def measure(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     """CPU seconds (user + system) and wall seconds of one run of ``command``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(command, check=True, env=env, cwd=env["PLANNER_HOME"], stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
@@ -63,8 +63,9 @@ def heaviest_imports(rates: Path, env: dict[str, str], count: int = 10) -> list[
     """The top-level imports of one run (those nothing else imported first), heaviest first,
     with their cumulative milliseconds."""
     done = subprocess.run(
-        _command(rates, importtime=True), env=env, capture_output=True, text=True, check=True
-    )
+        _command(rates, importtime=True),
+        env=env, cwd=env["PLANNER_HOME"], capture_output=True, text=True, check=True,
+    )  # fmt: skip
     top = []
     for line in done.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
@@ -85,12 +86,15 @@ def main() -> None:
     if args.baseline is not None:
         checkouts["baseline"] = args.baseline.resolve()
     with tempfile.TemporaryDirectory() as scratch:
+        # a run's working directory is its home: `python -c` puts the working directory first on
+        # sys.path, which would shadow the checkout being measured
         home, rates = Path(scratch, "home"), Path(scratch, "rates.csv")
+        home.mkdir()
         rates.write_text("ds,y\n" + "".join(f"2024-01-01T{h:02d}:00:00,3600\n" for h in range(4)))
         envs = {name: _env(home, checkout) for name, checkout in checkouts.items()}
         subprocess.run(
             [sys.executable, "-c", CLI, "ingest", str(SAMPLE), "--name", "conv"],
-            check=True, env=envs["this checkout"], stdout=subprocess.DEVNULL,
+            check=True, env=envs["this checkout"], cwd=scratch, stdout=subprocess.DEVNULL,
         )  # fmt: skip
         for env in envs.values():
             measure(_command(rates), env)  # warm the file cache and byte code
