@@ -11,19 +11,15 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
+import sys
 import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import (
@@ -43,6 +39,9 @@ from planner.common.text import printable, shown
 from planner.config import BUSY_TIMEOUT_ENV, busy_timeout_seconds, database_url
 from planner.errors import StoreError
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 VERSION_TABLE = "alembic_version"
 
@@ -55,20 +54,15 @@ class StoreConflictError(StoreError):
     """A write collided with what another writer stored first (a unique name, a foreign key)."""
 
 
-def _driver_errors() -> tuple[type[BaseException], ...]:
+def database_errors() -> tuple[type[BaseException], ...]:
+    """Errors of the database layer: SQLAlchemy's wrappers, and the drivers' own errors, which
+    the bulk loader's raw cursors raise unwrapped. psycopg's only once it is loaded: only a
+    PostgreSQL store loads it, and importing it for a SQLite store would cost 50 ms."""
     errors: list[type[BaseException]] = [DBAPIError, PoolTimeoutError, sqlite3.Error]
-    try:
-        import psycopg
-    except ImportError:  # pragma: no cover - the postgres extra is not installed
-        pass
-    else:
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None:
         errors.append(psycopg.Error)
     return tuple(errors)
-
-
-# Errors of the database layer: SQLAlchemy's wrappers, and the drivers' own errors, which the
-# bulk loader's raw cursors raise unwrapped.
-DATABASE_ERRORS = _driver_errors()
 
 
 # --- URLs in messages -------------------------------------------------------------------------
@@ -183,7 +177,7 @@ def store_errors(url: str) -> Iterator[None]:
     """Turn a database failure into a StoreError naming the store (without its password)."""
     try:
         yield
-    except DATABASE_ERRORS as exc:
+    except database_errors() as exc:
         raise store_error(exc, url) from exc
 
 
@@ -341,31 +335,54 @@ def create_store_engine(url: str, *, memory: bool = False, immediate: bool = Fal
 
 
 def alembic_config(engine: Engine) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.attributes["engine"] = engine
     return cfg
 
 
+# Opening a store that is up to date needs its version and the head, not Alembic (a quarter of a
+# second to import): both are read here, and Alembic is imported only to migrate.
+# tests/integration/test_store.py checks these against Alembic's own script directory.
+_REVISION_LINE = re.compile(r'^(down_revision|revision)\s*(?::[^=]*)?=\s*(None|"([^"]+)")', re.M)
+
+
 @functools.cache
-def _scripts() -> ScriptDirectory:
-    return ScriptDirectory(str(MIGRATIONS_DIR))
+def _revision_chain() -> dict[str, str | None]:
+    """Each migration's revision and the one it follows, from the migration files' text."""
+    chain: dict[str, str | None] = {}
+    for script in sorted((MIGRATIONS_DIR / "versions").glob("[0-9]*.py")):
+        found = {m.group(1): m.group(3) for m in _REVISION_LINE.finditer(script.read_text())}
+        assert "revision" in found and "down_revision" in found, f"{script.name}: no revision"
+        chain[str(found["revision"])] = found["down_revision"]
+    return chain
 
 
 def head_revision() -> str:
-    head = _scripts().get_current_head()
-    assert head is not None, "the migrations folder has no head revision"
-    return head
+    chain = _revision_chain()
+    heads = set(chain) - set(chain.values())
+    assert len(heads) == 1, f"the migrations folder has {len(heads)} head revisions"
+    return heads.pop()
 
 
-@functools.cache
 def known_revisions() -> frozenset[str]:
-    return frozenset(script.revision for script in _scripts().walk_revisions())
+    return frozenset(_revision_chain())
+
+
+class _VersionTableError(Exception):
+    """The version table holds more than one row (what Alembic calls more than one head)."""
 
 
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        if not inspect(conn).has_table(VERSION_TABLE):
+            return None
+        versions = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+    if len(versions) > 1:
+        raise _VersionTableError
+    return str(versions[0]) if versions else None
 
 
 _MIGRATION_LOCK_KEY = 0x706C616E6E6572  # "planner"
@@ -377,6 +394,8 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     On SQLite the migrations run in one transaction that holds the write lock from its start,
     so a migration stopped half-way leaves nothing behind and two processes never race.
     """
+    from alembic import command
+
     if engine.dialect.name == "postgresql":
         # One migrator at a time per database: the others wait, then find nothing to do.
         with engine.connect() as lock:
@@ -452,12 +471,8 @@ def _revision(engine: Engine, url: str) -> str | None:
     with store_errors(url):
         try:
             return current_revision(engine)
-        except CommandError as exc:  # e.g. more than one row in alembic_version
-            problem = (
-                f"its version table ({VERSION_TABLE}) holds more than one version"
-                if "more than one head" in str(exc)
-                else f"its schema version cannot be read ({printable(str(exc), limit=200)})"
-            )
+        except _VersionTableError as exc:
+            problem = f"its version table ({VERSION_TABLE}) holds more than one version"
             raise StoreError(
                 f"the store {_where(url)} is damaged: {problem}; restore a backup or point --db "
                 "elsewhere"

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +26,37 @@ def test_migrations_build_the_schema_the_models_describe(store: Store) -> None:
         assert compare_metadata(context, Base.metadata) == []
     tables = set(inspect(store.engine).get_table_names())
     assert {"datasets", "requests", "alembic_version"} <= tables
+
+
+def test_the_version_read_without_alembic_is_alembics(store: Store) -> None:
+    # planner reads the head and the store's version itself, so that opening an up-to-date store
+    # need not import Alembic: both must be what Alembic says
+    from alembic.script import ScriptDirectory
+
+    from planner.store.db import MIGRATIONS_DIR, known_revisions
+
+    scripts = ScriptDirectory(str(MIGRATIONS_DIR))
+    assert head_revision() == scripts.get_current_head()
+    assert known_revisions() == {script.revision for script in scripts.walk_revisions()}
+    with store.engine.connect() as conn:
+        assert (
+            current_revision(store.engine)
+            == MigrationContext.configure(conn).get_current_revision()
+        )
+
+
+def test_opening_an_up_to_date_store_imports_no_alembic(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'planner.db'}"
+    with open_store(url):
+        pass  # created and migrated here
+    probe = (
+        "import sys; from planner.store import open_store\n"
+        f"with open_store({url!r}) as store, store.session() as session: pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('alembic', 'psycopg'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_downgrade_and_upgrade_round_trip(store_url: str) -> None:
