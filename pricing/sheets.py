@@ -28,6 +28,7 @@ import re
 import unicodedata
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -39,7 +40,6 @@ from sqlalchemy.orm import Session
 from planner.common.secrets import redact_text
 from planner.common.text import closest, printable, shown
 from planner.errors import InputFileError, NotFoundError, PlannerError, RowProblem, UsageError
-from planner.store.db import Store
 from planner.store.price_models import (
     SOURCE_KINDS,
     STATUS_FAILED,
@@ -1051,9 +1051,14 @@ def last_good_version(session: Session, provider: str | None = None) -> VersionI
 
 
 def refresh(
-    store: Store, provider: str, region: str | None = None, *, fetch: Fetch | None = None
+    sessions: Callable[[], AbstractContextManager[Session]],
+    provider: str,
+    region: str | None = None,
+    *,
+    fetch: Fetch | None = None,
 ) -> VersionInfo:
-    """Fetch ``provider``'s live prices and store them as a new version.
+    """Fetch ``provider``'s live prices and store them as a new version, in sessions of
+    ``sessions`` (a store's ``session``).
 
     On any failure (the loader raises, returns nothing, or returns an invalid price) the
     failure is recorded as a ``failed`` version, the last good prices stay in force, and a
@@ -1061,7 +1066,7 @@ def refresh(
     raises :class:`LoaderUnavailableError` (nothing recorded: nothing was tried).
     """
     kind = _provider_kind(provider)
-    with store.session() as session:
+    with sessions() as session:
         ensure_list_prices(session)
     try:
         points = list((fetch or load_fetch(kind))(region=region))
@@ -1073,13 +1078,13 @@ def refresh(
         wrong = [p for p in points if p.provider.value != kind]
         if wrong:
             raise PlannerError(f"the loader returned a {wrong[0].provider.value} price for {kind}")
-        with store.session() as session:
+        with sessions() as session:
             return record_refresh(session, kind, points, region=region)
     except LoaderUnavailableError:
         raise
     except Exception as exc:
         reason = failure_reason(exc)
-        with store.session() as session:
+        with sessions() as session:
             record_failed_refresh(session, kind, reason, region=region)
             kept = last_good_version(session, kind) or last_good_version(session)
         note = (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,10 +23,12 @@ from planner.cli.options import (
 )
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
-from planner.errors import UsageError
 from pricing.model import PricePoint
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from planner.store import Store
     from planner.usecases import SessionScope
     from pricing.entries import PriceEntry, SheetDiff, VersionInfo
 
@@ -53,9 +55,17 @@ def _loaded(version: VersionInfo) -> None:
 
 @contextmanager
 def _sessions(ctx: typer.Context) -> Iterator[SessionScope]:
-    """Sessions of the store named by --db, open for the body of the ``with``."""
-    with store_from(ctx) as store:
-        yield store.session
+    """Sessions of the store named by --db, opened on the first one (so a bad request is
+    refused before the store is touched) and closed at the end of the ``with``."""
+    with ExitStack() as opened:
+        stores: list[Store] = []
+
+        def session() -> AbstractContextManager[Session]:
+            if not stores:
+                stores.append(opened.enter_context(store_from(ctx)))
+            return stores[0].session()
+
+        yield session
 
 
 def _nothing_matches(what: str) -> None:
@@ -404,10 +414,10 @@ def load_snapshot_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Load the bundled price snapshot (data/prices/) as a new version."""
-    from pricing.sheets import load_snapshot_version
+    from planner.usecases.prices import load_snapshot
 
-    with store_from(ctx) as store, store.session() as session:
-        version, loaded = load_snapshot_version(session, force=force)
+    with _sessions(ctx) as sessions:
+        version, loaded = load_snapshot(sessions, force=force)
     if as_json:
         print_json({**version.to_dict(), "loaded": loaded})
         return
@@ -431,22 +441,11 @@ def refresh_command(
 ) -> None:
     """Fetch a provider's current prices from its API as a new version. On failure the last
     good prices stay, the failure is recorded, and the command exits non-zero."""
-    from pricing.sheets import REFRESH_PROVIDERS, diff, list_versions, refresh
+    from planner.usecases.prices import PriceRefreshRequest, refresh_prices
 
-    name = provider.strip().lower()
-    if name not in REFRESH_PROVIDERS:
-        raise UsageError(f"--provider {provider!r}: expected one of {', '.join(REFRESH_PROVIDERS)}")
-    with store_from(ctx) as store:
-        version = refresh(store, name, region)
-        with store.session() as session:
-            previous = [
-                v
-                for v in list_versions(session)
-                if v.source_kind == name and v.status == "ok" and v.id != version.id
-            ]
-            changes = (
-                diff(session, previous[-1].id, version.id, scope="covered") if previous else None
-            )
+    with _sessions(ctx) as sessions:
+        refreshed = refresh_prices(PriceRefreshRequest(provider, region), sessions)
+    version, changes = refreshed.version, refreshed.changes
     if as_json:
         print_json({**version.to_dict(), "diff": changes.to_dict() if changes else None})
         return

@@ -23,15 +23,19 @@ from planner.store.price_models import STATUS_OK
 from planner.usecases import SessionScope
 from pricing.entries import PriceEntry, Scope, SheetDiff, VersionInfo
 from pricing.sheets import (
+    REFRESH_PROVIDERS,
     ImportResult,
     check_filters,
     default_diff_pair,
+    diff,
     diff_scope,
     diff_versions,
     ensure_list_prices,
     import_sheet,
     latest_entries,
     list_versions,
+    load_snapshot_version,
+    refresh,
 )
 from pricing.tables import comparison_rows
 
@@ -175,6 +179,49 @@ def diff_prices(
     _ensure(sessions, loaded)
     with _session(sessions) as session:
         return diff_versions(session, request.old, request.new, scope=request.scope)
+
+
+def load_snapshot(sessions: SessionScope, *, force: bool = False) -> tuple[VersionInfo, bool]:
+    """Load the bundled price snapshot as a new version (again only with ``force``); the
+    version, and whether it was loaded now."""
+    with _session(sessions) as session:
+        return load_snapshot_version(session, force=force)
+
+
+@dataclass(frozen=True)
+class PriceRefreshRequest:
+    """A provider's live prices to fetch (aws, gcp or azure), in one region or the loader's."""
+
+    provider: str
+    region: str | None = None
+
+
+@dataclass(frozen=True)
+class PriceRefresh:
+    """The version fetched, and what changed since the provider's previous successful one
+    (over the providers and regions the new one covers; ``None`` for a first refresh)."""
+
+    version: VersionInfo
+    changes: SheetDiff | None
+
+
+def refresh_prices(request: PriceRefreshRequest, sessions: SessionScope) -> PriceRefresh:
+    """Fetch a provider's current prices as a new version. On failure the last good prices
+    stay, the failure is recorded, and a :class:`pricing.sheets.RefreshError` says so."""
+    name = request.provider.strip().lower()
+    if name not in REFRESH_PROVIDERS:
+        raise UsageError(
+            f"--provider {request.provider!r}: expected one of {', '.join(REFRESH_PROVIDERS)}"
+        )
+    version = refresh(lambda: _session(sessions), name, request.region)
+    with _session(sessions) as session:
+        previous = [
+            v
+            for v in list_versions(session)
+            if v.source_kind == name and v.status == STATUS_OK and v.id != version.id
+        ]
+        changes = diff(session, previous[-1].id, version.id, scope="covered") if previous else None
+    return PriceRefresh(version, changes)
 
 
 def default_price_diff(sessions: SessionScope) -> tuple[int, int, Scope] | None:

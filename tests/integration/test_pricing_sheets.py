@@ -261,10 +261,10 @@ def _failing(*args: object, **kwargs: object) -> list[PricePoint]:
 
 
 def test_a_failed_refresh_keeps_the_last_good_version(store: Store) -> None:
-    good = refresh(store, "aws", "us-east-1", fetch=lambda region: _aws_refresh(1.1))
+    good = refresh(store.session, "aws", "us-east-1", fetch=lambda region: _aws_refresh(1.1))
     assert (good.source_kind, good.status, good.row_count) == ("aws", "ok", 38)
     with pytest.raises(RefreshError) as info:
-        refresh(store, "aws", "us-east-1", fetch=_failing)
+        refresh(store.session, "aws", "us-east-1", fetch=_failing)
     message = str(info.value)
     assert message.startswith("aws price refresh failed: ConnectionError: endpoint")
     assert f"Kept the last good prices: version {good.id} (aws: aws live refresh" in message
@@ -286,12 +286,12 @@ def test_a_refresh_that_returns_nothing_or_nonsense_fails(store: Store) -> None:
     with pytest.raises(
         RefreshError, match="gcp price refresh failed: the loader returned no prices"
     ):
-        refresh(store, "gcp", fetch=lambda region: [])
+        refresh(store.session, "gcp", fetch=lambda region: [])
     zero = replace(load_snapshot()[0], usd_per_hour=0.0)
     with pytest.raises(RefreshError, match=r"invalid price: aws/us-east-1/g4dn.xlarge/on-demand"):
-        refresh(store, "aws", fetch=lambda region: [zero])
+        refresh(store.session, "aws", fetch=lambda region: [zero])
     with pytest.raises(RefreshError, match="returned a aws price for azure"):
-        refresh(store, "azure", fetch=lambda region: _aws_refresh(1.0))
+        refresh(store.session, "azure", fetch=lambda region: _aws_refresh(1.0))
     with store.session() as session:
         statuses = [(v.source_kind, v.status) for v in list_versions(session)]
     assert statuses == [
@@ -310,6 +310,6 @@ def test_a_missing_loader_is_reported_not_recorded(
 
     monkeypatch.setattr(importlib, "import_module", missing)
     with pytest.raises(LoaderUnavailableError, match="the azure price loader is not available"):
-        refresh(store, "azure")
+        refresh(store.session, "azure")
     with store.session() as session:
         assert [v.source_kind for v in list_versions(session)] == ["snapshot"]
