@@ -17,18 +17,22 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, ClassVar, Literal
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from planner.common.csvsafe import safe_text
 from planner.common.files import atomic_output
 from planner.errors import UsageError
+
+# pandas and pyarrow (0.2 s to import) are loaded where a frame or a request file is made, not
+# by every simulation
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
 
 __all__ = [
     "SLO",
@@ -583,6 +587,8 @@ class Timeline:
         ``utilization`` is busy replica-time over up replica-time (NaN with no replica up);
         each purchase class has a column of its mean number of replicas up.
         """
+        import pandas as pd
+
         covered = np.asarray(self._covered, dtype=np.float64)
         n = covered.size
         t_s = (self._first_bucket + np.arange(n)) * self.resolution_s
@@ -673,6 +679,8 @@ class RequestWriter:
             )
         self.format: _Format = fmt
         self.classes = tuple(classes)
+        import pyarrow as pa
+
         self._class_names = pa.array(self.classes, type=pa.string())
         # a class named "=HYPERLINK(...)" is text in a spreadsheet, not a formula
         self._csv_class_names = pa.array([safe_text(c) for c in self.classes], type=pa.string())
@@ -687,6 +695,8 @@ class RequestWriter:
 
     @classmethod
     def schema(cls, class_type: pa.DataType | None = None) -> pa.Schema:
+        import pyarrow as pa
+
         types: dict[type[np.generic], pa.DataType] = {
             np.int64: pa.int64(),
             np.int32: pa.int32(),
@@ -712,6 +722,9 @@ class RequestWriter:
         temp = output.__enter__()
         self._output, self._temp = output, temp
         try:
+            import pyarrow.csv as pa_csv
+            import pyarrow.parquet as pq
+
             if self.format == "parquet":
                 # dictionary-encode only the low-cardinality columns: trying it on the float
                 # columns costs time and saves nothing (pyarrow takes a list of column names
@@ -752,6 +765,9 @@ class RequestWriter:
         self.rows += len(chunk)
 
     def _write(self, chunk: RequestChunk, classes: NDArray[np.int16]) -> None:
+        import pandas as pd
+        import pyarrow as pa
+
         columns: dict[str, Any] = {name: getattr(chunk, name) for name in RequestChunk.DTYPES}
         columns.update(ttft_s=chunk.ttft_s, tpot_s=chunk.tpot_s, e2e_s=chunk.e2e_s)
         if self._parquet is not None:

@@ -8,10 +8,9 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from planner.common.text import shown
 from planner.errors import UsageError
@@ -37,6 +36,9 @@ from planner.simulate.metrics import (
     cost,
 )
 from planner.simulate.workload import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ class SimulationResult:
     summary: dict[str, Any]
     fleet: FleetStats
     cost: dict[str, Any] | None
-    timeline: pd.DataFrame
+    fleet_timeline: Timeline
     serving: dict[str, Any]
     requests: int
     simulated_s: float
@@ -144,6 +146,12 @@ class SimulationResult:
     available_requests: int | None = None
     # --max-model-len: the limit, truncate or refuse, and how many prompts it affected.
     prompt_limit: dict[str, Any] | None = None
+
+    @property
+    def timeline(self) -> pd.DataFrame:
+        """The fleet's state per bucket of simulated time (a frame made on demand: a run that
+        shows only its summary never imports pandas)."""
+        return self.fleet_timeline.to_frame()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -232,7 +240,7 @@ def simulate(
         summary=collector.summary(),
         fleet=stats,
         cost=fleet_cost,
-        timeline=timeline.to_frame(),
+        fleet_timeline=timeline,
         serving={
             "gpu": deployment.gpu.name,
             "model": deployment.model.name,

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from planner.common.text import closest, printable, shown
 from planner.errors import NotFoundError
 from planner.store.models import Dataset, Request
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_SUGGESTED = 5  # names suggested for a dataset that does not exist
 MAX_NAME_CHARS = 200
@@ -77,6 +80,8 @@ def request_frame(
     columns: Sequence[str] = ("arrival_us", "model", "input_tokens", "output_tokens"),
 ) -> pd.DataFrame:
     """The dataset's requests, sorted by arrival, as a DataFrame of the chosen columns."""
+    import pandas as pd  # 0.3 s: loaded by the callers that want a frame, not by every query
+
     selected = [getattr(Request, c) for c in columns]
     query = (
         select(*selected)
