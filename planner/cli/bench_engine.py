@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
-from planner.bench.grid import EngineRunRequest, measure_engine
 from planner.cli.bench_run import progress_bar
 from planner.cli.context import print_json, stderr, stdout
 from planner.cli.options import JSON_OPTION
@@ -135,6 +134,7 @@ def engine_command(
     weights, real KV cache, greedy decoding): TTFT (batched prefill), TPOT (decode step) and
     end-to-end per (batch, prompt), medians of repeated runs, on the process's CPU clock and the
     wall clock. Ctrl-C stops the grid and keeps what was measured."""
+    from planner.bench.grid import EngineRunRequest, measure_engine  # loaded only to measure
 
     request = EngineRunRequest(
         batches=batches,

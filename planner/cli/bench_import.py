@@ -14,7 +14,6 @@ from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 from planner.errors import UsageError
-from planner.usecases.bench import BenchImportRequest, import_bench
 
 if TYPE_CHECKING:
     from planner.bench.results import BenchRun
@@ -171,6 +170,8 @@ def import_command(
     block), and with --out-csv writes them as measurements that `planner calibrate` fits.
     Storing the runs and --out-csv need the GPU, engine, model and precision (from the file
     or --gpu, --engine, --model, --precision); with --no-store and no --out-csv, none."""
+    from planner.usecases.bench import BenchImportRequest, import_bench  # only when importing
+
     request = BenchImportRequest(
         paths=tuple(paths),
         max_bytes=parse_size(max_bytes),

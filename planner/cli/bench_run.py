@@ -13,11 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
-from planner.bench.harness import (
-    DEFAULT_SWEEP_CONCURRENCY,
-    DEFAULT_SWEEP_POINTS,
-    Deployment,
-)
+from planner.bench.harness import DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_POINTS
 from planner.cli.context import print_json, stderr, stdout
 from planner.cli.latency import store_session
 from planner.cli.options import (
@@ -29,7 +25,6 @@ from planner.cli.options import (
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 from planner.errors import PlannerError
-from planner.usecases.bench import BenchRunRequest, ReplayWindow, run_bench
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -427,6 +422,9 @@ def run_command(
     TPOT, inter-token and end-to-end latency, throughput and goodput, optionally written as
     calibration rows. Ctrl-C stops the run and keeps what was measured. With --ignore-eos, a
     response shorter than asked is counted short, not completed."""
+    # the harness is loaded by the command that runs it, not by every `planner` start
+    from planner.bench.harness import Deployment
+    from planner.usecases.bench import BenchRunRequest, ReplayWindow, run_bench
 
     request = BenchRunRequest(
         url=url,

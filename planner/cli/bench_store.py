@@ -16,14 +16,6 @@ from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
 from planner.usecases import SessionScope
-from planner.usecases.bench import (
-    RunDeleteRequest,
-    RunShowRequest,
-    StoredRunsRequest,
-    delete_run,
-    show_run,
-    stored_runs,
-)
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -82,6 +74,8 @@ def runs_list_command(
 ) -> None:
     """List the benchmark runs in the store: where and how each was measured, its mean and P99
     latencies and its throughput."""
+    from planner.usecases.bench import StoredRunsRequest, stored_runs
+
     runs = stored_runs(StoredRunsRequest(sweep), _sessions(ctx, db))
     if as_json:
         print_json([run.to_dict() for run in runs])
@@ -148,6 +142,8 @@ def runs_show_command(
 ) -> None:
     """A stored run's summary (vLLM's keys: mean_ttft_ms, p99_tpot_ms, ...) and metadata
     (hardware, model, engine, load, tool); with --requests its requests as well."""
+    from planner.usecases.bench import RunShowRequest, show_run
+
     shown_run = show_run(RunShowRequest(name, requests), _sessions(ctx, db))
     run, frame = shown_run.run, shown_run.requests
     if as_json:
@@ -230,6 +226,8 @@ def runs_delete_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Delete a stored run and its requests (asks for --yes)."""
+    from planner.usecases.bench import RunDeleteRequest, delete_run
+
     deleted = delete_run(RunDeleteRequest(name, confirmed=yes), _sessions(ctx, db))
     if as_json:
         print_json({"deleted": deleted.name, "id": deleted.id, "requests": deleted.requests})
