@@ -7,6 +7,7 @@ import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -31,9 +32,10 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_import_contracts_are_kept() -> None:
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     result = _lint_imports(ROOT)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
-    assert "Contracts: 5 kept, 0 broken." in result.stdout
+    assert f"Contracts: {len(contracts['contracts'])} kept, 0 broken." in result.stdout
 
 
 def test_a_forbidden_import_is_named(tmp_path: Path) -> None:
