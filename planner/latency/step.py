@@ -16,11 +16,11 @@ shadowed by an older build (and the compiled simulator then stands down too).
 
 from __future__ import annotations
 
-import hashlib
-import os
-import warnings
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Final, SupportsFloat, final
+
+from planner.common.native import compiled_twin
 
 
 @final
@@ -187,33 +187,9 @@ def _rebuild(constants: dict[str, Any]) -> StepFormula:
 IMPLEMENTATION = "pure Python"
 
 
-def _compiled_twin(source: Path) -> Any:
-    """The mypyc build of this module's ``source``, or None: not built, turned off by
-    ``PLANNER_PURE_PYTHON``, or built from another version of it (an edit since the install)."""
-    if os.environ.get("PLANNER_PURE_PYTHON"):
-        return None
-    try:
-        from planner.latency import _step_native  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    except ValueError as error:  # built against another librt than the one installed
-        warnings.warn(
-            f"planner: the compiled step formula does not load ({error}); running the "
-            "pure-Python one (reinstall planner to rebuild it)",
-            stacklevel=2,
-        )
-        return None
-    if (
-        getattr(_step_native, "SOURCE_SHA256", None)
-        != hashlib.sha256(source.read_bytes()).hexdigest()
-    ):
-        warnings.warn(
-            f"planner: the compiled step formula was built from another version of {source}; "
-            "running the pure-Python one (reinstall planner to rebuild it)",
-            stacklevel=2,
-        )
-        return None
-    return _step_native
+def _compiled_twin(source: Path) -> ModuleType | None:
+    """The mypyc build of this module's ``source``, or None (see planner.common.native)."""
+    return compiled_twin("planner.latency._step_native", source, "step formula")
 
 
 # Only the module under its own name switches: the compiled copy runs this too, under its own.

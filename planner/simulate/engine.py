@@ -18,19 +18,19 @@ the next completion, KV exhaustion or arrival, and cut short when a request arri
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
 import warnings
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Final, Protocol
 
 import numpy as np
 from librt.vecs import append, pop, vec
 from mypy_extensions import i64
 
+from planner.common.native import compiled_twin
 from planner.latency.model import LatencyModel
 from planner.latency.step import StepFormula
 
@@ -1269,32 +1269,12 @@ def _sort_prefix(values: vec[i64], count: i64) -> None:
 IMPLEMENTATION = "pure Python"
 
 
-def _compiled_twin(source: Path) -> Any:
+def _compiled_twin(source: Path) -> ModuleType | None:
     """The mypyc build of this module's ``source``, or None: not built, turned off by
     ``PLANNER_PURE_PYTHON``, built from another version of it (an edit since the install), or
     the step formula it calls not compiled from the current ``planner/latency/step.py``."""
-    if os.environ.get("PLANNER_PURE_PYTHON"):
-        return None
-    try:
-        from planner.simulate import _engine_native  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    except ValueError as error:  # built against another librt than the one installed
-        warnings.warn(
-            f"planner: the compiled simulator does not load ({error}); running the pure-Python "
-            "one (reinstall planner to rebuild it)",
-            stacklevel=2,
-        )
-        return None
-    if (
-        getattr(_engine_native, "SOURCE_SHA256", None)
-        != hashlib.sha256(source.read_bytes()).hexdigest()
-    ):
-        warnings.warn(
-            f"planner: the compiled simulator was built from another version of {source}; "
-            "running the pure-Python one (reinstall planner to rebuild it)",
-            stacklevel=2,
-        )
+    native = compiled_twin("planner.simulate._engine_native", source, "simulator")
+    if native is None:
         return None
     # the compiled copy calls the step formula's compiled copy: both stamps must hold
     from planner.latency import step
@@ -1306,7 +1286,7 @@ def _compiled_twin(source: Path) -> Any:
             stacklevel=2,
         )
         return None
-    return _engine_native
+    return native
 
 
 # Only the module under its own name switches: the compiled copy runs this too, under its own.
