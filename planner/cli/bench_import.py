@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from planner.cli.context import print_json, stderr, user_errors
-from planner.cli.latency import store_session
+from planner.cli.context import print_json, sessions_from, stderr, user_errors
 from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
@@ -185,7 +184,8 @@ def import_command(
         name=run_name,
         allow_extreme=allow_extreme,
     )
-    result = import_bench(request, lambda: store_session(ctx), progress=_Notes())
+    with sessions_from(ctx) as sessions:
+        result = import_bench(request, sessions, progress=_Notes())
     runs = result.runs
     if as_json:
         print_json([run.to_dict() for run in runs])

@@ -14,8 +14,7 @@ import typer
 from rich.table import Table
 
 from planner.bench.harness import DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_POINTS
-from planner.cli.context import print_json, stderr, stdout
-from planner.cli.latency import store_session
+from planner.cli.context import print_json, sessions_from, stderr, stdout
 from planner.cli.options import (
     BENCH_DEFAULT_HOST,
     BENCH_DEFAULT_PORT,
@@ -455,7 +454,8 @@ def run_command(
         out_csv=out_csv,
         deployment=Deployment(gpu, catalog_model, precision, engine, tp),
     )
-    result = run_bench(request, lambda: store_session(ctx), progress=_Shown())
+    with sessions_from(ctx) as sessions:
+        result = run_bench(request, sessions, progress=_Shown())
     if json_output:
         print_json(result.document)
     elif result.sweep:

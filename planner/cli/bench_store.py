@@ -5,21 +5,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 
-from planner.cli.context import CliState, print_json, stdout, user_errors
+from planner.cli.context import print_json, sessions_from, stdout, user_errors
 from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
-from planner.usecases import SessionScope
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from planner.store.bench_runs import StoredRun
 
 
@@ -34,20 +30,6 @@ NAME_ARGUMENT = typer.Argument(..., help="Run name or id (see `planner bench run
 # Summary keys shown as the run's latencies, as (label, key stem).
 LATENCY_ROWS = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E latency", "e2el"))
 STATISTICS = ("mean", "median", "p50", "p90", "p99", "std")
-
-
-def _sessions(ctx: typer.Context, db: str | None) -> SessionScope:
-    """The store of ``--db`` (else planner's), opened only when the use case asks."""
-
-    @contextmanager
-    def scope() -> Iterator[Session]:
-        from planner.store import open_store
-
-        state: CliState = ctx.find_root().obj or CliState()
-        with open_store(db if db is not None else state.db_url) as store, store.session() as s:
-            yield s
-
-    return scope
 
 
 def _number(value: Any, digits: int) -> str:
@@ -76,7 +58,8 @@ def runs_list_command(
     latencies and its throughput."""
     from planner.usecases.bench import StoredRunsRequest, stored_runs
 
-    runs = stored_runs(StoredRunsRequest(sweep), _sessions(ctx, db))
+    with sessions_from(ctx, db) as sessions:
+        runs = stored_runs(StoredRunsRequest(sweep), sessions)
     if as_json:
         print_json([run.to_dict() for run in runs])
         return
@@ -144,7 +127,8 @@ def runs_show_command(
     (hardware, model, engine, load, tool); with --requests its requests as well."""
     from planner.usecases.bench import RunShowRequest, show_run
 
-    shown_run = show_run(RunShowRequest(name, requests), _sessions(ctx, db))
+    with sessions_from(ctx, db) as sessions:
+        shown_run = show_run(RunShowRequest(name, requests), sessions)
     run, frame = shown_run.run, shown_run.requests
     if as_json:
         data = run.to_dict()
@@ -228,7 +212,8 @@ def runs_delete_command(
     """Delete a stored run and its requests (asks for --yes)."""
     from planner.usecases.bench import RunDeleteRequest, delete_run
 
-    deleted = delete_run(RunDeleteRequest(name, confirmed=yes), _sessions(ctx, db))
+    with sessions_from(ctx, db) as sessions:
+        deleted = delete_run(RunDeleteRequest(name, confirmed=yes), sessions)
     if as_json:
         print_json({"deleted": deleted.name, "id": deleted.id, "requests": deleted.requests})
     else:

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +23,10 @@ from planner.common.text import bounded_message, shown
 from planner.errors import PlannerError, UsageError
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from planner.store import Store
+    from planner.usecases import SessionScope
 
 
 DEBUG_ENV = "PLANNER_DEBUG"
@@ -53,12 +56,30 @@ class CliState:
 
 
 @contextmanager
-def store_from(ctx: typer.Context) -> Iterator[Store]:
+def store_from(ctx: typer.Context, db: str | None = None) -> Iterator[Store]:
+    """The store named by ``db``, else by planner's --db (else $PLANNER_DATABASE_URL, else
+    SQLite in $PLANNER_HOME), open for the body of the ``with``."""
     from planner.store import open_store
 
     state: CliState = ctx.find_root().obj or CliState()
-    with open_store(state.db_url) as store:
+    with open_store(db if db is not None else state.db_url) as store:
         yield store
+
+
+@contextmanager
+def sessions_from(ctx: typer.Context, db: str | None = None) -> Iterator[SessionScope]:
+    """The sessions a use case is given: the store (``db``, else planner's --db) is opened on
+    the first session the use case asks for, so a request it refuses never touches the store,
+    and closed at the end of the ``with``."""
+    with ExitStack() as opened:
+        stores: list[Store] = []
+
+        def session() -> AbstractContextManager[Session]:
+            if not stores:
+                stores.append(opened.enter_context(store_from(ctx, db)))
+            return stores[0].session()
+
+        yield session
 
 
 def _default(value: Any) -> Any:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from planner.cli.context import print_json, stderr, stdout, store_from
+from planner.cli.context import print_json, sessions_from, stderr, stdout
 from planner.common.text import shown
 from planner.errors import UsageError
 
@@ -22,13 +21,10 @@ from planner.errors import UsageError
 # other commands don't pay for it.
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
-    from sqlalchemy.orm import Session
 
     from planner.forecast.backtest import BacktestResult, Scores, TuneResult
     from planner.forecast.model import Forecast
     from planner.forecast.series import HourlySeries
-    from planner.store import Store
-    from planner.usecases import SessionScope
     from planner.usecases.forecast import ForecastRequest, ForecastResult
 
 METRICS = ("requests", "input_tokens", "output_tokens")  # planner.forecast.series.METRICS
@@ -254,28 +250,14 @@ def forecast_command(
     )
     with ExitStack() as opened:
         bars = opened.enter_context(_Bars(quiet))
-        done = forecast(request, _sessions(ctx, opened), progress=bars.update)
+        sessions = opened.enter_context(sessions_from(ctx))
+        done = forecast(request, sessions, progress=bars.update)
     if as_json:
         print_json(_json(done, request))
         for warning in done.fitted.result.warnings:
             stderr.print(f"warning: {warning}", markup=False, soft_wrap=True)
         return
     _print(done, request)
-
-
-def _sessions(ctx: typer.Context, opened: ExitStack) -> SessionScope:
-    """Sessions of the store named by --db, opened on the first one (once the request is
-    checked) and closed with ``opened``."""
-    stores: list[Store] = []
-
-    @contextmanager
-    def session() -> Iterator[Session]:
-        if not stores:
-            stores.append(opened.enter_context(store_from(ctx)))
-        with stores[0].session() as active:
-            yield active
-
-    return session
 
 
 def _json(done: ForecastResult, request: ForecastRequest) -> dict[str, Any]:

@@ -10,16 +10,12 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from planner.cli.context import print_json, stderr, stdout, store_from
+from planner.cli.context import print_json, sessions_from, stderr, stdout
 from planner.cli.options import INGEST_FIELDS, INGEST_FORMAT_NAMES, TIME_KINDS, TIME_UNITS
 from planner.common.text import printable
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from planner.ingest.pipeline import IngestResult
-    from planner.store import Store
-    from planner.usecases import SessionScope
 
 
 def ingest(
@@ -98,26 +94,12 @@ def ingest(
     )
     with ExitStack() as opened:
         advance = opened.enter_context(_progress_bar(path, quiet))
-        result = ingest(IngestRequest(path, options), _sessions(ctx, opened), progress=advance)
+        sessions = opened.enter_context(sessions_from(ctx))
+        result = ingest(IngestRequest(path, options), sessions, progress=advance)
     if as_json:
         print_json(result.to_dict())
         return
     _print_result(path, result)
-
-
-def _sessions(ctx: typer.Context, opened: ExitStack) -> SessionScope:
-    """Sessions of the store named by --db, opened on the first one (once the log is checked)
-    and closed with ``opened``."""
-    stores: list[Store] = []
-
-    @contextmanager
-    def session() -> Iterator[Session]:
-        if not stores:
-            stores.append(opened.enter_context(store_from(ctx)))
-        with stores[0].session() as active:
-            yield active
-
-    return session
 
 
 @contextmanager

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
+from planner.cli.context import print_json, sessions_from, stderr, stdout, user_errors
 from planner.cli.options import (
     ENGINE_OPTION,
     GPU_MEMORY_UTILIZATION_OPTION,
@@ -25,8 +23,6 @@ from planner.errors import UsageError
 from planner.latency.profile import DEFAULT_ENGINE
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from planner.latency.catalog import GPU
     from planner.latency.model import Deployment
     from planner.latency.profile import Profile
@@ -48,13 +44,6 @@ def memory_utilization_option(value: float | None, alias: float | None) -> float
     chosen = value if value is not None else alias
     check_memory_utilization(chosen)
     return chosen
-
-
-@contextmanager
-def store_session(ctx: typer.Context) -> Iterator[Session]:
-    """The store's session, opened only when a command needs it (after its inputs are checked)."""
-    with store_from(ctx) as store, store.session() as session:
-        yield session
 
 
 @user_errors
@@ -124,9 +113,8 @@ def latency(
     )
     check_numbers(query)  # before the --memory-utilization alias, as always
     utilization = memory_utilization_option(memory_utilization, memory_utilization_alias)
-    prediction = predict_latency(
-        replace(query, memory_utilization=utilization), lambda: store_session(ctx)
-    )
+    with sessions_from(ctx) as sessions:
+        prediction = predict_latency(replace(query, memory_utilization=utilization), sessions)
     if as_json:
         print_json(prediction.result)
         return
@@ -440,11 +428,12 @@ def calibrate_command(
         export=export,
         force=force,
     )
-    result = calibrate(
-        request,
-        lambda: store_session(ctx),
-        warn=lambda text: stderr.print(f"warning: {text}", markup=False),
-    )
+    with sessions_from(ctx) as sessions:
+        result = calibrate(
+            request,
+            sessions,
+            warn=lambda text: stderr.print(f"warning: {text}", markup=False),
+        )
     if as_json:
         print_json(result.summary)
         return

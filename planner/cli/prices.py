@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
+from planner.cli.context import print_json, sessions_from, stderr, stdout, user_errors
 from planner.cli.options import (
     JSON_OPTION,
     PRICE_MAX_RATIO,
@@ -26,10 +24,6 @@ from planner.common.text import printable
 from pricing.model import PricePoint
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
-    from planner.store import Store
-    from planner.usecases import SessionScope
     from pricing.entries import PriceEntry, SheetDiff, VersionInfo
 
 
@@ -51,21 +45,6 @@ def _loaded(version: VersionInfo) -> None:
         f"({version.row_count} prices)",
         markup=False,
     )
-
-
-@contextmanager
-def _sessions(ctx: typer.Context) -> Iterator[SessionScope]:
-    """Sessions of the store named by --db, opened on the first one (so a bad request is
-    refused before the store is touched) and closed at the end of the ``with``."""
-    with ExitStack() as opened:
-        stores: list[Store] = []
-
-        def session() -> AbstractContextManager[Session]:
-            if not stores:
-                stores.append(opened.enter_context(store_from(ctx)))
-            return stores[0].session()
-
-        yield session
 
 
 def _nothing_matches(what: str) -> None:
@@ -101,7 +80,7 @@ def list_command(
     from planner.usecases.prices import PriceQuery, prices_in_force
     from pricing.tables import option_label
 
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         query = PriceQuery(provider, region, gpu, option)
         entries = prices_in_force(query, sessions, loaded=_loaded)
     if as_json:
@@ -152,7 +131,7 @@ def compare_command(
     from planner.usecases.prices import PriceQuery, compare_prices
     from pricing.tables import option_label
 
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         query = PriceQuery(provider, region, gpu, option)
         comparison = compare_prices(query, sessions, loaded=_loaded)
     entries, rows = comparison.entries, comparison.rows
@@ -255,7 +234,7 @@ def import_command(
     from planner.usecases.prices import PriceImportRequest, import_prices
 
     request = PriceImportRequest(path, label, decimal_comma, force)
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         imported = import_prices(request, sessions, loaded=_loaded)
     result, entries = imported.result, imported.overrides
     version = result.version
@@ -371,7 +350,7 @@ def diff_command(
     it of the same kind): added, removed and changed prices with the % change."""
     from planner.usecases.prices import PriceDiffRequest, diff_prices
 
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         result = diff_prices(PriceDiffRequest(old, new, scope), sessions, loaded=_loaded)
     if as_json:
         print_json(result.to_dict())
@@ -385,7 +364,7 @@ def versions_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """The history of price sheets: every snapshot load, refresh (failed ones too) and import."""
     from planner.usecases.prices import price_versions
 
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         versions = price_versions(sessions, loaded=_loaded)
     if as_json:
         print_json([v.to_dict() for v in versions])
@@ -416,7 +395,7 @@ def load_snapshot_command(
     """Load the bundled price snapshot (data/prices/) as a new version."""
     from planner.usecases.prices import load_snapshot
 
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         version, loaded = load_snapshot(sessions, force=force)
     if as_json:
         print_json({**version.to_dict(), "loaded": loaded})
@@ -443,7 +422,7 @@ def refresh_command(
     good prices stay, the failure is recorded, and the command exits non-zero."""
     from planner.usecases.prices import PriceRefreshRequest, refresh_prices
 
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         refreshed = refresh_prices(PriceRefreshRequest(provider, region), sessions)
     version, changes = refreshed.version, refreshed.changes
     if as_json:

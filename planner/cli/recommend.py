@@ -8,7 +8,7 @@ import re
 import signal
 import threading
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.markup import escape
 
-from planner.cli.context import print_json, stderr, stdout, store_from, user_errors
+from planner.cli.context import print_json, sessions_from, stderr, stdout, user_errors
 from planner.cli.options import (
     ENGINE_OPTION,
     GPU_MEMORY_UTILIZATION_OPTION,
@@ -31,14 +31,10 @@ from planner.errors import PlannerError, StoreError, UsageError
 from pricing.model import PurchaseOption
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from planner.recommend.engine import Recommendation
     from planner.recommend.inputs import Constraints
     from planner.recommend.sweep import StageProgress
     from planner.simulate.metrics import SLO
-    from planner.store import Store
-    from planner.usecases import SessionScope
     from planner.usecases.recommend import DemandChoice, RecommendResult
 
 
@@ -515,24 +511,9 @@ def recommend_command(
         max_requests=max_requests,
         save=save,
     )
-    with _sessions(ctx) as sessions, _stop_on_sigterm(), _progress_bar(quiet) as progress:
+    with sessions_from(ctx) as sessions, _stop_on_sigterm(), _progress_bar(quiet) as progress:
         found = recommend(request, sessions, progress=progress)
     _emit(found, outputs)
-
-
-@contextmanager
-def _sessions(ctx: typer.Context) -> Iterator[SessionScope]:
-    """The store's sessions, the store opened (named by --db / PLANNER_DB_URL) on first use and
-    closed on the way out."""
-    with ExitStack() as stack:
-        opened: list[Store] = []
-
-        def scope() -> AbstractContextManager[Session]:
-            if not opened:
-                opened.append(stack.enter_context(store_from(ctx)))
-            return opened[0].session()
-
-        yield scope
 
 
 @contextmanager
@@ -784,7 +765,7 @@ def list_command(
     """Stored recommendations, oldest first."""
     from planner.usecases.recommendations import stored_recommendations
 
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         runs = stored_recommendations(sessions)
     if as_json:
         print_json(runs)
@@ -817,7 +798,7 @@ def show_command(
 
     if plot is not None:
         check_output_path(plot, "--plot")
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         stored = open_recommendation(recommendation_id, sessions)
     header, data = stored.header, stored.result
     try:

@@ -3,23 +3,18 @@ optionally with the actual spend from the clouds set against it."""
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from planner.cli.context import print_json, stderr, stdout, store_from
+from planner.cli.context import print_json, sessions_from, stderr, stdout
 from planner.common.files import check_output_path
 from planner.common.text import shown
 from planner.errors import UsageError
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from planner.report.model import Report
     from planner.usecases.report import ReportRequest
 
@@ -93,7 +88,8 @@ def report_command(
         current_monthly,
         (actuals_aws, actuals_azure, actuals_gcp, max_actual_usd),
     )
-    report = build_report(request, functools.partial(_session, ctx))
+    with sessions_from(ctx) as sessions:
+        report = build_report(request, sessions)
     # every source is read before anything is written: a failure leaves no file behind
     written = write_report(report, chosen, out)
     _render(report, chosen, written, as_json)
@@ -139,13 +135,6 @@ def _request(
         current_fleet_monthly_usd=current_monthly,
         actuals=sources,
     )
-
-
-@contextmanager
-def _session(ctx: typer.Context) -> Iterator[Session]:
-    """A session of the store named by --db, which is closed with it."""
-    with store_from(ctx) as store, store.session() as session:
-        yield session
 
 
 def _render(report: Report, chosen: str, written: Path, as_json: bool) -> None:

@@ -13,8 +13,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from planner.cli.context import print_json, stderr, stdout
-from planner.cli.latency import store_session
+from planner.cli.context import print_json, sessions_from, stderr, stdout
 from planner.cli.options import (
     ENGINE_OPTION,
     GPU_MEMORY_UTILIZATION_OPTION,
@@ -288,11 +287,9 @@ def simulate_command(
         max_model_len=max_model_len,
         over_length=over_length,
     )
-    with _progress_bar(quiet) as progress:
+    with _progress_bar(quiet) as progress, sessions_from(ctx) as sessions:
         done = simulate(
-            SimulateRequest(whatif, requests_out=out_requests),
-            lambda: store_session(ctx),
-            progress=progress,
+            SimulateRequest(whatif, requests_out=out_requests), sessions, progress=progress
         )
     _write_outputs(done.simulation, out_summary, out_timeline, as_json)
 
