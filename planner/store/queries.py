@@ -1,9 +1,6 @@
-"""Reading datasets and their requests back out of the store."""
+"""Reading datasets back out of the store (their requests: :mod:`planner.store.requests`)."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
@@ -12,25 +9,8 @@ from planner.common.text import closest, printable, shown
 from planner.errors import NotFoundError
 from planner.store.models import Dataset, Request
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 MAX_SUGGESTED = 5  # names suggested for a dataset that does not exist
 MAX_NAME_CHARS = 200
-
-# Columns of request_frame, with their pandas dtypes.
-FRAME_DTYPES: dict[str, str] = {
-    "arrival_us": "int64",
-    "model": "object",
-    "input_tokens": "int64",
-    "output_tokens": "int64",
-    "cached_tokens": "Int64",
-    "prefix_block_ids": "object",
-    "priority_class": "object",
-    "ttft_ms": "float64",
-    "e2e_ms": "float64",
-    "status": "object",
-}
 
 
 def list_datasets(session: Session) -> list[Dataset]:
@@ -72,26 +52,6 @@ def dataset_models(session: Session, dataset: Dataset) -> list[str | None]:
         .order_by(func.count().desc())
     )
     return list(session.scalars(query))
-
-
-def request_frame(
-    session: Session,
-    dataset: Dataset,
-    columns: Sequence[str] = ("arrival_us", "model", "input_tokens", "output_tokens"),
-) -> pd.DataFrame:
-    """The dataset's requests, sorted by arrival, as a DataFrame of the chosen columns."""
-    import pandas as pd  # 0.3 s: loaded by the callers that want a frame, not by every query
-
-    selected = [getattr(Request, c) for c in columns]
-    query = (
-        select(*selected)
-        .where(Request.dataset_id == dataset.id)
-        .order_by(Request.arrival_us, Request.id)
-    )
-    result = session.execute(query.execution_options(yield_per=200_000))
-    parts = [pd.DataFrame(part, columns=list(columns)) for part in result.partitions()]
-    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(columns))
-    return frame.astype({c: FRAME_DTYPES[c] for c in columns})
 
 
 def contents_version(session: Session) -> str:

@@ -20,7 +20,8 @@ from sqlalchemy.orm import Session
 
 from planner.errors import UsageError
 from planner.store.models import Dataset, Request
-from planner.store.queries import list_datasets, request_frame
+from planner.store.queries import list_datasets
+from planner.store.requests import request_frame
 from planner.workload.summary import DatasetSummary, summarize
 
 MICROS = 1_000_000
@@ -87,7 +88,7 @@ def summary_columns(session: Session, dataset: Dataset) -> pd.DataFrame:
             )
         )
     if not parts:
-        return request_frame(session, dataset)  # no requests: the same empty, typed frame
+        return request_frame(session, dataset.id)  # no requests: the same empty, typed frame
     return pd.concat(parts, ignore_index=True)
 
 

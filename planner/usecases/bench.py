@@ -289,14 +289,15 @@ def read_trace(
     An unknown dataset (with the closest names), an unknown model (with the dataset's models)
     or an empty window is a :class:`UsageError`. ``start`` and ``end`` are timezone-aware."""
     from planner.bench.replay import check_trace_options, trace_of, unknown_model
-    from planner.store.queries import dataset_models, get_dataset, request_frame
+    from planner.store.queries import dataset_models, get_dataset
+    from planner.store.requests import request_frame
 
     check_trace_options(speedup, max_requests, start, end)
     try:
         stored = get_dataset(session, dataset)
     except NotFoundError as exc:
         raise UsageError(f"--dataset: {exc}") from None
-    frame = request_frame(session, stored)
+    frame = request_frame(session, stored.id)
     if model is not None:
         frame = frame[frame["model"] == model]
         if frame.empty:

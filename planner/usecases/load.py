@@ -37,7 +37,7 @@ from planner.simulate.workload import (
     synthetic,
 )
 from planner.store.queries import get_dataset
-from planner.store.requests import request_frame, request_span, token_pairs
+from planner.store.requests import REPLAY_COLUMNS, request_frame, request_span, token_pairs
 from planner.workload.rates import RateCurve, read_rate_curve
 
 # --- a stored dataset's requests ----------------------------------------------------------------
@@ -78,8 +78,8 @@ def from_dataset(
         max_requests,
         f"dataset {shown(name)}: {span.inside:,} requests at --load-scale {load_scale:g}",
     )
-    frame = request_frame(session, dataset.id, start_us, end_us)
-    if frame is None:
+    frame = request_frame(session, dataset.id, REPLAY_COLUMNS, start_us=start_us, end_us=end_us)
+    if frame.empty:
         raise UsageError(
             f"dataset {shown(name)} has no requests in the window from "
             f"{_when(start) or 'its start'} to {_when(end) or 'its end'} "

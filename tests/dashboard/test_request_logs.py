@@ -17,7 +17,8 @@ from streamlit.testing.v1 import AppTest
 from app.common import UPLOAD_LIMIT_MB
 from planner.demo import DATASET
 from planner.store import open_store
-from planner.store.queries import get_dataset, request_frame
+from planner.store.queries import get_dataset
+from planner.store.requests import request_frame
 from planner.store.summaries import dataset_records
 from tests.dashboard.conftest import no_exception
 
@@ -87,7 +88,7 @@ def test_demo_dataset_summary_and_charts(demo_home: Path, page: Page) -> None:
     no_exception(at)
     assert at.selectbox(key="logs-dataset").value == DATASET
     with open_store(f"sqlite:///{demo_home / 'planner.db'}") as store, store.session() as session:
-        frame = request_frame(session, get_dataset(session, DATASET))
+        frame = request_frame(session, get_dataset(session, DATASET).id)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Requests"] == f"{len(frame):,}"
     p50, p99 = np.percentile(frame["input_tokens"], [50, 99])

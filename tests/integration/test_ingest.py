@@ -16,7 +16,8 @@ from sqlalchemy import func, select
 from planner.errors import InputFileError, UsageError
 from planner.ingest import IngestOptions, TimeKind, TimeSpec, TimeUnit, ingest_file
 from planner.store import Dataset, Request, Store
-from planner.store.queries import get_dataset, request_frame
+from planner.store.queries import get_dataset
+from planner.store.requests import request_frame
 from planner.workload.summary import summarize
 from tests.conftest import AZURE_CODE, AZURE_CONV, DEMO_SAMPLE, MOONCAKE, WriteFile
 
@@ -29,7 +30,7 @@ def frame_of(
     columns: tuple[str, ...] = ("arrival_us", "model", "input_tokens", "output_tokens"),
 ) -> pd.DataFrame:
     with store.session() as session:
-        return request_frame(session, get_dataset(session, name), columns)
+        return request_frame(session, get_dataset(session, name).id, columns)
 
 
 def dataset_names(store: Store) -> list[str]:

@@ -15,7 +15,8 @@ from sqlalchemy import create_engine, event, func, select, text
 from planner.errors import InputFileError, PlannerError, UsageError
 from planner.ingest import IngestOptions, TimeKind, TimeSpec, ingest_file
 from planner.store import Dataset, Request, Store
-from planner.store.queries import get_dataset, request_frame
+from planner.store.queries import get_dataset
+from planner.store.requests import request_frame
 from tests.conftest import WriteFile
 
 START = datetime(2024, 6, 1, tzinfo=UTC)
@@ -101,7 +102,7 @@ def test_semicolon_csv_from_excel_with_bom(store: Store, write: WriteFile) -> No
     result = ingest_file(store, path)
     assert (result.format, result.rows) == ("azure-llm", 1)
     with store.session() as session:
-        frame = request_frame(session, get_dataset(session, "excel"))
+        frame = request_frame(session, get_dataset(session, "excel").id)
     assert frame["input_tokens"].tolist() == [12] and frame["output_tokens"].tolist() == [34]
 
 

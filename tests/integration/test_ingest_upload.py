@@ -16,7 +16,8 @@ from planner.errors import InputFileError, UsageError
 from planner.ingest.options import CLI_NAMES, ingest_options
 from planner.ingest.pipeline import IngestOptions, IngestResult, uploaded_source
 from planner.store import Store
-from planner.store.queries import get_dataset, request_frame
+from planner.store.queries import get_dataset
+from planner.store.requests import request_frame
 from planner.store.summaries import dataset_records
 from planner.usecases.ingest import IngestRequest, Upload, ingest
 from tests.conftest import AZURE_CONV
@@ -67,7 +68,7 @@ def test_a_good_upload_is_stored_under_its_file_name(store: Store) -> None:
     with store.session() as session:
         dataset = get_dataset(session, "my-trace")
         assert dataset.source_path == uploaded_source("my-trace.csv") == "my-trace.csv (uploaded)"
-        frame = request_frame(session, dataset)
+        frame = request_frame(session, dataset.id)
     assert list(frame["input_tokens"]) == [10, 30]
 
 

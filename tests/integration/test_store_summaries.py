@@ -12,7 +12,8 @@ import pytest
 from planner.errors import UsageError
 from planner.ingest import IngestOptions, ingest_file
 from planner.store import Store
-from planner.store.queries import delete_dataset, get_dataset, request_frame
+from planner.store.queries import delete_dataset, get_dataset
+from planner.store.requests import request_frame
 from planner.store.summaries import (
     BUCKET_CHOICES_S,
     arrivals_per_bucket,
@@ -54,7 +55,7 @@ START = datetime(2024, 6, 1, tzinfo=UTC)
 def conv(store: Store) -> pd.DataFrame:
     ingest_file(store, AZURE_CONV)
     with store.session() as session:
-        return request_frame(session, get_dataset(session, AZURE_CONV_NAME))
+        return request_frame(session, get_dataset(session, AZURE_CONV_NAME).id)
 
 
 def test_arrivals_per_minute_match_pandas(store: Store, conv: pd.DataFrame) -> None:
@@ -145,7 +146,9 @@ def test_dataset_summary_is_what_datasets_show_computes(store: Store, write: Wri
     with store.session() as session:
         for name in (AZURE_CONV_NAME, "burst"):
             dataset = get_dataset(session, name)
-            assert dataset_summary(session, dataset) == summarize(request_frame(session, dataset))
+            assert dataset_summary(session, dataset) == summarize(
+                request_frame(session, dataset.id)
+            )
         burst = dataset_summary(session, get_dataset(session, "burst"))
     assert [m.model for m in burst.by_model] == ["(none)", "ChatGPT", "GPT-4"]
     assert burst.rows == 5

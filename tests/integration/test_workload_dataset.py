@@ -12,7 +12,8 @@ from planner.errors import NotFoundError, UsageError
 from planner.ingest import IngestOptions, TimeKind, TimeSpec, TimeUnit, ingest_file
 from planner.simulate.workload import Workload, synthetic
 from planner.store import Store
-from planner.store.queries import get_dataset, request_frame
+from planner.store.queries import get_dataset
+from planner.store.requests import request_frame
 from planner.usecases.load import from_dataset, token_pool
 from planner.workload.rates import RateCurve
 from tests.conftest import AZURE_CONV, AZURE_CONV_NAME, MOONCAKE, WriteFile
@@ -28,7 +29,7 @@ def load(store: Store, name: str = CONV, **options: object) -> Workload:
 
 def frame(store: Store, name: str = CONV) -> pd.DataFrame:
     with store.session() as session:
-        return request_frame(session, get_dataset(session, name))
+        return request_frame(session, get_dataset(session, name).id)
 
 
 @pytest.fixture
