@@ -27,9 +27,8 @@ from planner.common.text import closest, shown
 from planner.errors import InputFileError, NotFoundError, RowProblem, UsageError
 from planner.workload.hourly_csv import (
     DS_EXAMPLE,
-    check_fields,
     csv_rows,
-    ds_y_columns,
+    ds_y_rows,
     parse_hour,
     read_text,
 )
@@ -429,21 +428,11 @@ def read_series_csv(path: Path | str, metric: str = "requests") -> HourlySeries:
     that is not an hour start, or hours out of order are errors naming the row, line and column.
     """
     path = Path(path)
-    expected = "a CSV with columns ds,y"
-    text = read_text(path, expected)
-    header: list[str] | None = None
-    header_line = 0
-    ds_col = y_col = 0
+    text = read_text(path, "a CSV with columns ds,y")
     moments: list[datetime] = []
     values: list[float] = []
-    for row, line, fields in csv_rows(path, text):
-        if header is None:
-            header = [f.strip() for f in fields]
-            header_line = line
-            ds_col, y_col = ds_y_columns(path, header, line)
-            continue
-        check_fields(path, fields, header, row, (line, header_line))
-        moment = _parse_hour(path, fields[ds_col], row, line)
+    for row, line, ds, y in ds_y_rows(path, text):
+        moment = _parse_hour(path, ds, row, line)
         if moments and moment <= moments[-1]:
             what = "repeats" if moment == moments[-1] else "is before"
             raise InputFileError(
@@ -451,15 +440,13 @@ def read_series_csv(path: Path | str, metric: str = "requests") -> HourlySeries:
                 RowProblem(
                     row,
                     "ds",
-                    f"{shown(fields[ds_col].strip())} {what} the previous row's hour "
+                    f"{shown(ds.strip())} {what} the previous row's hour "
                     f"{iso_hour(moments[-1])}; expected hours in increasing order, one row each",
                     line,
                 ),
             )
         moments.append(moment)
-        values.append(_parse_value(path, fields[y_col], row, line))
-    if header is None:
-        raise InputFileError(path, f"the file is empty; expected {expected}")
+        values.append(_parse_value(path, y, row, line))
     if not moments:
         raise InputFileError(
             path, "no data rows; expected at least one row of ds,y under the header"

@@ -87,6 +87,25 @@ def check_fields(
         )
 
 
+def ds_y_rows(path: Path, text: str) -> Iterator[tuple[int, int, str, str]]:
+    """(row, line, ds, y) of each data row of a ``ds,y`` CSV's ``text``, the header found first
+    (:func:`ds_y_columns`) and each row's fields counted against it (:func:`check_fields`); a
+    file without even a header is an error."""
+    header: list[str] | None = None
+    header_line = 0
+    ds_col = y_col = 0
+    for row, line, fields in csv_rows(path, text):
+        if header is None:
+            header = [f.strip() for f in fields]
+            header_line = line
+            ds_col, y_col = ds_y_columns(path, header, line)
+            continue
+        check_fields(path, fields, header, row, (line, header_line))
+        yield row, line, fields[ds_col], fields[y_col]
+    if header is None:
+        raise InputFileError(path, "the file is empty; expected a CSV with columns ds,y")
+
+
 def parse_hour(path: Path, text: str, row: int, line: int) -> datetime:
     """An ISO 8601 date-time as UTC (naive values are UTC)."""
     value = text.strip()

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from planner.common.text import shown
 from planner.errors import InputFileError, RowProblem, UsageError
-from planner.workload.hourly_csv import check_fields, csv_rows, ds_y_columns, parse_hour, read_text
+from planner.workload.hourly_csv import ds_y_rows, parse_hour, read_text
 
 HOUR_S = 3600.0
 
@@ -93,20 +93,11 @@ def read_rate_curve(path: Path | str) -> RateCurve:
     ``y`` (requests in that hour), one row per hour, consecutive hours."""
     path = Path(path)
     text = read_text(path, "a CSV rate curve with columns ds,y")
-    header: list[str] | None = None
-    header_line = 0
-    ds_col = y_col = 0
     hours: list[float] = []
     first: datetime | None = None
     previous: datetime | None = None
-    for row, line, fields in csv_rows(path, text):
-        if header is None:
-            header = [f.strip() for f in fields]
-            header_line = line
-            ds_col, y_col = ds_y_columns(path, header, line)
-            continue
-        check_fields(path, fields, header, row, (line, header_line))
-        moment = parse_hour(path, fields[ds_col], row, line)
+    for row, line, ds, y in ds_y_rows(path, text):
+        moment = parse_hour(path, ds, row, line)
         if previous is None:
             first = moment
         else:
@@ -117,16 +108,14 @@ def read_rate_curve(path: Path | str) -> RateCurve:
                     RowProblem(
                         row,
                         "ds",
-                        f"{shown(fields[ds_col].strip())} {_step(moment - previous)}: expected "
+                        f"{shown(ds.strip())} {_step(moment - previous)}: expected "
                         f"{expected.isoformat()}, one hour after the previous row "
                         "(one row per hour, consecutive hours, no gaps)",
                         line,
                     ),
                 )
         previous = moment
-        hours.append(_parse_requests(path, fields[y_col], row, line))
-    if header is None:
-        raise InputFileError(path, "the file is empty; expected a CSV with columns ds,y")
+        hours.append(_parse_requests(path, y, row, line))
     if first is None:
         raise InputFileError(
             path, "no data rows; expected at least one hour: a row of ds,y under the header"
