@@ -28,6 +28,8 @@ OPTION_GROUPS = {
 }
 Scope = Literal["all", "covered", "keys"]
 
+STATUS_OK = "ok"  # VersionInfo.status of a version that loaded (a failed refresh is "failed")
+
 
 @dataclass(frozen=True)
 class VersionInfo:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -22,7 +22,6 @@ from planner.errors import UsageError
 from planner.latency.calibration import Measurement, unit_of
 from planner.latency.profile import Profile, bundled_profiles_path, load_bundled_profiles
 from planner.latency.registry import profile_accuracy
-from planner.store.bench_runs import StoredRun
 from planner.usecases.bench import (
     ComparisonRequest,
     RunShowRequest,
@@ -34,6 +33,9 @@ from planner.usecases.bench import (
     stored_profile_errors,
     stored_runs,
 )
+
+if TYPE_CHECKING:
+    from planner.store.bench_runs import StoredRun
 
 CALIBRATE_HINT = (
     "planner calibrate data/reference/published_latency.csv --name my-h100 --engine trtllm "

@@ -23,7 +23,7 @@ from planner.forecast.run import (
     series_upload_models,
 )
 from planner.forecast.series import METRICS
-from planner.store.queries import dataset_models, get_dataset, list_datasets
+from planner.usecases.datasets import dataset_model_names, dataset_names
 from planner.usecases.forecast import (
     ForecastRequest,
     StoredForecast,
@@ -59,14 +59,12 @@ def _forecasts(url: str, version: str) -> StoredForecasts:
 
 @st.cache_data(show_spinner=False)
 def _datasets(url: str, version: str) -> list[str]:
-    with common.session() as session:
-        return [d.name for d in list_datasets(session)]
+    return dataset_names(common.session)
 
 
 @st.cache_data(show_spinner=False)
 def _dataset_models(url: str, version: str, name: str) -> list[str]:
-    with common.session() as session:
-        return sorted(m for m in dataset_models(session, get_dataset(session, name)) if m)
+    return dataset_model_names(name, common.session)
 
 
 @st.cache_data(show_spinner=False)

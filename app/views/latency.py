@@ -9,14 +9,12 @@ latency`` prints; the page only lays it out.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
-from sqlalchemy.orm import Session
 
 from app import common
 from planner.latency.catalog import load_catalog
@@ -36,17 +34,13 @@ TTFT_COLOUR, TPOT_COLOUR = "#636EFA", "#EF553B"
 SIM_REQUESTS = 10_000  # the CLI's default, when the analyst asks for simulated percentiles
 
 
-def _store_session() -> AbstractContextManager[Session]:
-    return common.session()
-
-
 @st.cache_data(show_spinner=False, max_entries=64)
 def _prediction(
     url: str, version: str, query: LatencyQuery
 ) -> tuple[dict[str, Any], str | None, pd.DataFrame, dict[str, Any] | None]:
     """The result ``planner latency --json`` prints, why the batch cannot run (if so), latency
     against batch size, and the profile's stated error."""
-    prediction = predict_latency(query, _store_session, batch_must_fit=False)
+    prediction = predict_latency(query, common.session, batch_must_fit=False)
     curve = latency_by_batch(prediction)
     return prediction.result, prediction.batch_problem, curve, prediction.accuracy
 

@@ -11,7 +11,6 @@ import plotly.express as px
 import streamlit as st
 
 from app import common
-from planner.store.price_models import STATUS_OK
 from planner.usecases.prices import (
     PriceDiffRequest,
     PriceImportRequest,
@@ -24,6 +23,7 @@ from planner.usecases.prices import (
     price_versions,
     prices_in_force,
 )
+from pricing.entries import STATUS_OK
 from pricing.tables import diff_rows, price_rows, version_rows
 
 IMPORTED = "prices-imported"  # the last import's message, shown once after the rerun

@@ -14,9 +14,9 @@ from sqlalchemy import Float, ForeignKey, Integer, String, Text, UniqueConstrain
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from planner.store.models import Base, BigIntegerPK, UTCDateTime, utc_now
+from pricing.entries import STATUS_OK
 
 SOURCE_KINDS = ("snapshot", "aws", "gcp", "azure", "user")
-STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 
 

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import UsageError
+from planner.store.queries import dataset_models as stored_dataset_models
 from planner.store.queries import delete_dataset as delete_stored_dataset
 from planner.store.queries import get_dataset
+from planner.store.queries import list_datasets as stored_datasets
 from planner.store.summaries import (
     TokenColumn,
     arrivals_per_bucket,
@@ -56,6 +58,20 @@ def list_datasets(sessions: SessionScope, *, with_key: bool = False) -> list[dic
     none without a store."""
     with sessions() as session:
         return dataset_records(session, with_key=with_key) if session is not None else []
+
+
+def dataset_names(sessions: SessionScope) -> list[str]:
+    """The names of the stored datasets, oldest first; none without a store."""
+    with sessions() as session:
+        return [d.name for d in stored_datasets(session)] if session is not None else []
+
+
+def dataset_model_names(name: str, sessions: SessionScope) -> list[str]:
+    """The models named by the requests of the dataset called ``name``, sorted (requests
+    without a model are left out)."""
+    with sessions() as opened:
+        session = _needed(opened)
+        return sorted(m for m in stored_dataset_models(session, get_dataset(session, name)) if m)
 
 
 def show_dataset(name: str, sessions: SessionScope) -> DatasetView:
