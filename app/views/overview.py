@@ -3,28 +3,27 @@ recommendation's cost, savings against all on-demand, $ per million tokens, P99 
 their targets and commitment coverage; the latest forecast and its backtest score beside the
 seasonal-naive baseline's; the datasets. Each group of figures links to the page it comes from.
 
-Read from the stored rows (``planner.store.headlines``), cached on the store's contents.
+Read through the use cases (``planner.usecases.overview`` and ``planner.usecases.datasets``),
+cached on the store's contents.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from app import common
-from planner.store.forecasts import load_forecast, points_frame
-from planner.store.headlines import (
-    ForecastHeadline,
-    RecommendationHeadline,
-    forecast_headline,
-    latest_forecast,
-    latest_recommendation,
-    recommendation_headline,
-)
-from planner.store.summaries import dataset_records, duration_text, span_s
+from planner.common.text import duration_text
+from planner.usecases.datasets import list_datasets
+from planner.usecases.overview import forecast_overview, recommendation_overview
+from planner.workload.charts import span_s
+
+if TYPE_CHECKING:
+    from planner.store.headlines import ForecastHeadline, RecommendationHeadline
 
 CACHE_ENTRIES = 16
 
@@ -34,24 +33,17 @@ CACHE_ENTRIES = 16
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def _recommendation(url: str, version: str) -> RecommendationHeadline | None:
-    with common.session() as session:
-        run = latest_recommendation(session)
-        return recommendation_headline(run) if run is not None else None
+    return recommendation_overview(common.session)
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def _forecast(url: str, version: str) -> tuple[ForecastHeadline, pd.DataFrame] | None:
-    with common.session() as session:
-        run = latest_forecast(session)
-        if run is None:
-            return None
-        return forecast_headline(run), points_frame(load_forecast(session, run.id))
+    return forecast_overview(common.session)
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def _datasets(url: str, version: str) -> pd.DataFrame:
-    with common.session() as session:
-        records = dataset_records(session)
+    records = list_datasets(common.session)
     return pd.DataFrame(
         [
             {

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import common
+from planner.common.text import duration_text
 from planner.common.uploads import upload_file_name
 from planner.errors import PlannerError
 from planner.ingest import FORMAT_NAMES, TimeKind, TimeUnit
@@ -28,13 +29,6 @@ from planner.ingest.pipeline import (
     IngestResult,
     default_dataset_name,
 )
-from planner.store.summaries import (
-    TokenColumn,
-    bin_counts,
-    choose_bucket_s,
-    duration_text,
-    span_s,
-)
 from planner.usecases.datasets import (
     dataset_arrivals,
     dataset_models,
@@ -44,6 +38,7 @@ from planner.usecases.datasets import (
     show_dataset,
 )
 from planner.usecases.ingest import IngestRequest, Upload, ingest
+from planner.workload.charts import TokenColumn, bin_counts, choose_bucket_s, span_s
 from planner.workload.summary import DatasetSummary
 
 # What the uploader accepts: the suffixes the ingest knows (".csv.gz" ends in "gz").

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from planner.cli.context import print_json, stdout, store_from, user_errors
+from planner.cli.context import print_json, sessions_from, stdout, user_errors
 from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
-from planner.common.text import printable
+from planner.common.text import duration_text, printable
 
 if TYPE_CHECKING:
-    from planner.usecases import SessionScope
     from planner.workload.summary import DatasetSummary
 
 
@@ -29,7 +27,7 @@ def list_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """List the datasets in the store."""
     from planner.usecases.datasets import list_datasets
 
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         rows = list_datasets(sessions)
     if as_json:
         print_json(rows)
@@ -56,10 +54,9 @@ def show_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Rows, span, token lengths and request rates of a dataset, per model too."""
-    from planner.store.summaries import duration_text
     from planner.usecases.datasets import show_dataset
 
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         dataset = show_dataset(name, sessions)
     if as_json:
         print_json(dataset.to_dict())
@@ -116,19 +113,12 @@ def delete_command(
     """Delete a dataset and its requests."""
     from planner.usecases.datasets import delete_dataset
 
-    with _sessions(ctx) as sessions:
+    with sessions_from(ctx) as sessions:
         removed = delete_dataset(name, sessions)
     if as_json:
         print_json({"deleted": name, "rows": removed})
     else:
         stdout.print(f"deleted dataset {_safe(name)} ({removed:,} rows)")
-
-
-@contextmanager
-def _sessions(ctx: typer.Context) -> Iterator[SessionScope]:
-    """Sessions of the store named by --db, open for the body of the ``with``."""
-    with store_from(ctx) as store:
-        yield store.session
 
 
 def _safe(text: str) -> str:

@@ -41,3 +41,11 @@ def bounded_message(text: str) -> str:
         lambda m: f"{m.group()[:MAX_SHOWN_CHARS]}... ({len(m.group()):,} characters)", text
     )
     return "\n".join(printable(line) for line in cut.split("\n"))
+
+
+def duration_text(seconds: float) -> str:
+    """A span as people read it: ``2d 3h 4m``, or ``1h 2m 3s`` under a day."""
+    minutes, sec = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h {minutes}m" if days else f"{hours}h {minutes}m {sec}s"

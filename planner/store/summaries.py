@@ -9,9 +9,7 @@ counts).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,14 +20,10 @@ from planner.errors import UsageError
 from planner.store.models import Dataset, Request
 from planner.store.queries import list_datasets
 from planner.store.requests import request_frame
+from planner.workload.charts import TOKEN_COLUMNS, TokenColumn
 from planner.workload.summary import DatasetSummary, summarize
 
 MICROS = 1_000_000
-# Bucket widths a chart of arrivals picks from: whole minutes, so a rate per minute is exact.
-BUCKET_CHOICES_S: tuple[int, ...] = (60, 300, 600, 900, 1800, 3600, 6 * 3600, 86_400)
-MAX_BUCKETS = 2_000  # points on one arrivals chart
-TokenColumn = Literal["input_tokens", "output_tokens"]
-TOKEN_COLUMNS: tuple[TokenColumn, ...] = ("input_tokens", "output_tokens")
 SUMMARY_BATCH = 200_000  # rows fetched at a time for a summary
 NO_MODEL = "(none)"  # how requests without a model are labelled, as in summarize
 
@@ -99,23 +93,6 @@ def dataset_summary(session: Session, dataset: Dataset) -> DatasetSummary:
     return summarize(summary_columns(session, dataset))
 
 
-def duration_text(seconds: float) -> str:
-    """A span as people read it: ``2d 3h 4m``, or ``1h 2m 3s`` under a day."""
-    minutes, sec = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h {minutes}m" if days else f"{hours}h {minutes}m {sec}s"
-
-
-def choose_bucket_s(span_s: float, max_buckets: int = MAX_BUCKETS) -> int:
-    """The narrowest bucket of ``BUCKET_CHOICES_S`` that cuts ``span_s`` into at most
-    ``max_buckets`` buckets (the widest one when none does)."""
-    for bucket in BUCKET_CHOICES_S:
-        if span_s / bucket <= max_buckets:
-            return bucket
-    return BUCKET_CHOICES_S[-1]
-
-
 def arrivals_per_bucket(session: Session, dataset: Dataset, bucket_s: int = 60) -> pd.DataFrame:
     """Requests per ``bucket_s`` seconds, clock-aligned in UTC (a minute bucket starts at :00),
     from the first request's bucket to the last one's, empty buckets as 0. Columns: ``start``
@@ -180,40 +157,6 @@ def token_counts(session: Session, dataset: Dataset, column: TokenColumn) -> pd.
     )
 
 
-@dataclass(frozen=True)
-class Histogram:
-    """Requests per token-length bin ``[lower, upper)``."""
-
-    lower: np.ndarray[Any, np.dtype[np.float64]]
-    upper: np.ndarray[Any, np.dtype[np.float64]]
-    requests: np.ndarray[Any, np.dtype[np.int64]]
-    log: bool
-
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame({"lower": self.lower, "upper": self.upper, "requests": self.requests})
-
-
-def bin_counts(counts: pd.DataFrame, bins: int = 60, *, log: bool = False) -> Histogram:
-    """``token_counts`` in ``bins`` bins of equal width, or of equal width on a log scale
-    (``log``: lengths under 1 count in the first bin, which starts at 1)."""
-    if bins < 1:
-        raise UsageError(f"{bins} bins: expected at least 1")
-    tokens = counts["tokens"].to_numpy(np.float64)
-    weights = counts["requests"].to_numpy(np.int64)
-    if tokens.size == 0:
-        empty = np.zeros(0, dtype=np.float64)
-        return Histogram(empty, empty, np.zeros(0, dtype=np.int64), log)
-    low, high = float(tokens.min()), float(tokens.max())
-    if log:
-        low = max(low, 1.0)
-        tokens = np.maximum(tokens, low)
-        edges = np.geomspace(low, max(high + 1.0, low * 1.01), bins + 1)
-    else:
-        edges = np.linspace(low, high + 1.0, bins + 1)
-    hist, _ = np.histogram(tokens, bins=edges, weights=weights)
-    return Histogram(edges[:-1], edges[1:], np.rint(hist).astype(np.int64), log)
-
-
 def model_split(session: Session, dataset: Dataset) -> pd.DataFrame:
     """Requests and tokens per model, busiest first: columns ``model`` (``(none)`` for requests
     without one), ``requests``, ``input_tokens``, ``output_tokens``, ``share`` (of requests)."""
@@ -240,25 +183,12 @@ def model_split(session: Session, dataset: Dataset) -> pd.DataFrame:
     return frame
 
 
-def span_s(start_at: datetime | None, end_at: datetime | None) -> float:
-    """Seconds from the first request to the last (0 for an empty or one-request log)."""
-    if start_at is None or end_at is None:
-        return 0.0
-    return max(0.0, (end_at - start_at).total_seconds())
-
-
 __all__ = [
-    "BUCKET_CHOICES_S",
-    "Histogram",
     "arrivals_per_bucket",
-    "bin_counts",
-    "choose_bucket_s",
     "content_key",
     "dataset_records",
     "dataset_summary",
-    "duration_text",
     "model_split",
-    "span_s",
     "summary_columns",
     "token_counts",
 ]

@@ -9,25 +9,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from planner.common.text import duration_text
 from planner.errors import UsageError
 from planner.ingest import IngestOptions, ingest_file
 from planner.store import Store
 from planner.store.queries import delete_dataset, get_dataset
 from planner.store.requests import request_frame
 from planner.store.summaries import (
-    BUCKET_CHOICES_S,
     arrivals_per_bucket,
-    bin_counts,
-    choose_bucket_s,
     content_key,
     dataset_records,
     dataset_summary,
-    duration_text,
     model_split,
-    span_s,
     summary_columns,
     token_counts,
 )
+from planner.workload.charts import BUCKET_CHOICES_S, bin_counts, choose_bucket_s, span_s
 from planner.workload.summary import summarize
 from tests.conftest import AZURE_CONV, AZURE_CONV_NAME, WriteFile
 
