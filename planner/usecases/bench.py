@@ -195,9 +195,9 @@ def run_bench(
             seed=request.seed,
             trace=trace,
         )
-    if request.store and request.name is not None:
-        with _session(sessions) as session:
-            _check_free_names(session, request.name, sweep.points if sweep is not None else 0)
+    _check_free_names(
+        sessions, request.store, request.name, sweep.points if sweep is not None else 0
+    )
     if not is_loopback_url(checked.base_url):
         shown.note(f"note: measuring a remote server, {redact_url(checked.base_url)}")
     if sweep is not None:
@@ -562,11 +562,16 @@ def stored_names(name: str, stages: int) -> list[str]:
     return [f"{name}-{i + 1}" for i in range(stages)] if stages else [name]
 
 
-def _check_free_names(session: Session, name: str, stages: int) -> None:
+def _check_free_names(sessions: SessionScope, store: bool, name: str | None, stages: int) -> None:
+    """Runs to be stored (``store``) under ``name`` (``stages`` of a sweep: see
+    :func:`stored_names`) must find each name free: checked before any is measured or read."""
+    if not store or name is None:
+        return
     from planner.store.bench_runs import check_free_name
 
-    for stage_name in stored_names(name, stages):
-        check_free_name(session, stage_name)
+    with _session(sessions) as session:
+        for stage_name in stored_names(name, stages):
+            check_free_name(session, stage_name)
 
 
 RunToStore = tuple["BenchRun", "Iterable[RequestRecord] | None", "dict[str, Any] | None"]
@@ -606,17 +611,18 @@ def stored_note(names: list[str]) -> str:
 
 def _store(
     sessions: SessionScope,
-    progress: RunProgress,
+    progress: Notes,
     runs: Sequence[RunToStore],
     name: str | None,
     *,
     group: str | None,
     target: str | None,
-) -> None:
-    """Store runs, all or none (one transaction), and say under which names."""
+) -> list[str]:
+    """Store runs, all or none (one transaction), say under which names, and return them."""
     with _session(sessions) as session:
         names = store_runs(session, runs, name, group=group, target=target)
     progress.note(stored_note(names), soft_wrap=True)
+    return names
 
 
 # --- bench import ------------------------------------------------------------------------------
@@ -692,9 +698,7 @@ def import_bench(
         )
         by_file.append((path, found))
         runs += found
-    if request.store and request.name is not None:
-        with _session(sessions) as session:
-            _check_free_names(session, request.name, len(runs) if len(runs) > 1 else 0)
+    _check_free_names(sessions, request.store, request.name, len(runs) if len(runs) > 1 else 0)
     rows_written = None
     if request.out_csv is not None:
         rows = measurement_rows(runs)
@@ -705,10 +709,10 @@ def import_bench(
         for path, found in by_file:
             group = (request.name or _group_name(path)) if len(found) > 1 else None
             kept: list[RunToStore] = [(run, None, None) for run in found]
-            with _session(sessions) as session:
-                names = store_runs(session, kept, request.name, group=group, target=str(path))
+            names = _store(
+                sessions, progress or Silent(), kept, request.name, group=group, target=str(path)
+            )
             stored.append(names)
-            (progress or Silent()).note(stored_note(names), soft_wrap=True)
     return BenchImportResult(runs, stored, rows_written)
 
 
