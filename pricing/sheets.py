@@ -43,11 +43,11 @@ from planner.errors import InputFileError, NotFoundError, PlannerError, RowProbl
 from planner.store.price_models import (
     SOURCE_KINDS,
     STATUS_FAILED,
-    STATUS_OK,
     PricePointRow,
     PriceSheetVersion,
 )
 from pricing.entries import (
+    STATUS_OK,
     PriceEntry,
     Scope,
     SheetDiff,

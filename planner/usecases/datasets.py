@@ -15,7 +15,6 @@ from planner.store.queries import delete_dataset as delete_stored_dataset
 from planner.store.queries import get_dataset
 from planner.store.queries import list_datasets as stored_datasets
 from planner.store.summaries import (
-    TokenColumn,
     arrivals_per_bucket,
     dataset_records,
     dataset_summary,
@@ -23,6 +22,7 @@ from planner.store.summaries import (
     token_counts,
 )
 from planner.usecases import SessionScope
+from planner.workload.charts import TokenColumn
 from planner.workload.summary import DatasetSummary
 
 if TYPE_CHECKING:

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 from planner.common.text import printable
 from planner.common.uploads import upload_file_name, uploaded_file
 from planner.errors import UsageError
-from planner.store.price_models import STATUS_OK
 from planner.usecases import SessionScope
-from pricing.entries import PriceEntry, Scope, SheetDiff, VersionInfo
+from pricing.entries import STATUS_OK, PriceEntry, Scope, SheetDiff, VersionInfo
 from pricing.sheets import (
     REFRESH_PROVIDERS,
     ImportResult,
