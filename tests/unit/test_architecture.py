@@ -75,3 +75,49 @@ def test_shell_functions_fit_a_screen() -> None:
     assert len(shells) > 20
     long = [found for path in shells for found in _long_functions(path)]
     assert not long, "longer than a screen (parse, call a use case, render):\n" + "\n".join(long)
+
+
+# The shells that may open the store themselves: the CLI's (named by --db), the dashboard's shared
+# one, and ``planner db``, whose commands are about the store itself. Every other command and page
+# reaches the store through a use case.
+STORE_OPENERS = ("planner/cli/context.py", "planner/cli/db.py", "app/common.py")
+STORE_MODULES = ("planner.store", "sqlalchemy")
+
+
+def _store_imports(path: Path) -> list[str]:
+    """The run-time imports (at the top or inside a function; not under ``if TYPE_CHECKING:``)
+    of the store or SQLAlchemy in ``path``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            for child in node.orelse:
+                visit(child)
+            return
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        for name in names:
+            if name in STORE_MODULES or name.startswith(tuple(m + "." for m in STORE_MODULES)):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def test_shells_reach_the_store_through_use_cases() -> None:
+    shells = sorted((ROOT / "planner" / "cli").glob("*.py")) + sorted((ROOT / "app").rglob("*.py"))
+    direct = [
+        found
+        for path in shells
+        if str(path.relative_to(ROOT)) not in STORE_OPENERS
+        for found in _store_imports(path)
+    ]
+    assert not direct, "a shell imports the store (call a use case instead):\n" + "\n".join(direct)
+    # the check sees an import: the store openers do import it
+    assert _store_imports(ROOT / "planner" / "cli" / "db.py")
