@@ -431,8 +431,8 @@ def read_series_csv(path: Path | str, metric: str = "requests") -> HourlySeries:
     text = read_text(path, "a CSV with columns ds,y")
     moments: list[datetime] = []
     values: list[float] = []
-    for row, line, ds, y in ds_y_rows(path, text):
-        moment = _parse_hour(path, ds, row, line)
+    for row, line, ds_text, y_text in ds_y_rows(path, text):
+        moment = _parse_hour(path, ds_text, row, line)
         if moments and moment <= moments[-1]:
             what = "repeats" if moment == moments[-1] else "is before"
             raise InputFileError(
@@ -440,13 +440,13 @@ def read_series_csv(path: Path | str, metric: str = "requests") -> HourlySeries:
                 RowProblem(
                     row,
                     "ds",
-                    f"{shown(ds.strip())} {what} the previous row's hour "
+                    f"{shown(ds_text.strip())} {what} the previous row's hour "
                     f"{iso_hour(moments[-1])}; expected hours in increasing order, one row each",
                     line,
                 ),
             )
         moments.append(moment)
-        values.append(_parse_value(path, y, row, line))
+        values.append(_parse_value(path, y_text, row, line))
     if not moments:
         raise InputFileError(
             path, "no data rows; expected at least one row of ds,y under the header"
