@@ -92,17 +92,18 @@ def _store_imports(path: Path) -> list[str]:
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
-            for child in node.orelse:
-                visit(child)
+            for branch in node.orelse:
+                visit(branch)
             return
         names: list[str] = []
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            names = [f"{node.lineno} {alias.name}" for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names = [node.module]
+            names = [f"{node.lineno} {node.module}"]
         for name in names:
-            if name in STORE_MODULES or name.startswith(tuple(m + "." for m in STORE_MODULES)):
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+            module = name.split()[1]
+            if module in STORE_MODULES or module.startswith(tuple(m + "." for m in STORE_MODULES)):
+                found.append(f"{path.relative_to(ROOT)}:{name}")
         for child in ast.iter_child_nodes(node):
             visit(child)
 
