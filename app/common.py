@@ -12,12 +12,11 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
-from sqlalchemy.orm import Session
 
 from planner.common.colours import PROVIDER_COLOURS as PROVIDER_COLOURS
 from planner.common.colours import PURCHASE_COLOURS as PURCHASE_COLOURS
@@ -28,6 +27,9 @@ from planner.config import database_url
 from planner.errors import PlannerError
 from planner.store import Store, open_store
 from planner.store.queries import contents_version
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 
 @dataclass(frozen=True)
