@@ -91,7 +91,7 @@ def _recommend(sessions: SessionScope, forecast_id: int, quick: bool) -> None:
 
 def _import_sweep(sessions: SessionScope) -> None:
     from planner.bench.importers import MAX_FILE_BYTES
-    from planner.usecases.bench import BenchImportRequest, import_bench
+    from planner.usecases.bench_import import BenchImportRequest, import_bench
 
     request = BenchImportRequest(
         paths=(data_dir() / BENCH_SWEEP,), max_bytes=MAX_FILE_BYTES, name=BENCH_NAME

@@ -22,17 +22,14 @@ from planner.errors import UsageError
 from planner.latency.calibration import Measurement, unit_of
 from planner.latency.profile import Profile, bundled_profiles_path, load_bundled_profiles
 from planner.latency.registry import profile_accuracy
-from planner.usecases.bench import (
+from planner.usecases.bench_compare import (
     ComparisonRequest,
-    RunShowRequest,
-    StoredRunsRequest,
     compare_runs,
     measurements_of,
     profile_names,
-    show_run,
     stored_profile_errors,
-    stored_runs,
 )
+from planner.usecases.bench_runs import RunShowRequest, StoredRunsRequest, show_run, stored_runs
 
 if TYPE_CHECKING:
     from planner.store.bench_runs import StoredRun

@@ -1,5 +1,5 @@
 """The benchmark client's run, as ``planner bench run`` and its use case
-(:func:`planner.usecases.bench.run_bench`) drive it: a load pattern or a sweep checked from its
+(:func:`planner.usecases.bench_run.run_bench`) drive it: a load pattern or a sweep checked from its
 options, the measurement against a server (stopped by Ctrl-C, keeping what was measured), and
 what a run records: its metadata, its ``--out`` files, its calibration rows."""
 

@@ -3,7 +3,7 @@
 ``planner bench run --pattern replay`` sends a log's requests to a server at the log's times
 (sped up by ``speedup``), each with its own prompt and output lengths, so a server is measured
 under the traffic it will actually meet. The bench use case reads a dataset's requests from the
-store (:func:`planner.usecases.bench.read_trace`); turning them into a trace, filtered by time
+store (:func:`planner.usecases.bench_run.read_trace`); turning them into a trace, filtered by time
 window, is here, on values.
 """
 

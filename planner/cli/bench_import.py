@@ -169,7 +169,7 @@ def import_command(
     block), and with --out-csv writes them as measurements that `planner calibrate` fits.
     Storing the runs and --out-csv need the GPU, engine, model and precision (from the file
     or --gpu, --engine, --model, --precision); with --no-store and no --out-csv, none."""
-    from planner.usecases.bench import BenchImportRequest, import_bench  # only when importing
+    from planner.usecases.bench_import import BenchImportRequest, import_bench  # when importing
 
     request = BenchImportRequest(
         paths=tuple(paths),

@@ -1,6 +1,6 @@
 """``planner bench run`` (measure an OpenAI-compatible server under a load pattern, a sweep of
 rates or a replayed trace) and ``planner bench serve`` (the model-driven stand-in server on this
-machine): options parsed into a request for :func:`planner.usecases.bench.run_bench` (and
+machine): options parsed into a request for :func:`planner.usecases.bench_run.run_bench` (and
 :func:`planner.bench.serve.serve`), and the run rendered."""
 
 from __future__ import annotations
@@ -423,7 +423,7 @@ def run_command(
     response shorter than asked is counted short, not completed."""
     # the harness is loaded by the command that runs it, not by every `planner` start
     from planner.bench.harness import Deployment
-    from planner.usecases.bench import BenchRunRequest, ReplayWindow, run_bench
+    from planner.usecases.bench_run import BenchRunRequest, ReplayWindow, run_bench
 
     request = BenchRunRequest(
         url=url,

@@ -56,7 +56,7 @@ def runs_list_command(
 ) -> None:
     """List the benchmark runs in the store: where and how each was measured, its mean and P99
     latencies and its throughput."""
-    from planner.usecases.bench import StoredRunsRequest, stored_runs
+    from planner.usecases.bench_runs import StoredRunsRequest, stored_runs
 
     with sessions_from(ctx, db) as sessions:
         runs = stored_runs(StoredRunsRequest(sweep), sessions)
@@ -125,7 +125,7 @@ def runs_show_command(
 ) -> None:
     """A stored run's summary (vLLM's keys: mean_ttft_ms, p99_tpot_ms, ...) and metadata
     (hardware, model, engine, load, tool); with --requests its requests as well."""
-    from planner.usecases.bench import RunShowRequest, show_run
+    from planner.usecases.bench_runs import RunShowRequest, show_run
 
     with sessions_from(ctx, db) as sessions:
         shown_run = show_run(RunShowRequest(name, requests), sessions)
@@ -210,7 +210,7 @@ def runs_delete_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Delete a stored run and its requests (asks for --yes)."""
-    from planner.usecases.bench import RunDeleteRequest, delete_run
+    from planner.usecases.bench_runs import RunDeleteRequest, delete_run
 
     with sessions_from(ctx, db) as sessions:
         deleted = delete_run(RunDeleteRequest(name, confirmed=yes), sessions)

@@ -14,7 +14,7 @@ import pytest
 from planner.bench.replay import TraceRequest, trace_of
 from planner.bench.server import BenchServer, ModelEngine, ServerThread
 from planner.errors import UsageError
-from planner.usecases.bench import BenchRunRequest, ReplayWindow, run_bench
+from planner.usecases.bench_run import BenchRunRequest, ReplayWindow, run_bench
 
 pytestmark = pytest.mark.bench
 

@@ -16,7 +16,7 @@ from planner.bench.server import BenchServer, ModelEngine, ServerThread
 from planner.errors import UsageError
 from planner.ingest import IngestOptions, ingest_file
 from planner.store import Store
-from planner.usecases.bench import read_trace
+from planner.usecases.bench_run import read_trace
 from tests.conftest import WriteFile
 
 # Azure's format: absolute times; a request logged with 0 output tokens.

@@ -1,8 +1,7 @@
-"""The benchmark harness's actions that touch the store: ``bench run`` (measure a server under a
-load pattern, a sweep or a replayed dataset, and keep the run) and ``bench import`` (result
-files of guidellm and ``vllm bench serve`` as planner's runs).
+"""``bench run``: measure a server under a load pattern, a sweep or a replayed dataset, and
+keep the run.
 
-Each checks its request, reads the store only after that (a replay's dataset, the names asked
+It checks its request, reads the store only after that (a replay's dataset, the names asked
 for), does the work with :mod:`planner.bench`, writes the files asked for, stores the runs, and
 returns what the shells render; a note for the user (a run stopped early, a file written, the
 names stored) goes to ``progress.note`` as it happens.
@@ -11,12 +10,11 @@ names stored) goes to ``progress.note`` as it happens.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from planner.bench.harness import (
     Deployment,
@@ -37,57 +35,28 @@ from planner.bench.harness import (
     write_sweep,
 )
 from planner.common.files import check_output_path
-from planner.errors import NotFoundError, PlannerError, UsageError
+from planner.errors import NotFoundError, UsageError
 from planner.usecases import SessionScope
+from planner.usecases._bench import (
+    RunProgress,
+    RunToStore,
+    Silent,
+    check_free_names,
+    open_store,
+    store_noted,
+)
 
 if TYPE_CHECKING:
     import asyncio
 
-    import pandas as pd
     from sqlalchemy.orm import Session
 
     from planner.bench.client import EndpointKind, RequestShape, Target
     from planner.bench.loadgen import LoadPlan, RunResult, StageKind, SweepPlan, SweepResult
-    from planner.bench.metrics import RequestRecord, SloTargets
+    from planner.bench.metrics import SloTargets
     from planner.bench.replay import Trace
-    from planner.bench.results import BenchRun
-    from planner.latency.calibration import Measurement
-    from planner.latency.profile import Profile
-    from planner.store.bench_runs import StoredRun
 
 T = TypeVar("T")
-
-
-class Notes(Protocol):
-    """Where an action's notes go as they come (the CLI: stderr)."""
-
-    def note(self, text: str, *, soft_wrap: bool = False) -> None: ...
-
-
-class RunProgress(Notes, Protocol):
-    """What a run shows while it measures (the CLI: a progress bar and notes on stderr)."""
-
-    def measuring(self, total: int) -> AbstractContextManager[object]: ...
-
-    def stage(self, prefix: str, total: int) -> None: ...
-
-    def record(self, record: RequestRecord) -> None: ...
-
-
-class Silent:
-    """Shows nothing."""
-
-    def note(self, text: str, *, soft_wrap: bool = False) -> None:
-        pass
-
-    def measuring(self, total: int) -> AbstractContextManager[object]:
-        return nullcontext()
-
-    def stage(self, prefix: str, total: int) -> None:
-        pass
-
-    def record(self, record: RequestRecord) -> None:
-        pass
 
 
 @dataclass(frozen=True)
@@ -195,7 +164,7 @@ def run_bench(
             seed=request.seed,
             trace=trace,
         )
-    _check_free_names(
+    check_free_names(
         sessions, request.store, request.name, sweep.points if sweep is not None else 0
     )
     if not is_loopback_url(checked.base_url):
@@ -262,7 +231,7 @@ def _replay_trace(window: ReplayWindow, requests: int, sessions: SessionScope) -
     start = parse_start(window.start, "--start")
     end = parse_start(window.end, "--end")
     factor = check_speedup(1.0 if window.speedup is None else window.speedup)
-    with _session(sessions) as session:
+    with open_store(sessions) as session:
         return read_trace(
             session,
             window.dataset,
@@ -397,7 +366,7 @@ def _run_once(
         write_calibration_rows([(measured_run, result)], checked.rows_to, progress.note)
     if request.store:
         kept: list[RunToStore] = [(measured_run, result.records, metadata)]
-        _store(sessions, progress, kept, request.name, group=None, target=target.shown_url)
+        store_noted(sessions, progress, kept, request.name, group=None, target=target.shown_url)
     return BenchRunResult(
         {**document, "planner": metadata},
         [summary],
@@ -519,7 +488,7 @@ def _run_sweep(
             (run, stage.result.records, {**document["planner"], "stage": index + 1})
             for index, (run, stage) in enumerate(stages)
         ]
-        _store(sessions, progress, kept, group, group=group, target=target.shown_url)
+        store_noted(sessions, progress, kept, group, group=group, target=target.shown_url)
     failure = None
     if not any(run.completed for run in runs):
         first_error = next(
@@ -544,347 +513,3 @@ def _note_sweep_stopped(measured: SweepResult, sweep: SweepPlan, progress: RunPr
         )
     elif measured.note is not None:
         progress.note(f"sweep ended early: {measured.note}")
-
-
-# --- the store ---------------------------------------------------------------------------------
-
-
-@contextmanager
-def _session(sessions: SessionScope) -> Iterator[Session]:
-    with sessions() as session:
-        if session is None:
-            raise PlannerError("benchmark runs need planner's store; none was opened")
-        yield session
-
-
-def stored_names(name: str, stages: int) -> list[str]:
-    """The names a run (``stages`` 0) or the stages of a sweep are stored under."""
-    return [f"{name}-{i + 1}" for i in range(stages)] if stages else [name]
-
-
-def _check_free_names(sessions: SessionScope, store: bool, name: str | None, stages: int) -> None:
-    """Runs to be stored (``store``) under ``name`` (``stages`` of a sweep: see
-    :func:`stored_names`) must find each name free: checked before any is measured or read."""
-    if not store or name is None:
-        return
-    from planner.store.bench_runs import check_free_name
-
-    with _session(sessions) as session:
-        for stage_name in stored_names(name, stages):
-            check_free_name(session, stage_name)
-
-
-RunToStore = tuple["BenchRun", "Iterable[RequestRecord] | None", "dict[str, Any] | None"]
-
-
-def store_runs(
-    session: Session,
-    runs: Sequence[RunToStore],
-    name: str | None,
-    *,
-    group: str | None,
-    target: str | None,
-) -> list[str]:
-    """Keep runs (with their requests, where measured) in the store, in the caller's
-    transaction, and return the names they are stored under; ``group`` keeps a sweep's stages
-    together."""
-    from planner.store.bench_runs import get_run, save_run
-
-    names: list[str | None] = (
-        list(stored_names(name, len(runs) if group else 0)) if name else [None] * len(runs)
-    )
-    stored = []
-    for (run, records, details), run_name in zip(runs, names, strict=True):
-        run_id = save_run(
-            session, run, records, name=run_name, group=group, target=target, details=details
-        )
-        stored.append(get_run(session, run_id).name)
-    return stored
-
-
-def stored_note(names: list[str]) -> str:
-    return (
-        f"stored as {', '.join(names)} (`planner bench runs show NAME`; the dashboard's "
-        "Benchmarks page)"
-    )
-
-
-def _store(
-    sessions: SessionScope,
-    progress: Notes,
-    runs: Sequence[RunToStore],
-    name: str | None,
-    *,
-    group: str | None,
-    target: str | None,
-) -> list[str]:
-    """Store runs, all or none (one transaction), say under which names, and return them."""
-    with _session(sessions) as session:
-        names = store_runs(session, runs, name, group=group, target=target)
-    progress.note(stored_note(names), soft_wrap=True)
-    return names
-
-
-# --- bench import ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BenchImportRequest:
-    """A ``bench import``: result files, what overrides their metadata, and the outputs."""
-
-    paths: tuple[Path, ...]
-    max_bytes: int
-    gpu: str | None = None
-    engine: str | None = None
-    model: str | None = None
-    precision: str | None = None
-    tp: int | None = None
-    out_csv: Path | None = None
-    store: bool = True
-    name: str | None = None
-    allow_extreme: bool = False
-
-
-@dataclass(frozen=True)
-class BenchImportResult:
-    """The runs read, the names each file's runs were stored under (none when not stored), and
-    the number of measurement rows written to ``--out-csv`` (``None``: none asked for)."""
-
-    runs: list[BenchRun]
-    stored: list[list[str]]
-    rows_written: int | None
-
-
-def _group_name(path: Path) -> str:
-    """A sweep's group from its file: ``benchmarks.json.gz`` -> ``benchmarks``."""
-    return path.name.split(".")[0] or "imported"
-
-
-def import_bench(
-    request: BenchImportRequest, sessions: SessionScope, *, progress: Notes | None = None
-) -> BenchImportResult:
-    """Read result files as runs, write them as measurement rows if asked, and store them (a
-    file of several runs, a guidellm sweep, as one group named after the file; each file's
-    names are noted as it is stored)."""
-    from planner.bench.importers import GPUS, check_result_file, import_result
-    from planner.bench.results import measurement_rows, write_measurements
-
-    # what can be checked before reading a file: the options and each file's size
-    tp = request.tp
-    if tp is not None and not GPUS.low <= tp <= GPUS.high:
-        raise UsageError(f"--tp {tp}: expected {GPUS.expected}")
-    if request.out_csv is not None:
-        check_output_path(request.out_csv, "--out-csv")
-    if request.name is not None and len(request.paths) > 1:
-        raise UsageError("--name names the runs of one file; import the files one at a time")
-    for path in request.paths:
-        check_result_file(path, request.max_bytes)
-    needed_for = (["the store"] if request.store else []) + (
-        ["--out-csv"] if request.out_csv else []
-    )
-    runs: list[BenchRun] = []
-    by_file: list[tuple[Path, list[BenchRun]]] = []
-    for path in request.paths:
-        found = import_result(
-            path,
-            gpu=request.gpu,
-            engine=request.engine,
-            model=request.model,
-            precision=request.precision,
-            tp=tp,
-            needed_for=needed_for,
-            max_bytes=request.max_bytes,
-            allow_extreme=request.allow_extreme,
-        )
-        by_file.append((path, found))
-        runs += found
-    _check_free_names(sessions, request.store, request.name, len(runs) if len(runs) > 1 else 0)
-    rows_written = None
-    if request.out_csv is not None:
-        rows = measurement_rows(runs)
-        write_measurements(rows, request.out_csv)
-        rows_written = len(rows)
-    stored: list[list[str]] = []
-    if request.store:
-        for path, found in by_file:
-            group = (request.name or _group_name(path)) if len(found) > 1 else None
-            kept: list[RunToStore] = [(run, None, None) for run in found]
-            names = _store(
-                sessions, progress or Silent(), kept, request.name, group=group, target=str(path)
-            )
-            stored.append(names)
-    return BenchImportResult(runs, stored, rows_written)
-
-
-# --- stored runs: bench runs list|show|delete, the dashboard's Benchmarks page -----------------
-
-
-@dataclass(frozen=True)
-class StoredRunsRequest:
-    """The stored runs to list: all, or the stages of one sweep."""
-
-    sweep: str | None = None
-
-
-def stored_runs(request: StoredRunsRequest, sessions: SessionScope) -> list[StoredRun]:
-    """The stored runs, oldest first."""
-    from planner.store.bench_runs import list_runs
-
-    with _session(sessions) as session:
-        return list_runs(session, group=request.sweep)
-
-
-@dataclass(frozen=True)
-class RunShowRequest:
-    """One stored run, by name or id; ``requests``: with its requests, one row each."""
-
-    name: str
-    requests: bool = False
-
-
-@dataclass(frozen=True)
-class ShownRun:
-    """A stored run and, when asked for, its requests (one row each)."""
-
-    run: StoredRun
-    requests: pd.DataFrame | None
-
-
-def show_run(request: RunShowRequest, sessions: SessionScope) -> ShownRun:
-    from planner.store.bench_runs import get_run, run_requests
-
-    with _session(sessions) as session:
-        run = get_run(session, request.name)
-        frame = run_requests(session, run.id) if request.requests else None
-    return ShownRun(run, frame)
-
-
-@dataclass(frozen=True)
-class RunDeleteRequest:
-    """A stored run to delete, by name or id; ``confirmed``: the user said yes (``--yes``)."""
-
-    name: str
-    confirmed: bool = False
-
-
-def delete_run(request: RunDeleteRequest, sessions: SessionScope) -> StoredRun:
-    """Delete a stored run and its requests; without ``confirmed``, say what would go (an
-    unknown name says so first)."""
-    from planner.common.text import printable
-    from planner.store.bench_runs import delete_run as delete_stored
-    from planner.store.bench_runs import get_run
-
-    with _session(sessions) as session:
-        if not request.confirmed:
-            run = get_run(session, request.name)
-            raise UsageError(
-                f"deleting run {printable(run.name)} removes it and its {run.requests:,} "
-                "requests for good; pass --yes to delete it"
-            )
-        return delete_stored(session, request.name)
-
-
-# --- predicted against measured: the dashboard's Benchmarks page -------------------------------
-
-
-def measurements_of(run: StoredRun) -> list[Measurement]:
-    """A stored run's mean latencies and throughputs as calibration reads them (catalog names
-    resolved); names the catalog lacks raise a UsageError saying which."""
-    import tempfile
-
-    from planner.bench.results import measurement_rows, write_measurements
-    from planner.latency.calibration import read_measurements
-    from planner.latency.catalog import load_catalog
-
-    catalog = load_catalog()
-    rows = measurement_rows([run.bench_run()], catalog)
-    if not rows:
-        return []
-    with tempfile.TemporaryDirectory(prefix="planner-bench-") as folder:
-        path = Path(folder) / "measurements.csv"
-        write_measurements(rows, path)
-        points, _bursts = read_measurements(path, catalog)
-    return points
-
-
-@dataclass(frozen=True)
-class ComparisonRequest:
-    """Stored runs to set against the latency model's predictions, under the named profile
-    (``None``: the one the model uses for the first run's GPU and engine)."""
-
-    runs: tuple[str, ...]
-    profile: str | None = None
-
-
-@dataclass(frozen=True)
-class ComparedPoint:
-    """One measured metric at one load of a run, and the model's prediction of it (``None``:
-    the model says the deployment cannot sustain that load)."""
-
-    run: str
-    point: Measurement
-    predicted: float | None
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The runs' points against their predictions, and the profile that timed them (empty
-    when the runs have no point to compare)."""
-
-    points: list[ComparedPoint]
-    profile: str
-
-
-def compare_runs(request: ComparisonRequest, sessions: SessionScope) -> Comparison:
-    """Read the runs and the calibration profiles, then predict every measured point."""
-    from planner.latency.calibration import predict
-    from planner.latency.catalog import load_catalog
-    from planner.latency.engines import get_engine
-    from planner.latency.registry import engine_profile, resolve_profile
-    from planner.latency.serving import SaturatedError
-    from planner.store.bench_runs import get_run
-    from planner.store.calibrations import known_profiles
-
-    with _session(sessions) as session:
-        runs = [get_run(session, name) for name in request.runs]
-        profiles = known_profiles(session)
-    points = [(run.name, point) for run in runs for point in measurements_of(run)]
-    if not points:
-        return Comparison([], "")
-    first = points[0][1]
-    if request.profile is None:
-        profile = engine_profile(profiles, first.gpu, get_engine(first.engine), None)
-    else:
-        profile = resolve_profile(profiles, first.gpu, first.engine, request.profile)
-    catalog = load_catalog()
-    compared = []
-    for name, point in points:
-        try:
-            predicted: float | None = predict(point, profile, catalog)
-        except SaturatedError:
-            predicted = None  # the model says this load is beyond the deployment
-        compared.append(ComparedPoint(name, point, predicted))
-    return Comparison(compared, profile.name)
-
-
-def profile_names(sessions: SessionScope) -> list[str]:
-    """Every calibration profile the latency model can use, stored and bundled, by name."""
-    from planner.store.calibrations import known_profiles
-
-    with sessions() as session:
-        return [p.name for p in known_profiles(session)]
-
-
-def stored_profile_errors(
-    sessions: SessionScope,
-) -> list[tuple[Profile, dict[str, Any] | None]]:
-    """The profiles fitted into the store, newest first, each with the error its fit states
-    (:func:`planner.latency.registry.profile_accuracy`)."""
-    from planner.latency.registry import profile_accuracy
-    from planner.store.calibrations import stored_accuracy, stored_profiles
-
-    with _session(sessions) as session:
-        return [
-            (p, profile_accuracy(p, stored_accuracy(session, p.name)))
-            for p in stored_profiles(session)
-        ]
