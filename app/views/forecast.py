@@ -24,11 +24,10 @@ from planner.forecast.run import (
 )
 from planner.forecast.series import METRICS
 from planner.usecases.datasets import dataset_model_names, dataset_names
-from planner.usecases.forecast import (
-    ForecastRequest,
+from planner.usecases.forecast import ForecastRequest, forecast
+from planner.usecases.forecasts import (
     StoredForecast,
     StoredForecasts,
-    forecast,
     open_forecast,
     stored_forecasts,
 )

@@ -1,4 +1,4 @@
-"""Forecast: fit an hourly load forecast and store it; open a stored one again.
+"""Forecast: fit an hourly load forecast and store it.
 
 ``planner forecast`` and the Load forecast page's fit both build a :class:`ForecastRequest` and
 call :func:`forecast`: the request is checked first (the source, the metric, the quantile, the
@@ -6,7 +6,8 @@ backtest options, the settings and the output paths: no store is opened and no f
 a request that cannot run), then the series is read (a dataset's hours from the store, a file,
 or an upload), backtested and fitted on values (:func:`planner.forecast.run.fit_forecast`), the
 files written (each whole or not at all, so a failed write stores nothing), and the forecast
-stored. The page shows a stored forecast with :func:`open_forecast`.
+stored. The page shows a stored forecast with
+:func:`planner.usecases.forecasts.open_forecast`.
 """
 
 from __future__ import annotations
@@ -16,44 +17,22 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from planner.common.files import check_output_path
-from planner.errors import PlannerError, UsageError
+from planner.errors import UsageError
 from planner.forecast.demand import write_demand_curve
 from planner.forecast.model import ForecastSettings, check_quantile
 from planner.forecast.run import (
-    SAMPLES,
     BacktestOptions,
     ForecastRunResult,
     RunProgress,
-    backtest_table,
-    by_day_table,
     check_source,
     fit_forecast,
     read_series_upload,
-    run_label,
-    run_messages,
-    run_rows,
 )
-from planner.forecast.series import (
-    HourlySeries,
-    _utc,
-    check_metric,
-    read_series,
-    series_from_hours,
-)
-from planner.paths import data_dir
-from planner.store.forecast_models import ForecastRun
-from planner.store.forecasts import (
-    dataset_hours,
-    list_forecasts,
-    load_forecast,
-    points_frame,
-    save_forecast,
-)
+from planner.forecast.series import HourlySeries, check_metric, read_series, series_from_hours
+from planner.store.forecasts import dataset_hours, save_forecast
 from planner.usecases import SessionScope
 
 if TYPE_CHECKING:
@@ -131,7 +110,7 @@ def forecast(
         from planner.forecast.plot import write_html  # plotly: only for a chart
 
         write_html(fitted.result, request.plot, fitted.demand, request.quantile, "--plot")
-    with _store(sessions)() as session:
+    with store_scope(sessions)() as session:
         forecast_id = save_forecast(session, **fitted.record()).id
     if request.demand_out is not None and request.metric != "requests":
         fitted.result.notes.append(
@@ -147,7 +126,7 @@ def _series(request: ForecastRequest, sessions: SessionScope) -> HourlySeries:
         name, data = request.upload
         series = read_series_upload(name, data, model=request.model)
     elif request.dataset is not None:
-        with _store(sessions)() as session:
+        with store_scope(sessions)() as session:
             series = load_series(
                 session, dataset=request.dataset, model=request.model, metric=request.metric
             )
@@ -162,7 +141,7 @@ def _series(request: ForecastRequest, sessions: SessionScope) -> HourlySeries:
     return series
 
 
-def _store(sessions: SessionScope) -> Callable[[], AbstractContextManager[Session]]:
+def store_scope(sessions: SessionScope) -> Callable[[], AbstractContextManager[Session]]:
     """``sessions``, refusing to run without a store (a forecast is stored)."""
 
     @contextmanager
@@ -219,102 +198,3 @@ def series_from_dataset(
         metric=metric,
         model=model,
     )
-
-
-# --- a stored forecast, shown again ----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StoredForecast:
-    """Everything the page shows of a stored forecast (plain values: cached by pickling)."""
-
-    id: int
-    label: str
-    title: str
-    metric: str
-    method: str
-    quantile: float | None
-    settings: dict[str, Any]
-    points: pd.DataFrame
-    history: pd.DataFrame | None  # ds, y of the series it was fitted on, where still there
-    backtest: pd.DataFrame
-    backtest_plan: dict[str, Any] | None
-    beats_baseline: bool | None
-    by_day: pd.DataFrame
-    tune: pd.DataFrame
-    notes: list[str]
-    warnings: list[str]
-
-
-@dataclass(frozen=True)
-class StoredForecasts:
-    """The stored forecasts: one row each (what ``--demand ID`` refers to) and their labels."""
-
-    rows: pd.DataFrame
-    labels: dict[int, str]
-
-
-def open_forecast(forecast_id: int, sessions: SessionScope) -> StoredForecast:
-    """Stored forecast ``forecast_id`` as the page shows it, with the history it was fitted on
-    read again where it still can be (:func:`stored_history`)."""
-    with _store(sessions)() as session:
-        run = load_forecast(session, forecast_id)
-        points = points_frame(run)
-        history = stored_history(session, run)
-        notes, warnings = run_messages(run)
-        scores = run.scores or {}
-        backtest = scores.get("backtest")
-        tuned = scores.get("tune")
-        return StoredForecast(
-            id=run.id,
-            label=run_label(run),
-            title=f"{run.metric.replace('_', ' ')} per hour, {run.source}"
-            + (f", model {run.model}" if run.model else ""),
-            metric=run.metric,
-            method=run.method,
-            quantile=run.demand_quantile,
-            settings=run.settings,
-            points=points,
-            history=history.frame if history is not None else None,
-            backtest=backtest_table(backtest),
-            backtest_plan=(backtest or {}).get("plan"),
-            beats_baseline=(backtest or {}).get("beats_baseline"),
-            by_day=by_day_table(backtest),
-            tune=pd.DataFrame((tuned or {}).get("candidates") or []),
-            notes=notes,
-            warnings=warnings,
-        )
-
-
-def stored_forecasts(sessions: SessionScope) -> StoredForecasts:
-    """Every stored forecast, oldest first."""
-    with _store(sessions)() as session:
-        runs = list_forecasts(session)
-        return StoredForecasts(run_rows(runs), {r.id: run_label(r) for r in runs})
-
-
-def stored_history(session: Session, run: ForecastRun) -> HourlySeries | None:
-    """The history a stored forecast was fitted on, read again where it still can be: its
-    dataset (while it is in the store), or a series bundled in ``data/samples/`` under the
-    file name it was read from. None when neither is there, or what is there now spans other
-    hours than the fit's (another file of that name, a dataset changed since)."""
-    try:
-        if run.dataset_id is not None and run.source.startswith("dataset "):
-            series = series_from_dataset(
-                session, run.source.removeprefix("dataset "), metric=run.metric, model=run.model
-            )
-            if series.dataset_id != run.dataset_id:
-                return None
-        else:
-            kind, _, name = run.source.partition(" ")
-            path = data_dir() / SAMPLES / name
-            if kind not in ("ServeGen", "file") or not name or not path.is_file():
-                return None
-            series = read_series(path, model=run.model)
-            if series.metric != run.metric:
-                return None
-    except (PlannerError, ValueError):
-        return None
-    if series.start != _utc(run.history_start) or series.end != _utc(run.history_end):
-        return None
-    return series

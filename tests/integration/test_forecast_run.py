@@ -1,5 +1,5 @@
 """A forecast run as ``planner forecast`` and the Load forecast page make it (planner.forecast.run
-on values, planner.usecases.forecast with the store), on the real store: fitted, stored, and
+on values, planner.usecases.forecast and .forecasts with the store), on the real store: fitted, stored, and
 shown again from the store."""
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from planner.forecast.run import (
 from planner.forecast.series import HourlySeries, SeriesReport, read_servegen
 from planner.store import Store
 from planner.store.forecasts import list_forecasts, load_forecast, points_frame, save_forecast
-from planner.usecases.forecast import load_series, stored_history
+from planner.usecases.forecast import load_series
+from planner.usecases.forecasts import stored_history
 from planner.workload.rates import read_rate_curve
 from tests.conftest import SERVEGEN
 
