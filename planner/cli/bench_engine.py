@@ -15,6 +15,7 @@ from rich.table import Table
 from planner.cli.bench_run import progress_bar
 from planner.cli.context import print_json, stderr, stdout
 from planner.cli.options import JSON_OPTION
+from planner.cli.tables import print_whole
 from planner.errors import PlannerError
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def print_points(points: list[Point], clock: Clock, metadata: dict[str, Any]) ->
         if clock == "cpu":
             cells.append(_ms(point.wall.e2e_ms))
         table.add_row(*cells)
-    stdout.print(table)
+    print_whole(table)
 
 
 def engine_command(

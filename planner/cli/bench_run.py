@@ -21,7 +21,7 @@ from planner.cli.options import (
     BENCH_DEFAULT_URL,
     JSON_OPTION,
 )
-from planner.cli.tables import Column, print_table
+from planner.cli.tables import Column, print_table, print_whole
 from planner.common.text import printable
 from planner.errors import PlannerError
 
@@ -155,7 +155,7 @@ def print_summary(summary: dict[str, Any], metadata: dict[str, Any]) -> None:
         )
     overview.add_row("output throughput", f"{summary['output_throughput']:,.1f} tok/s")
     overview.add_row("total throughput", f"{summary['total_token_throughput']:,.1f} tok/s")
-    stdout.print(overview)
+    print_whole(overview)
     latencies = Table(title="latency (ms)")
     latencies.add_column("metric")
     for column in ("mean", "median", "p90", "p99"):
@@ -165,7 +165,7 @@ def print_summary(summary: dict[str, Any], metadata: dict[str, Any]) -> None:
             label,
             *(_ms(summary.get(f"{stat}_{key}_ms")) for stat in ("mean", "median", "p90", "p99")),
         )
-    stdout.print(latencies)
+    print_whole(latencies)
     for kind, count in summary["failure_reasons"].items():
         stderr.print(f"failed: {count} x {kind}", markup=False)
 

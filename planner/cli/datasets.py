@@ -11,7 +11,7 @@ from rich.table import Table
 
 from planner.cli.context import print_json, sessions_from, stdout, user_errors
 from planner.cli.options import JSON_OPTION
-from planner.cli.tables import Column, print_table
+from planner.cli.tables import Column, print_table, print_whole
 from planner.common.text import duration_text, printable
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def show_command(
     ]
     for label, render in metrics:
         table.add_row(label, *(render(g) for g in groups))
-    stdout.print(table)
+    print_whole(table)
     if hourly_note:
         stdout.print("* the log spans less than an hour: its hourly figures count the whole log")
     stdout.print("peaks: the busiest sliding 60 s / 3600 s window anywhere in the log")

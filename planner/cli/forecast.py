@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from planner.cli.context import print_json, sessions_from, stderr, stdout
+from planner.cli.tables import print_whole
 from planner.common.text import shown
 from planner.errors import UsageError
 
@@ -320,10 +321,10 @@ def _print(done: ForecastResult, request: ForecastRequest) -> None:
     result = done.fitted.result
     _print_header(result)
     if done.fitted.tuned is not None:
-        stdout.print(_tuning_table(done.fitted.tuned))
+        print_whole(_tuning_table(done.fitted.tuned))
     if done.fitted.checked is not None:
-        stdout.print(_backtest_table(result.series, done.fitted.checked))
-    stdout.print(_daily_table(result, request.quantile))
+        print_whole(_backtest_table(result.series, done.fitted.checked))
+    print_whole(_daily_table(result, request.quantile))
     stdout.print(
         f"stored as forecast #{done.forecast_id}"
         + (

@@ -18,7 +18,7 @@ from planner.cli.options import (
     KV_CACHE_OPTION,
     LATENCY_SIM_REQUESTS,
 )
-from planner.cli.tables import Column, print_table
+from planner.cli.tables import Column, print_table, print_whole
 from planner.errors import UsageError
 from planner.latency.profile import DEFAULT_ENGINE
 
@@ -144,7 +144,7 @@ def _print_latency(result: dict[str, Any], deployment: Deployment, profile: Prof
             "quality vs BF16",
             f"{deployment.precision.quality_delta_pct:+.1f}% (see `planner catalog precisions`)",
         )
-    stdout.print(table)
+    print_whole(table)
     if loaded is not None:
         _print_percentiles(result, loaded)
 
@@ -222,7 +222,7 @@ def _print_percentiles(result: dict[str, Any], loaded: dict[str, Any]) -> None:
             f"{loaded[f'{key}_ms']:,.1f}",
             *(f"{row[q]:,.1f}" for q in ("mean", "p50", "p90", "p99")),
         )
-    stdout.print(spread)
+    print_whole(spread)
     stdout.print(
         f"percentiles from the discrete-event simulator: {sim['requests']:,} Poisson "
         f"arrivals at {loaded['load']:g} req/s, {sim['excluded']} excluded, seed "
@@ -368,7 +368,7 @@ def catalog_precisions(as_json: bool = JSON_OPTION) -> None:
         table.add_row(
             p.name, f"{p.weight_bytes:.3f}", p.compute_peak, f"{p.quality_delta_pct:+.1f}%"
         )
-    stdout.print(table)
+    print_whole(table)
 
 
 @user_errors
@@ -459,7 +459,7 @@ def _print_calibration(result: CalibrateResult) -> None:
                 for k in ("before", "heldout", "after")
             ),
         )
-    stdout.print(table)
+    print_whole(table)
     for label, key in [
         (f"{result.baseline.name} (in use now)", "baseline_all"),
         ("before fitting", "before_all"),

@@ -19,7 +19,7 @@ from planner.cli.options import (
     PRICE_SHEET_MAX_ROWS,
     PRICE_SHEET_MAX_XLSX_PART_BYTES,
 )
-from planner.cli.tables import Column, print_table
+from planner.cli.tables import Column, print_table, print_whole
 from planner.common.text import printable
 from pricing.model import PricePoint
 
@@ -380,7 +380,7 @@ def versions_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
             f"{v.row_count:,}",
             escape(printable(status, 200)),
         )
-    stdout.print(table)
+    print_whole(table)
 
 
 @app.command("load-snapshot")

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from planner.cli.context import print_json, sessions_from, stderr, stdout
 from planner.cli.options import (
@@ -25,6 +24,7 @@ from planner.cli.options import (
     SIMULATE_ROUTERS,
     SIMULATE_VLLM_WATERMARK,
 )
+from planner.cli.tables import Column, compact_width, print_table
 from planner.common.files import atomic_output, check_output_path, write_text_atomic
 
 if TYPE_CHECKING:
@@ -357,6 +357,38 @@ def _rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.2f} req/s"
 
 
+_LATENCIES = (
+    ("ttft", "time to first token"),
+    ("tpot", "time per output token"),
+    ("e2e", "end-to-end"),
+)
+_QUANTILES = ("p50", "p90", "p95", "p99", "max", "mean")
+
+
+def _latency_columns(overall: dict[str, Any], unit: str) -> list[Column]:
+    cell = _ms if unit == "ms" else _s
+    columns = [Column(f"latency ({unit})", [label for _, label in _LATENCIES], wrap=True)]
+    for q in _QUANTILES:
+        cells = [cell(overall[key].get(q)) for key, _ in _LATENCIES]
+        columns.append(Column(q.upper() if q.startswith("p") else q, cells, justify="right"))
+    return columns
+
+
+def _print_latencies(overall: dict[str, Any]) -> None:
+    """The latency table, in ms; in seconds where ms would not fit the terminal whole."""
+    columns = _latency_columns(overall, "ms")
+    if compact_width(columns) > stdout.width:
+        columns = _latency_columns(overall, "s")
+    print_table(columns)
+
+
+def _s(value: Any) -> str:
+    """Seconds, to the ms below 10 s, to 0.1 s below 10,000 s, whole above."""
+    if value is None:
+        return "-"
+    return f"{value:,.{3 if abs(value) < 10 else 1 if abs(value) < 10_000 else 0}f}"
+
+
 def _print(result: SimulationResult) -> None:
     s = result.serving
     stdout.print(
@@ -391,17 +423,7 @@ def _print(result: SimulationResult) -> None:
         f"{result.requests:,} requests over {result.simulated_s / 3600:,.2f} h simulated in "
         f"{result.wall_s:,.1f} s ({result.requests / max(result.wall_s, 1e-9):,.0f} requests/s)"
     )
-    table = Table("latency (ms)", "P50", "P90", "P95", "P99", "max", "mean")
-    for key, label in (
-        ("ttft", "time to first token"),
-        ("tpot", "time per output token"),
-        ("e2e", "end-to-end"),
-    ):
-        stats = overall[key]
-        table.add_row(
-            label, *(_ms(stats.get(q)) for q in ("p50", "p90", "p95", "p99", "max", "mean"))
-        )
-    stdout.print(table)
+    _print_latencies(overall)
     stdout.print(
         f"finished {overall['finished']:,}, rejected {overall['rejected']:,}; "
         f"SLO attainment {_share(overall['slo_attainment'])}; "
@@ -412,7 +434,8 @@ def _print(result: SimulationResult) -> None:
     fleet = result.fleet
     hours = ", ".join(f"{k} {v:,.1f}" for k, v in fleet.gpu_hours.items()) or "0"
     stdout.print(
-        f"fleet: {fleet.launched} replicas launched, peak {fleet.peak_replicas}; "
+        f"fleet: {fleet.launched} replica{'' if fleet.launched == 1 else 's'} launched, "
+        f"peak {fleet.peak_replicas}; "
         f"GPU-hours {hours}; "
         f"spot interruptions {fleet.spot_interruptions}; preemptions {overall['preemptions']:,}"
     )
