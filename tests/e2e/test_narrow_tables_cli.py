@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from planner.bench.server import BenchServer, ModelEngine, ServerThread
 from tests.conftest import AZURE_CODE, ROOT, SERVEGEN
 from tests.e2e.test_cli import PLANNER
 
@@ -148,3 +150,44 @@ def test_calibrate_table(home: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     report = json.loads(run80(home, *args, "--name", "narrow-json", "--json").stdout)
     assert_whole(shown.stdout, [f"{row['measured']:,.1f}" for row in report["per_point"]])
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[BenchServer]:
+    """planner's stand-in server (as in test_bench_cli), in this process."""
+    engine = ModelEngine(speed=200.0)
+    with ServerThread(BenchServer(engine, model_name=engine.model_name, port=0)) as server:
+        yield server
+
+
+@pytest.mark.bench
+def test_bench_run_tables(home: Path, tmp_path: Path, served: BenchServer) -> None:
+    out = tmp_path / "run.json"
+    shown = run80(
+        home, "bench", "run", "--url", served.url, "--pattern", "concurrency", "--concurrency",
+        "2", "--requests", "6", "--input-tokens", "32", "--output-tokens", "8", "--out", str(out),
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    summary = json.loads(out.read_text())
+    summary = summary.get("summary", summary)
+    numbers = [
+        f"{summary[f'{stat}_{key}_ms']:,.1f}"
+        for key in ("ttft", "tpot", "itl", "e2el")
+        for stat in ("mean", "median", "p90", "p99")
+        if summary.get(f"{stat}_{key}_ms") is not None
+    ]
+    assert numbers
+    assert_whole(shown.stdout, [f"{summary['duration']:,.2f} s", *numbers])
+
+
+@pytest.mark.bench
+def test_bench_engine_table(home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "engine.json"
+    shown = run80(
+        home, "bench", "engine", "--batches", "1,2", "--prompts", "8,16", "--output-tokens",
+        "4", "--repeats", "1", "--out", str(out),
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    points = json.loads(out.read_text())["points"]
+    numbers = [f"{p['cpu'][k]:,.2f}" for p in points for k in ("ttft_ms", "tpot_ms", "e2e_ms")]
+    assert_whole(shown.stdout, numbers)
