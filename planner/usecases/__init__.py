@@ -1,5 +1,8 @@
-"""The use-case layer: one module per user action (predict, simulate, forecast, recommend,
-report, bench, calibrate, ingest).
+"""The use-case layer: one module per user action: ``ingest``, ``datasets``, ``predict``,
+``calibrate``, ``simulate``, ``forecast`` and ``forecasts`` (the stored ones), ``recommend``
+(``recommend_background`` runs it for the dashboard) and ``recommendations``, ``report``,
+``prices``, ``bench_run``, ``bench_import``, ``bench_runs``, ``bench_compare``, ``overview``;
+``load`` holds the loaders several of them share, ``_bench`` what the bench ones share.
 
 Each action is one function that takes a typed request (a frozen dataclass that the CLI command
 and the dashboard page both build from their inputs) and returns a typed result that both
