@@ -190,12 +190,20 @@ def steady_state(
     def result(ttft: float, step: float, batch: float) -> RequestLatency:
         return RequestLatency(ttft * 1e3, step * 1e3, (ttft + decode_steps * step) * 1e3, batch)
 
-    def solve(rate: float, busy_floor: float = 0.0) -> tuple[float, float, float, float]:
+    def solve(
+        rate: float, busy_floor: float = 0.0, limit: float | None = None
+    ) -> tuple[float, float, float, float]:
         """(step, TTFT, decoding batch, requests in the system) at ``rate``; raises
-        SaturatedError past the token budget or the KV capacity."""
-        batch, busy = 0.0, busy_floor
-        step = ttft = 0.0
-        for _ in range(200):  # Little's law: batch = rate x decode time
+        SaturatedError past the token budget or ``limit`` sequences in the system (default: the
+        KV capacity). With a ``limit`` (a closed loop) the chance an iteration is running
+        stays ``busy_floor``: the clients, not the arrivals, say whether one is."""
+        most = capacity if limit is None else limit
+        # from just above an empty batch (a decode step reads the weights whatever the batch;
+        # from exactly zero the iteration could settle on the empty batch, steps of no time)
+        batch = 1e-9 if rate > 0 and decode_steps else 0.0
+        busy = busy_floor
+        step = ttft = in_system = 0.0
+        for _ in range(500):  # Little's law: batch = rate x decode time (rises from below)
             step, ttft, utilization = at_rate(rate, batch, busy)
             if not (utilization < 1 and math.isfinite(step) and math.isfinite(ttft)):
                 raise SaturatedError(
@@ -204,13 +212,13 @@ def steady_state(
                 )
             new_batch = rate * decode_steps * step
             in_system = rate * (ttft + decode_steps * step)
-            if in_system > capacity:
+            if in_system > most * (1 + 1e-12):
                 raise SaturatedError(
-                    f"{in_system:.0f} sequences in flight exceed the {capacity} that fit"
+                    f"{in_system:.0f} sequences in flight exceed the {most:g} that fit"
                 )
-            new_busy = max(busy_floor, 1 - math.exp(-in_system))
-            if math.isclose(new_batch, batch, rel_tol=1e-7, abs_tol=1e-9) and math.isclose(
-                new_busy, busy, rel_tol=1e-7
+            new_busy = busy_floor if limit is not None else max(busy_floor, -math.expm1(-in_system))
+            if math.isclose(new_batch, batch, rel_tol=1e-10, abs_tol=1e-12) and math.isclose(
+                new_busy, busy, rel_tol=1e-10
             ):
                 break
             batch, busy = new_batch, new_busy
@@ -220,24 +228,36 @@ def steady_state(
         step, ttft, batch, _ = solve(load)
         return result(ttft, step, max(batch, 1.0))
 
-    # Closed loop: at most `capacity` clients are served at once, the rest queue for a slot;
-    # find the rate at which the served clients cycle (requests in the system = clients).
+    # Closed loop: at most `capacity` clients are served at once, the rest queue for a slot.
+    # The served clients cycle at the rate X where X x (TTFT(X) + decode time(X)) = served
+    # (Little's law over the whole cycle). The cycle does not shorten as X rises, so
+    # X x cycle(X) increases with X: bisect on X, a rate that would hold more than the served
+    # clients in the system (or overrun the token budget) being too high.
     served = float(min(load, capacity))
     busy_floor = 1.0 if load > 1 else 0.0  # with two or more clients one is always running
-    batch = served * decode_steps / (decode_steps + 1)
-    step, ttft, _ = at_rate(0.0, batch, busy_floor)
-    rate = served / (ttft + decode_steps * step)
-    for _ in range(200):  # rate = clients / cycle, the cycle depending on the rate (damped)
-        step, ttft, utilization = at_rate(rate, batch, busy_floor)
-        if utilization >= 1:  # more prompt tokens than the budget: the cycle must be longer
-            rate *= 0.9
-            continue
-        new_rate = served / (ttft + decode_steps * step)
-        batch = min(served, new_rate * decode_steps * step)
-        if math.isclose(new_rate, rate, rel_tol=1e-7):
+    alone = at_batch(model, s, output_tokens, 1)
+    low, high = 0.0, served / (alone.e2e_ms * 1e-3)  # about the shortest cycle
+    for _ in range(60):  # make sure `high` is too high
+        try:
+            solve(high, busy_floor, limit=served)
+        except SaturatedError:
             break
-        rate = math.sqrt(rate * new_rate)
-    ttft += max(0.0, load - capacity) / rate  # waiting for a free slot
+        low, high = high, 2 * high
+    solved: tuple[float, float, float, float] | None = None
+    for _ in range(200):
+        middle = (low + high) / 2
+        try:
+            solved = solve(middle, busy_floor, limit=served)
+        except SaturatedError:
+            high = middle
+            continue
+        low = middle
+        if high - low <= 1e-10 * high:
+            break
+    if solved is None or low == 0.0:
+        raise SaturatedError(f"{load:g} clients of {s:,}-token prompts cannot be served")
+    step, ttft, batch, _ = solve(low, busy_floor, limit=served)
+    ttft += max(0.0, load - capacity) / low  # waiting for a free slot
     return result(ttft, step, max(batch, 1.0))
 
 
