@@ -17,6 +17,7 @@ from planner.cli.options import (
     JSON_OPTION,
     KV_CACHE_OPTION,
     LATENCY_SIM_REQUESTS,
+    SCHEDULER_OPTION,
 )
 from planner.cli.tables import Column, print_table, print_whole
 from planner.errors import UsageError
@@ -63,6 +64,7 @@ def latency(
     input_tokens: int = typer.Option(1024, "--input", help="Prompt tokens."),
     output_tokens: int = typer.Option(256, "--output", help="Output tokens."),
     engine: str = ENGINE_OPTION,
+    scheduler: str | None = SCHEDULER_OPTION,
     kv_cache: str | None = KV_CACHE_OPTION,
     memory_utilization: float | None = GPU_MEMORY_UTILIZATION_OPTION,
     memory_utilization_alias: float | None = typer.Option(
@@ -110,6 +112,7 @@ def latency(
         sim_requests=sim_requests,
         seed=seed,
         profile=profile_name,
+        scheduler=scheduler,
     )
     check_numbers(query)  # before the --memory-utilization alias, as always
     utilization = memory_utilization_option(memory_utilization, memory_utilization_alias)

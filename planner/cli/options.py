@@ -41,6 +41,8 @@ SIMULATE_ROUTERS: tuple[str, ...] = (
     "least-tokens",
     "prefix-affinity",
 )
+# planner.latency.engines.SCHEDULERS
+TRTLLM_SCHEDULERS: tuple[str, ...] = ("guaranteed_no_evict", "max_utilization")
 # planner.simulate.engine
 SIMULATE_ADMISSION_POLICIES: tuple[str, ...] = ("preempt", "no_evict")
 SIMULATE_VLLM_WATERMARK = 0.01
@@ -80,6 +82,15 @@ GPU_MEMORY_UTILIZATION_OPTION = typer.Option(
     None,
     "--gpu-memory-utilization",
     help="Share of GPU memory the engine may use, 0.1 to 1 (default: the engine's).",
+)
+
+SCHEDULER_OPTION = typer.Option(
+    None,
+    "--scheduler",
+    help=f"TensorRT-LLM's capacity scheduler policy (--engine trtllm only): "
+    f"{' or '.join(TRTLLM_SCHEDULERS)} (default: guaranteed_no_evict, TensorRT-LLM's; it "
+    "reserves each request's whole output; max_utilization packs requests while the KV cache "
+    "they hold fits and pauses the newest when it runs out, as MLPerf submissions run).",
 )
 
 # planner.ingest.TimeKind's and TimeUnit's values

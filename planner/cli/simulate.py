@@ -17,6 +17,7 @@ from planner.cli.options import (
     ENGINE_OPTION,
     GPU_MEMORY_UTILIZATION_OPTION,
     KV_CACHE_OPTION,
+    SCHEDULER_OPTION,
     SIMULATE_ADMISSION_POLICIES,
     SIMULATE_MAX_BATCHED_TOKENS,
     SIMULATE_MAX_REQUESTS,
@@ -102,6 +103,7 @@ def simulate_command(
         "cache and never preempts, as TensorRT-LLM; preempt admits while the prompt fits and "
         "preempts by recomputation, as vLLM and SGLang).",
     ),
+    scheduler: str | None = SCHEDULER_OPTION,
     kv_watermark: float | None = typer.Option(
         None,
         "--kv-watermark",
@@ -246,6 +248,7 @@ def simulate_command(
         engine=engine,
         admission=admission,
         kv_watermark=kv_watermark,
+        scheduler=scheduler,
     )
     hourly = inputs.parse_schedule(schedule)
     # Durations parsed whether or not --autoscale is on: a bad value is an error, never unused.

@@ -35,6 +35,15 @@ from planner.paths import data_dir
 MemoryRule = Literal["total", "free", "static"]
 KVDefault = Literal["model", "weights"]
 Admission = Literal["preempt", "no_evict"]
+# TensorRT-LLM's capacity scheduler policies (SchedulerConfig.capacity_scheduler_policy) and the
+# simulator's admission each runs as: GUARANTEED_NO_EVICT (the default) reserves a request's
+# whole prompt and output before admitting it; MAX_UTILIZATION packs requests while the KV
+# cache they hold now fits and pauses the newest when it runs out (preempt, no watermark).
+SCHEDULERS: dict[str, tuple[Admission, float]] = {
+    "guaranteed_no_evict": ("no_evict", 0.0),
+    "max_utilization": ("preempt", 0.0),
+}
+SCHEDULER_ENGINE = "trtllm"  # the engine whose scheduler policies these are
 KV_CACHE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
 ENGINE_COLUMNS = (
     "name",
@@ -176,6 +185,27 @@ def get_engine(name: str) -> Engine:
             f"unknown engine {shown(name)}; known engines: "
             f"{closest(name[:MAX_SHOWN_CHARS], engine_names())}"
         ) from None
+
+
+def scheduler_admission(engine: Engine | str, scheduler: str) -> tuple[Admission, float]:
+    """The simulator's (admission, KV watermark) for ``engine``'s ``--scheduler`` policy:
+    TensorRT-LLM's ``guaranteed_no_evict`` or ``max_utilization`` (any case, ``-`` for ``_``).
+    Another engine, or another name, is a :class:`~planner.errors.UsageError`."""
+    spec = get_engine(engine) if isinstance(engine, str) else engine
+    name = scheduler.strip().lower().replace("-", "_")
+    if spec.name != SCHEDULER_ENGINE:
+        raise UsageError(
+            f"--scheduler {shown(scheduler)} is TensorRT-LLM's capacity scheduler policy "
+            f"(--engine {SCHEDULER_ENGINE}); {spec.display} ({spec.name}) schedules with its own "
+            f"admission ({spec.admission}): leave --scheduler out, or use --engine "
+            f"{SCHEDULER_ENGINE}"
+        )
+    if name not in SCHEDULERS:
+        raise UsageError(
+            f"--scheduler {shown(scheduler)}: expected {' or '.join(SCHEDULERS)} "
+            f"(TensorRT-LLM's default is guaranteed_no_evict)"
+        )
+    return SCHEDULERS[name]
 
 
 def kv_cache_bytes(kv_cache: str) -> float:

@@ -21,7 +21,7 @@ import numpy as np
 from planner.common.text import shown
 from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
-from planner.latency.engines import Engine, deploy, get_engine
+from planner.latency.engines import Engine, deploy, get_engine, scheduler_admission
 from planner.latency.explain import kv_cache_source, memory_rule_text
 from planner.latency.model import Deployment, LatencyModel, memory_summary
 from planner.latency.profile import DEFAULT_ENGINE, Profile
@@ -69,6 +69,9 @@ class LatencyQuery:
     sim_requests: int = DEFAULT_SIM_REQUESTS  # with qps: requests simulated for percentiles
     seed: int = 0
     profile: str | None = None  # a calibration profile's name; None: the best for GPU and engine
+    # TensorRT-LLM's capacity scheduler policy the simulator runs under --qps (None: the
+    # engine's own admission, engines.csv)
+    scheduler: str | None = None
 
 
 @dataclass(frozen=True)
@@ -242,6 +245,8 @@ def size(query: LatencyQuery) -> Sized:
     check_memory_utilization(query.memory_utilization)
     kv_asked = check_kv_cache(query.kv_cache)
     spec = get_engine(query.engine)
+    if query.scheduler is not None:
+        scheduler_admission(spec, query.scheduler)  # only TensorRT-LLM's names, for trtllm
     if query.static and (query.qps is not None or query.concurrency is not None):
         raise UsageError(
             "--static describes one static batch (--batch N); under --qps or --concurrency "

@@ -15,7 +15,13 @@ import numpy as np
 from planner.common.text import shown
 from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
-from planner.latency.engines import Engine, deploy, get_engine, kv_cache_bytes
+from planner.latency.engines import (
+    Engine,
+    deploy,
+    get_engine,
+    kv_cache_bytes,
+    scheduler_admission,
+)
 from planner.latency.explain import kv_cache_source, memory_rule_text
 from planner.latency.model import Deployment, LatencyModel, memory_summary
 from planner.latency.profile import DEFAULT_ENGINE, Profile
@@ -64,6 +70,9 @@ class ServingSpec:
     admission: str | None = None  # None: the engine's (no_evict for TensorRT-LLM, see engines.csv)
     # preempt admission: share of the KV cache a prompt must leave free (None: vLLM's 0.01)
     kv_watermark: float | None = None
+    # TensorRT-LLM's capacity scheduler policy, guaranteed_no_evict or max_utilization (None:
+    # the engine's default); an alternative to ``admission``, only for engine trtllm
+    scheduler: str | None = None
 
     @property
     def engine_profile(self) -> Engine:
@@ -72,6 +81,14 @@ class ServingSpec:
 
     def admission_policy(self) -> tuple[str, str]:
         """The admission policy the replicas run, and where it came from, in words."""
+        if self.scheduler is not None:
+            if self.admission is not None:
+                raise UsageError(
+                    f"--scheduler {shown(self.scheduler)} and --admission "
+                    f"{shown(self.admission)} are alternatives; give one"
+                )
+            admission, _ = scheduler_admission(self.engine_profile, self.scheduler)
+            return admission, f"--scheduler {self.scheduler.strip().lower().replace('-', '_')}"
         if self.admission is not None:
             if self.admission not in ADMISSION_POLICIES:
                 raise UsageError(
@@ -86,7 +103,11 @@ class ServingSpec:
         """The free share of the KV cache a ``preempt`` admission keeps (0 under no_evict)."""
         if self.admission_policy()[0] != "preempt":
             return 0.0
-        return VLLM_WATERMARK if self.kv_watermark is None else self.kv_watermark
+        if self.kv_watermark is not None:
+            return self.kv_watermark
+        if self.scheduler is not None:  # MAX_UTILIZATION packs to the last block
+            return scheduler_admission(self.engine_profile, self.scheduler)[1]
+        return VLLM_WATERMARK
 
     def deployment(self) -> Deployment:
         catalog = load_catalog()

@@ -54,9 +54,13 @@ def steady_load(
     requests: int,
     *,
     seed: int = 0,
+    engine: EngineConfig | None = None,
 ) -> SteadyLoad:
-    """Simulate ``requests`` Poisson arrivals at ``qps`` of one shape on one replica (chunked
-    prefill, the deployment's batch limits, no prefix cache) and measure the middle of the run.
+    """Simulate ``requests`` Poisson arrivals at ``qps`` of one shape on one replica and
+    measure the middle of the run. ``engine``: how the replica schedules, as ``planner
+    simulate`` builds it for the engine (:meth:`planner.simulate.run.ServingSpec.engine_config`:
+    its admission, batch limits, chunked prefill); None: chunked prefill, the deployment's batch
+    limits, the simulator's default admission, no prefix cache.
     """
     if requests < 10:
         raise UsageError(f"a steady-load simulation needs at least 10 requests, got {requests}")
@@ -70,7 +74,7 @@ def steady_load(
         class_index=np.zeros(requests, dtype=np.int16),
         classes=("default",),
     )
-    engine = EngineConfig(
+    engine = engine or EngineConfig(
         max_seqs=deployment.max_seqs,
         max_batched_tokens=deployment.max_batched_tokens,
         kv_capacity_tokens=deployment.kv_capacity_tokens,

@@ -2,17 +2,40 @@
 the query is checked and its deployment sized (:func:`planner.latency.predict.size`), the
 calibration profiles are read from the store, the pure model times the deployment
 (:func:`planner.latency.predict.predict`), and under a Poisson load the discrete-event simulator
-adds latency percentiles (:func:`planner.simulate.steady.steady_load`)."""
+adds latency percentiles (:func:`planner.simulate.steady.steady_load`), the replica scheduling
+as ``planner simulate`` schedules it for the engine (:func:`serving_spec`)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.latency.predict import LatencyPrediction, LatencyQuery, predict, size
 from planner.latency.registry import engine_profile, profile_accuracy
 from planner.store.calibrations import known_profiles, stored_accuracy
 from planner.usecases import SessionScope
+
+if TYPE_CHECKING:
+    from planner.simulate.run import ServingSpec
+
+
+def serving_spec(query: LatencyQuery) -> ServingSpec:
+    """What ``planner simulate`` runs for ``query``'s deployment and engine: one place builds
+    the engine's scheduling (admission, watermark, batch limits, chunked prefill, prefix
+    cache), so ``latency --qps`` and ``simulate`` replay a load alike."""
+    from planner.simulate.run import ServingSpec
+
+    return ServingSpec(
+        gpu=query.gpu,
+        model=query.model,
+        precision=query.precision,
+        tp=query.tp,
+        kv_cache=query.kv_cache,
+        memory_utilization=query.memory_utilization,
+        max_seqs=query.max_seqs,
+        engine=query.engine,
+        scheduler=query.scheduler,
+    )
 
 
 def _percentiles(
@@ -27,6 +50,8 @@ def _percentiles(
         return None, "off (--sim-requests 0)"
     if saturated:
         return None, "n/a: saturated, queues grow without bound"
+    serving = serving_spec(query)
+    engine = serving.engine_config(prediction.deployment)
     load = steady_load(
         prediction.deployment,
         prediction.profile,
@@ -35,8 +60,14 @@ def _percentiles(
         query.qps,
         query.sim_requests,
         seed=query.seed,
+        engine=engine,
     )
-    return load.to_dict(), None
+    return {
+        **load.to_dict(),
+        "admission": engine.admission,
+        "admission_source": serving.admission_policy()[1],
+        "kv_watermark": engine.watermark,
+    }, None
 
 
 def predict_latency(
