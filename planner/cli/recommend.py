@@ -425,6 +425,14 @@ def recommend_command(
         None, "--dask", help="Run the sweep on Dask: a scheduler address, or 'local'."
     ),
     engine: str = ENGINE_OPTION,
+    confidence: str = typer.Option(
+        "0.9",
+        "--confidence",
+        help="Size the fleet so the P99 targets hold at the upper end of this confidence's "
+        "interval (model error held out, plus the simulator's sampling error); default 0.9; "
+        "0 or none: on the point estimates. Errors from $PLANNER_ACCURACY or "
+        "data/calibration/accuracy.json.",
+    ),
     seed: int = typer.Option(
         0, "--seed", min=0, max=2**63 - 1, help="Random seed (same seed, same result)."
     ),
@@ -448,6 +456,7 @@ def recommend_command(
     commitment plan behind it."""
     from planner.latency.engines import get_engine
     from planner.latency.predict import check_memory_utilization
+    from planner.latency.uncertainty import parse_confidence
     from planner.recommend.inputs import SearchOptions
     from planner.usecases.recommend import RecommendRequest, recommend
 
@@ -500,6 +509,7 @@ def recommend_command(
         workers=workers,
         dask=dask,
         engine=spec.name,
+        confidence=parse_confidence(confidence),
     )
     request = RecommendRequest(
         demand=_demand(dataset, demand, tokens_from, load_scale, start, end),
@@ -608,6 +618,7 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
     _print_search(result)
     if result.winner is not None and result.plan is not None:
         _print_winner(result.winner, result.plan)
+        _print_confidence(result.confidence)
     _print_alternatives(result, rows)
     _print_rejections(result)
     if stored_id is not None:
@@ -685,6 +696,33 @@ def _print_winner(w: dict[str, Any], plan: dict[str, Any]) -> None:
             f"  load {case['load']}: {case['peak_instances']} instances at peak, "
             f"{_usd(case['monthly_usd_with_this_plan'])}/month with this plan, "
             f"{_usd(case['monthly_usd_replanned'])} replanned ({case['replanned_option']})"
+        )
+
+
+def _print_confidence(conf: dict[str, Any]) -> None:
+    """Per target: the simulated P99, its upper bound, the confidence and the error group;
+    then what the margin costs a month."""
+    level = conf.get("level")
+    if level is None:
+        stdout.print("  no confidence margin (--confidence 0): sized on the point estimates")
+        return
+    for metric, row in conf["targets"].items():
+        if row["target_s"] is None:
+            continue
+        group = row["error_group"] or {}
+        stdout.print(
+            f"  P99 {metric.upper()} {_ms(row['point_p99_s'])} ms, at most "
+            f"{_ms(row['upper_s'])} ms at {level:.0%} confidence (target "
+            f"{_ms(row['target_s'])} ms; model error x{row['model_factor']:.2f} from "
+            f"{_cell(group.get('group'))}, {_cell(group.get('how'))})"
+        )
+    base = conf.get("point_estimate_fleet")
+    if conf.get("margin_usd_per_month") is not None and base is not None:
+        stdout.print(
+            f"  the {level:.0%} margin costs {_usd(conf['margin_usd_per_month'])}/month: the "
+            f"cheapest fleet meeting the targets on the point estimates costs "
+            f"{_usd(base['monthly_usd'])} ({base['peak_instances']} x "
+            f"{_cell(base['instance_type'])} at peak; {_cell(base['found'])})"
         )
 
 

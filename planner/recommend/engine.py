@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -14,7 +14,8 @@ import numpy as np
 from planner.latency.catalog import load_catalog
 from planner.latency.model import LatencyModel
 from planner.latency.profile import Profile, choose_profile, load_bundled_profiles
-from planner.recommend.inputs import POOL_SAMPLE, Request
+from planner.recommend.inputs import POOL_SAMPLE, Constraints, Request
+from planner.recommend.margin import margin_summary
 from planner.recommend.plan import commitment_plan, list_price_cost, spot_share
 from planner.recommend.screen import (
     METRICS,
@@ -27,6 +28,7 @@ from planner.recommend.screen import (
 from planner.recommend.space import Candidate, Rejection, enumerate_candidates
 from planner.recommend.sweep import Screened, StageProgress, Sweep, rank_key, size
 from planner.recommend.verify import Runner
+from planner.simulate.metrics import SLO
 from planner.workload.rates import HOUR_S
 from pricing.model import PricePoint
 
@@ -46,6 +48,9 @@ class Recommendation:
     stats: dict[str, Any]
     hourly: dict[str, list[float]]  # hour starts, demand and the winner's fleet
     notes: list[str]
+    # the confidence margin: level, error groups, per target the point P99 and its upper
+    # bound, and what the margin costs a month (planner.recommend.margin)
+    confidence: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +65,7 @@ class Recommendation:
             "stats": self.stats,
             "hourly": self.hourly,
             "notes": self.notes,
+            "confidence": self.confidence,
         }
 
 
@@ -131,6 +137,8 @@ def recommend(
             sweep.tighten(leaders[0])
         if leaders and options.growth_check:
             leaders[0].load_headroom = sweep.growth(leaders[0])
+        if leaders and request.margin.on:
+            sweep.point_sized(leaders[0], _point_capacity(request, leaders[0], profiles))
 
     passed = []
     for s in sorted((s for s in verified if s.passed), key=rank_key):
@@ -198,6 +206,7 @@ def recommend(
         },
         hourly=_hourly(winner, request),
         notes=_notes(winner, screened, affordable, request),
+        confidence=_confidence(request, winner, sweep),
     )
 
 
@@ -213,25 +222,18 @@ def _screen(
     """Size every candidate by the analytic screen; those no load fits are rejected."""
     demand, constraints = request.demand, request.constraints
     lengths = Lengths.sample(demand.inputs, demand.outputs, POOL_SAMPLE, request.options.seed)
-    slo = request.targets.strictest()
+    margin = request.margin
     capacities: dict[tuple[Any, ...], Capacity] = {}  # per deployment and engine setting
     screened: list[Screened] = []
     for done, cand in enumerate(candidates, start=1):
         gpu = cand.offer.gpu
         if gpu not in profiles:
             profiles[gpu] = profile_for(gpu)
+        # the targets shrunk by the model's error on this GPU class (as given without a margin)
+        slo = margin.shrink(request.targets.strictest(), gpu)
         key = (*cand.deployment_key(), cand.max_seqs, cand.chunked_prefill)
         if key not in capacities:
-            serving = cand.serving(constraints)
-            capacities[key] = replica_capacity(
-                LatencyModel(serving.deployment(), profiles[gpu]),
-                lengths,
-                slo,
-                max_seqs=cand.max_seqs,
-                chunked_prefill=cand.chunked_prefill,
-                admission=serving.admission_policy()[0],
-                watermark=serving.watermark(),
-            )
+            capacities[key] = _capacity(cand, constraints, profiles[gpu], lengths, slo)
         capacity = capacities[key]
         if capacity.rps > 0:
             screened.append(size(cand, capacity, capacity.rps, request, spot))
@@ -240,6 +242,7 @@ def _screen(
             detail = (
                 f"predicted P99 {miss[0].upper()} {miss[1] * 1e3:,.0f} ms at the lightest load, "
                 f"target {miss[2] * 1e3:,.0f} ms"
+                + (f" (with the {margin.confidence:.0%} margin)" if margin.on else "")
                 if miss
                 else "no batch size fits the KV cache with room to spare"
             )
@@ -249,6 +252,73 @@ def _screen(
         if progress and (done % 100 == 0 or done == len(candidates)):
             progress("screen", done, len(candidates))
     return screened
+
+
+def _capacity(
+    cand: Candidate, constraints: Constraints, profile: Profile, lengths: Lengths, slo: SLO
+) -> Capacity:
+    """One replica's capacity under ``slo`` by the analytic screen."""
+    serving = cand.serving(constraints)
+    return replica_capacity(
+        LatencyModel(serving.deployment(), profile),
+        lengths,
+        slo,
+        max_seqs=cand.max_seqs,
+        chunked_prefill=cand.chunked_prefill,
+        admission=serving.admission_policy()[0],
+        watermark=serving.watermark(),
+    )
+
+
+def _point_capacity(request: Request, leader: Screened, profiles: dict[str, Profile]) -> Capacity:
+    """The leader's replica capacity under the targets as given (no margin)."""
+    demand, cand = request.demand, leader.candidate
+    lengths = Lengths.sample(demand.inputs, demand.outputs, POOL_SAMPLE, request.options.seed)
+    return _capacity(
+        cand,
+        request.constraints,
+        profiles[cand.offer.gpu],
+        lengths,
+        request.targets.strictest(),
+    )
+
+
+def _confidence(request: Request, winner: Screened | None, sweep: Sweep) -> dict[str, Any]:
+    """The margin in the result: its level, the accuracy file, per target the winner's point
+    P99 and upper bound with the error group, and what the margin costs a month."""
+    margin = request.margin
+    v = winner.verified if winner is not None else None
+    point = {m: v.worst(m) if v else None for m in METRICS}
+    upper = {m: v.worst_upper(m) if v else None for m in METRICS}
+    gpu = winner.candidate.offer.gpu if winner is not None else None
+    base = sweep.point_best if margin.on else winner
+    cost = None
+    if winner is not None and base is not None:
+        cost = max(winner.monthly_usd - base.monthly_usd, 0.0)
+    return {
+        "level": margin.confidence,
+        "accuracy_file": margin.accuracy.source,
+        "accuracy_generated": margin.accuracy.generated,
+        "engine": margin.engine,
+        "targets": margin_summary(margin, gpu, request.targets.strictest(), point, upper),
+        "margin_usd_per_month": cost,
+        "point_estimate_fleet": None
+        if base is None
+        else {
+            **{k: base.candidate.describe()[k] for k in ("id", "instance_type", "gpu", "tp")},
+            "monthly_usd": base.monthly_usd,
+            "peak_instances": int(base.instances.max()),
+            "found": sweep.point_how if margin.on else "the recommended fleet (no margin)",
+        },
+        "method": (
+            "the cheapest fleet simulated in this search whose point P99s met the targets "
+            "(every verification, tightening step, and the winner's configuration sized "
+            "without the margin); the margin's cost is the recommended fleet's monthly cost "
+            "less that fleet's"
+            if margin.on
+            else "no margin: the fleet is sized on the point estimates"
+        ),
+    }
 
 
 def _over_budget(s: Screened, budget: float, when: str) -> Rejection:
@@ -372,6 +442,8 @@ def _row(s: Screened, request: Request, tokens: tuple[float, float]) -> dict[str
         "p99_ttft_s": simulated["ttft"],
         "p99_tpot_s": simulated["tpot"],
         "p99_e2e_s": simulated["e2e"],
+        # with a confidence margin: each P99's upper bound (what the targets were checked at)
+        "p99_upper_s": {m: v.worst_upper(m) for m in METRICS} if v and v.upper else None,
         # the margin to the nearest target, and the load the fleet could still absorb at peak
         "slo_headroom": 1 - max(ratios) if ratios else None,
         "capacity_headroom": 1 - peak_rps / (peak_replicas * s.capacity.rps)

@@ -12,6 +12,8 @@ from numpy.typing import NDArray
 
 from planner.errors import UsageError
 from planner.latency.profile import DEFAULT_ENGINE
+from planner.latency.uncertainty import NO_ACCURACY, Accuracy
+from planner.recommend.margin import Margin
 from planner.simulate.metrics import SLO
 from planner.simulate.workload import DEFAULT_CLASS, Workload, synthetic
 from planner.workload.rates import HOUR_S, RateCurve
@@ -236,8 +238,16 @@ class SearchOptions:
     workers: int = 0  # processes for the verification; 0: one per core
     dask: str | None = None  # scheduler address, or "local" for a LocalCluster
     engine: str = DEFAULT_ENGINE
+    # the P99 targets hold at this confidence's upper bound (None: on the point estimates);
+    # planner recommend defaults to 0.9 (planner.latency.uncertainty.DEFAULT_CONFIDENCE)
+    confidence: float | None = None
 
     def __post_init__(self) -> None:
+        if self.confidence is not None and not 0 < self.confidence < 1:
+            raise UsageError(
+                f"--confidence {self.confidence:g}: expected a level above 0 and below 1 "
+                "(0.9), or 0/none for no margin"
+            )
         if self.verify_top < 1:
             raise UsageError("--verify-top must be at least 1: only verified fleets are named")
         if self.verify_hours < 1:
@@ -263,3 +273,8 @@ class Request:
     targets: Targets
     constraints: Constraints
     options: SearchOptions = field(default_factory=SearchOptions)
+    accuracy: Accuracy = NO_ACCURACY  # the held-out errors the confidence margin comes from
+
+    @property
+    def margin(self) -> Margin:
+        return Margin(self.options.confidence, self.constraints.engine, self.accuracy)

@@ -127,6 +127,10 @@ class Sweep:
     simulated: dict[tuple[Any, ...], Verification] = field(default_factory=dict)
     rounds: int = 0
     peak: Window = field(init=False)  # the verification window every candidate shares
+    # with a confidence margin: the cheapest fleet simulated whose point P99s met the targets
+    # (what the recommendation would cost without the margin), and how it was found
+    point_best: Screened | None = None
+    point_how: str = ""
 
     def __post_init__(self) -> None:
         options = self.request.options
@@ -168,6 +172,8 @@ class Sweep:
             results = self.run(f"verify (round {self.rounds}, attempt {attempt})", tasks)
             for s, result in zip(pending, results, strict=True):
                 s.verifications.append(result)
+                if result.passed_on_points:
+                    self.note_point(s, f"verified (attempt {attempt})")
             pending = [s for s in pending if not s.passed]
             if attempt < options.max_attempts:
                 for s in pending:
@@ -191,6 +197,8 @@ class Sweep:
                 margin = 1 + options.tighten_margin
                 tasks.append(replace(task, windows=(self.peak,), load_scale=margin, attempt=0))
             results = self.run(f"tighten (step {leader.tightened + 1})", tasks)
+            if all(r.passed_on_points for r in results):
+                self.note_point(smaller, f"tightened (step {leader.tightened + 1})")
             if not all(r.passed for r in results):
                 return
             adopt(leader, smaller)
@@ -223,6 +231,38 @@ class Sweep:
                 for factor, result in zip(GROWTH_FACTORS, results, strict=True)
             ],
         }
+
+    # --- the margin's cost ---------------------------------------------------------------------
+
+    def note_point(self, s: Screened, how: str) -> None:
+        """Keep ``s``'s fleet as it is now when it is the cheapest that met the targets on the
+        point estimates so far."""
+        if self.point_best is None or rank_key(s) < rank_key(self.point_best):
+            self.point_best = replace(s, verifications=list(s.verifications))
+            self.point_how = how
+
+    def point_sized(self, leader: Screened, capacity: Capacity) -> None:
+        """The winner's configuration sized by the screen without the margin (``capacity``,
+        with the same adjustment the verification made to the margin's sizing), simulated on
+        the point estimates like a tightening step (its peak hour also at +tighten_margin): if
+        it passes, the cheapest point-estimate fleet may be this one."""
+        if capacity.rps <= 0 or leader.capacity.rps <= 0:
+            return
+        rps = capacity.rps * leader.rps_per_replica / leader.capacity.rps
+        if rps <= leader.rps_per_replica:
+            return
+        smaller = size(leader.candidate, capacity, rps, self.request, self.spot)
+        if self.point_best is not None and rank_key(smaller) >= rank_key(self.point_best):
+            return
+        task = replace(self.task(smaller, 0), confidence=None, factors=())
+        tasks = [task]
+        margin = self.request.options.tighten_margin
+        if margin > 0:
+            tasks.append(replace(task, windows=(self.peak,), load_scale=1 + margin))
+        results = self.run("point-estimate fleet", tasks)
+        if all(r.passed for r in results):
+            smaller.verifications.append(results[0])
+            self.note_point(smaller, "the winner's configuration sized without the margin")
 
     # --- shared ------------------------------------------------------------------------------
 
@@ -259,6 +299,7 @@ class Sweep:
             if w not in self.workloads:
                 self.workloads[w] = request.demand.window(w[0], w[1], seed + w[0])
         c = s.candidate
+        margin = request.margin
         return VerifyTask(
             candidate_id=c.id,
             attempt=attempt,
@@ -270,6 +311,8 @@ class Sweep:
             slos=request.targets.slos,
             min_attainment=request.targets.min_attainment,
             seed=seed,
+            confidence=margin.confidence,
+            factors=tuple(margin.factors(c.offer.gpu).items()),
         )
 
     def run(self, stage: str, tasks: list[VerifyTask]) -> list[Verification]:

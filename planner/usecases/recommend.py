@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from planner.common.text import closest, printable, shown
 from planner.errors import PlannerError, StoreError, UsageError
 from planner.latency.profile import Profile, choose_profile
+from planner.latency.uncertainty import NO_ACCURACY, Accuracy, bundled_accuracy, load_accuracy
 from planner.recommend import engine
 from planner.recommend.inputs import Constraints, Demand, Request, SearchOptions, Targets
 from planner.recommend.limits import (
@@ -94,6 +95,9 @@ class RecommendRequest:
     max_requests: int = DEFAULT_MAX_REQUESTS
     names: LimitNames = field(default_factory=LimitNames)
     save: bool = True
+    # the held-out errors the confidence margin comes from (None: $PLANNER_ACCURACY, else the
+    # bundled data/calibration/accuracy.json, else the stated default error)
+    accuracy_file: Path | None = None
 
     def check(self) -> None:
         """What can be refused before any work: no target, a bad load scale."""
@@ -144,7 +148,13 @@ def recommend(
         limit.check(demand)
         said("reading prices")
         prices, profiles = search_inputs(session, request.constraints)
-    search = Request(demand, _targets(request, demand), request.constraints, request.options)
+    search = Request(
+        demand,
+        _targets(request, demand),
+        request.constraints,
+        request.options,
+        accuracy_for(request.options.confidence, request.accuracy_file),
+    )
     said("screen")
     engine_name = request.options.engine
     result = engine.recommend(
@@ -158,6 +168,14 @@ def recommend(
         return RecommendResult(result, data)
     said("storing")
     return RecommendResult(result, data, save_retrying(sessions, result, data))
+
+
+def accuracy_for(confidence: float | None, path: Path | None = None) -> Accuracy:
+    """The held-out errors a margin at ``confidence`` is taken from: ``path``, else
+    :func:`~planner.latency.uncertainty.bundled_accuracy` (no file read without a margin)."""
+    if confidence is None:
+        return NO_ACCURACY
+    return load_accuracy(path) if path is not None else bundled_accuracy()
 
 
 def _targets(request: RecommendRequest, demand: Demand) -> Targets:
