@@ -23,6 +23,7 @@ from planner.cli.options import (
     KV_CACHE_OPTION,
     RECOMMEND_MAX_REQUESTS,
     RECOMMEND_PRECISIONS,
+    SCHEDULER_OPTION,
 )
 from planner.cli.tables import Column, print_table
 from planner.common.files import check_output_path, write_text_atomic
@@ -234,6 +235,7 @@ class ConstraintOptions:
     spot_rate: float
     budget: float | None
     min_replicas: int
+    scheduler: str | None = None
 
 
 def _constraints(given: ConstraintOptions, engine: str) -> Constraints:
@@ -269,6 +271,7 @@ def _constraints(given: ConstraintOptions, engine: str) -> Constraints:
         chunked_prefill=_chunked(given.chunked_prefill),
         kv_cache=check_kv_cache(given.kv_cache),
         engine=engine,
+        scheduler=given.scheduler,
         memory_utilization=given.memory_utilization,
         purchase_options=_purchase(given.purchase, given.max_spot_share),
         max_spot_share=given.max_spot_share,
@@ -425,6 +428,7 @@ def recommend_command(
         None, "--dask", help="Run the sweep on Dask: a scheduler address, or 'local'."
     ),
     engine: str = ENGINE_OPTION,
+    scheduler: str | None = SCHEDULER_OPTION,
     confidence: str = typer.Option(
         "0.9",
         "--confidence",
@@ -495,6 +499,7 @@ def recommend_command(
         spot_rate=spot_rate,
         budget=budget,
         min_replicas=min_replicas,
+        scheduler=scheduler,
     )
     constraints = _constraints(given, spec.name)
     options = SearchOptions(

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.errors import UsageError
+from planner.latency.engines import scheduler_admission
 from planner.latency.profile import DEFAULT_ENGINE
 from planner.latency.uncertainty import NO_ACCURACY, Accuracy
 from planner.recommend.margin import Margin
@@ -174,6 +175,8 @@ class Constraints:
     kv_cache: str | None = None  # None: the engine's default (TensorRT-LLM: FP8 under FP8)
     engine: str = DEFAULT_ENGINE  # sizes memory, KV cache and batches (engines.csv)
     memory_utilization: float | None = None  # None: the engine's memory fraction
+    # TensorRT-LLM's capacity scheduler policy (--scheduler; None: the engine's admission)
+    scheduler: str | None = None
     purchase_options: tuple[PurchaseOption, ...] = DEFAULT_PURCHASE
     max_spot_share: float = 0.0
     spot_classes: tuple[str, ...] = ()  # classes that tolerate interruption; empty: all
@@ -185,6 +188,8 @@ class Constraints:
     def __post_init__(self) -> None:
         if not self.precisions:
             raise UsageError("no precisions allowed: give at least one (--precision)")
+        if self.scheduler is not None:
+            scheduler_admission(self.engine, self.scheduler)  # TensorRT-LLM's names only
         if self.max_tp < 1 or any(tp < 1 for tp in self.tp_degrees):
             raise UsageError("tensor-parallel degrees must be at least 1")
         if not self.max_seqs or min(self.max_seqs) < 1:

@@ -89,6 +89,7 @@ class Candidate:
             max_seqs=self.max_seqs,
             chunked_prefill=self.chunked_prefill,
             engine=constraints.engine,
+            scheduler=constraints.scheduler,
         )
 
     def deployment_key(self) -> tuple[str, str, str, int]:
