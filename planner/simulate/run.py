@@ -74,6 +74,10 @@ class ServingSpec:
     # the engine's default); an alternative to ``admission``, only for engine trtllm
     scheduler: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.scheduler is not None:  # refused at once, before any data is read
+            self.admission_policy()
+
     @property
     def engine_profile(self) -> Engine:
         """The engine's sizing defaults (raises with suggestions for an unknown name)."""
