@@ -19,6 +19,7 @@ all-reduces per layer.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,10 +237,13 @@ class LatencyModel:
         self.deployment = deployment
         self.profile = profile
         d, m, p, gpu = deployment, deployment.model, deployment.precision, deployment.gpu
+        # a TP shard's narrower GEMMs and weight reads reach less of the peak
+        shard_eff = 1.0 / (1.0 + profile.tp_eff_loss * math.log2(deployment.tp))
         # asymptotic GEMM FLOP/s; the token-dependent share is applied per call
         self.matmul_flops = (
             gpu.peak(p.compute_peak)
             * profile.compute_eff
+            * shard_eff
             * gemm_scale(profile, p)
             / p.dequant_compute_factor
         )
@@ -247,7 +251,7 @@ class LatencyModel:
         act_peak = activation_peak(gpu, p)
         self.lm_flops = act_peak * 1e12 * profile.compute_eff  # the LM head is not quantized
         self.attn_flops = act_peak * 1e12 * profile.attn_prefill_eff
-        self.bandwidth = gpu.bandwidth * profile.memory_eff
+        self.bandwidth = gpu.bandwidth * profile.memory_eff * shard_eff
         self.kv_bandwidth = gpu.bandwidth * profile.attn_decode_eff
         self.attn_fixed = m.layers * profile.attn_layer_us * 1e-6
         tp = d.tp
@@ -295,6 +299,7 @@ class LatencyModel:
             allreduce_bytes_per_token=self.allreduce_bytes_per_token,
             link_bandwidth=self.link_bandwidth,
             overhead_s=profile.iteration_overhead_ms * 1e-3,
+            sequence_s=profile.sequence_us * 1e-6,
         )
 
     def gemm_rows(self, tokens: ArrayLike) -> Array:
@@ -351,7 +356,10 @@ class LatencyModel:
             active * self.profile.allreduce_us * 1e-6
             + n * self.allreduce_bytes_per_token / self.link_bandwidth
         )
-        overhead = active * self.profile.iteration_overhead_ms * 1e-3
+        overhead = (
+            active * self.profile.iteration_overhead_ms * 1e-3
+            + lm * self.profile.sequence_us * 1e-6
+        )
         return IterationCost(projections, mlp, attention, lm_head, communication, overhead)
 
     def iteration_seconds(

@@ -29,6 +29,9 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "iteration_overhead_ms": (0.0, 50.0),
     "request_overhead_ms": (0.0, 500.0),
     "allreduce_us": (0.5, 100.0),
+    "comm_eff": (0.1, 1.0),
+    "sequence_us": (0.0, 500.0),
+    "tp_eff_loss": (0.0, 1.0),
 }
 
 
@@ -60,6 +63,12 @@ class Profile:
     request_overhead_ms: float = 4.0  # per request, on its first token (tokenize, HTTP, queue)
     allreduce_us: float = 25.0  # fixed latency of one tensor-parallel all-reduce
     comm_eff: float = 0.7  # fraction of link bandwidth an all-reduce reaches
+    # host work per running sequence per iteration: sampling, per-sequence scheduling,
+    # detokenizing and streaming its token (measured under load: 0 in offline tables)
+    sequence_us: float = 0.0
+    # GEMMs and weight reads of a TP shard are narrower and less efficient: efficiency at TP t
+    # is divided by 1 + tp_eff_loss x log2(t)
+    tp_eff_loss: float = 0.0
 
     def with_params(self, **params: float) -> Profile:
         return Profile.from_dict({**self.to_dict(), **params})
@@ -125,7 +134,7 @@ def _check(profile: Profile) -> None:
         raise ValueError("name and engine must be text")
     if profile.gpu is not None and not isinstance(profile.gpu, str):
         raise ValueError("gpu must be text or null")
-    for name in (*FIT_BOUNDS, "comm_eff"):
+    for name in FIT_BOUNDS:
         value = getattr(profile, name)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"{name} must be a number, got {shown(value)}")

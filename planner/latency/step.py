@@ -59,6 +59,7 @@ class StepFormula:
         allreduce_bytes_per_token: SupportsFloat,
         link_bandwidth: SupportsFloat,
         overhead_s: SupportsFloat,
+        sequence_s: SupportsFloat = 0.0,
     ) -> None:
         self.moe = moe
         self.experts = float(experts)
@@ -85,6 +86,7 @@ class StepFormula:
         self.allreduce_bytes_per_token = float(allreduce_bytes_per_token)
         self.link_bandwidth = float(link_bandwidth)
         self.overhead_s = float(overhead_s)
+        self.sequence_s = float(sequence_s)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled and copied as its constants (a compiled instance is made only by __init__)."""
@@ -146,7 +148,8 @@ class StepFormula:
             total += self.allreduces * (
                 self.allreduce_s + tokens * self.allreduce_bytes_per_token / self.link_bandwidth
             )
-        return total + self.overhead_s
+        # host work per sequence in the batch (sampling, scheduling, detokenizing, streaming)
+        return total + self.overhead_s + logits * self.sequence_s
 
 
 #: StepFormula's constants, in the order of its __init__
@@ -176,6 +179,7 @@ CONSTANTS: Final = (
     "allreduce_bytes_per_token",
     "link_bandwidth",
     "overhead_s",
+    "sequence_s",
 )
 
 
