@@ -356,6 +356,46 @@ def catalog_models(as_json: bool = JSON_OPTION) -> None:
     )
 
 
+@catalog_app.command("add-model")
+@user_errors
+def catalog_add_model(
+    config: Path = typer.Option(
+        ...,
+        "--config",
+        help="A Hugging Face config.json (LlamaForCausalLM, MistralForCausalLM, "
+        "Qwen2ForCausalLM or MixtralForCausalLM).",
+    ),
+    name: str | None = typer.Option(
+        None, "--name", help="The model's name in planner (default: the config's _name_or_path)."
+    ),
+    aliases: list[str] = typer.Option(
+        [], "--aliases", help="Other names it answers to, comma-separated (or repeat --aliases)."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Add a model from its Hugging Face config.json to your catalog
+    ($PLANNER_HOME/catalog/models.csv, merged over the bundled one); every command then knows
+    it by --name."""
+    from planner.usecases.catalog import add_model
+
+    names = [a.strip() for given in aliases for a in given.split(",") if a.strip()]
+    added = add_model(config, name, names)
+    if as_json:
+        print_json(added.to_dict())
+        return
+    m = added.model
+    experts = f", {m.experts_per_token} of {m.experts} experts" if m.is_moe else ""
+    replaced = {"bundled": " (replaces the bundled model of that name)", "user": " (updated)"}
+    stdout.print(
+        f"added [bold]{escape(m.name)}[/]{replaced.get(added.replaced or '', '')}: "
+        f"{m.total_params / 1e9:.2f}B parameters, {m.layers} layers, hidden {m.hidden_size}, "
+        f"{m.attention_heads} heads / {m.kv_heads} KV heads{experts}, context "
+        f"{m.max_context:,}",
+        soft_wrap=True,
+    )
+    stdout.print(f"catalog: {escape(str(added.path))}", soft_wrap=True)
+
+
 @catalog_app.command("precisions")
 @user_errors
 def catalog_precisions(as_json: bool = JSON_OPTION) -> None:

@@ -1,5 +1,7 @@
 """Hardware, model and precision catalogs: plain CSV files under ``data/catalog/``, each row
-with its source, read into small frozen dataclasses."""
+with its source, read into small frozen dataclasses. The models a user adds from a Hugging Face
+``config.json`` (``planner catalog add-model``, :func:`model_from_hf_config`) live in
+``$PLANNER_HOME/catalog/models.csv`` and are merged over the bundled ones."""
 
 from __future__ import annotations
 
@@ -7,14 +9,15 @@ import csv
 import functools
 import io
 import math
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from planner.common.text import MAX_SHOWN_CHARS, closest, shown
 from planner.errors import PlannerError, UsageError
-from planner.paths import data_dir
+from planner.paths import data_dir, user_catalog_dir
 
 GIB = 1024**3
 MIB = 1024**2
@@ -429,12 +432,229 @@ def load_precisions(path: Path) -> list[Precision]:
     return precisions
 
 
-@functools.cache
+USER_MODELS_FILE = "models.csv"  # under $PLANNER_HOME/catalog
+
+
+def user_models_path() -> Path:
+    """The user's models (``planner catalog add-model``): ``$PLANNER_HOME/catalog/models.csv``."""
+    return user_catalog_dir() / USER_MODELS_FILE
+
+
+def merge_models(bundled: Sequence[ModelSpec], user: Sequence[ModelSpec]) -> list[ModelSpec]:
+    """The bundled models with the user's merged over them: a user model named as a bundled
+    one (or one of its aliases) replaces it."""
+    taken = {key.lower() for m in user for key in (m.name, *m.aliases)}
+    kept = [m for m in bundled if m.name.lower() not in taken]
+    return [*kept, *user]
+
+
 def load_catalog(folder: Path | None = None) -> Catalog:
-    """The catalogs under ``folder`` (default ``data/catalog``), read once per process."""
-    folder = folder or data_dir() / "catalog"
+    """The catalogs under ``folder`` (default ``data/catalog``), read once per process; by
+    default with the user's models (:func:`user_models_path`) merged over the bundled ones
+    (read again when that file changes)."""
+    if folder is not None:
+        return _load_catalog(folder, None, None)
+    user = user_models_path()
+    try:
+        info = user.stat()
+        stamp: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
+    except OSError:
+        stamp = None
+    return _load_catalog(data_dir() / "catalog", user if stamp else None, stamp)
+
+
+@functools.cache
+def _load_catalog(folder: Path, user_models: Path | None, stamp: tuple[int, int] | None) -> Catalog:
+    models = load_models(folder / "models.csv")
+    if user_models is not None:
+        models = merge_models(models, load_models(user_models))
     return Catalog(
         gpus=Table("GPU", load_gpus(folder / "gpus.csv")),
-        models=Table("model", load_models(folder / "models.csv")),
+        models=Table("model", models),
         precisions=Table("precision", load_precisions(folder / "precisions.csv")),
     )
+
+
+# --- a model from a Hugging Face config.json ------------------------------------------------
+
+HF_CONFIG_MAX_BYTES = 1 << 20  # a config.json is a few KiB
+# Architectures whose shape the step model prices: decoder-only, grouped-query attention, a
+# gated (SwiGLU) MLP, or Mixtral's top-k mixture of such MLPs.
+HF_ARCHITECTURES: Mapping[str, str] = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "Qwen2ForCausalLM": "qwen2",
+    "MixtralForCausalLM": "mixtral",
+}
+_MOST = {  # generous bounds: larger is a typo, not a model
+    "hidden_size": 1 << 17,
+    "num_hidden_layers": 4096,
+    "num_attention_heads": 4096,
+    "num_key_value_heads": 4096,
+    "head_dim": 4096,
+    "intermediate_size": 1 << 20,
+    "vocab_size": 1 << 24,
+    "max_position_embeddings": 1 << 27,
+    "num_local_experts": 4096,
+    "num_experts_per_tok": 4096,
+}
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+ALIAS_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/ -]{0,127}")
+
+
+class ModelConfigError(UsageError):
+    """A Hugging Face config.json planner cannot take as a model (names the file and field)."""
+
+
+def _config_whole(config: Mapping[str, Any], key: str, where: str, default: int | None) -> int:
+    value = config.get(key)
+    if value is None:
+        if default is None:
+            raise ModelConfigError(f"{where}: {key} is missing: expected a whole number")
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelConfigError(
+            f"{where}: {key} = {shown(str(value))}: expected a whole number, got "
+            f"{type(value).__name__}"
+        )
+    most = _MOST[key]
+    if not 1 <= value <= most:
+        raise ModelConfigError(
+            f"{where}: {key} = {value}: expected a whole number from 1 to {most:,}"
+        )
+    return value
+
+
+def check_model_name(name: str, option: str = "--name") -> str:
+    """A catalog name: letters, digits, ``.``, ``_`` and ``-``, 64 characters at most."""
+    if not NAME_PATTERN.fullmatch(name):
+        raise ModelConfigError(
+            f"{option} {shown(name)}: expected 1 to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (e.g. codellama-34b)"
+        )
+    return name
+
+
+def check_model_aliases(aliases: Iterable[str]) -> tuple[str, ...]:
+    """Other names a model answers to (a Hugging Face id such as meta-llama/CodeLlama-34b-hf)."""
+    found: list[str] = []
+    for alias in aliases:
+        alias = alias.strip()
+        if not ALIAS_PATTERN.fullmatch(alias) or "," in alias:
+            raise ModelConfigError(
+                f"--aliases {shown(alias)}: expected 1 to 128 letters, digits, spaces, '.', '_', "
+                "'-' or '/', starting with a letter or digit"
+            )
+        if alias.lower() not in (a.lower() for a in found):
+            found.append(alias)
+    return tuple(found)
+
+
+def model_from_hf_config(
+    config: Mapping[str, Any], where: str, name: str, aliases: tuple[str, ...], source: str
+) -> ModelSpec:
+    """The catalog model a Hugging Face ``config.json`` (parsed) describes. Every field is
+    checked; a :class:`ModelConfigError` names ``where`` (the file), the field and what was
+    expected. Fields: architectures, hidden_size, num_hidden_layers, num_attention_heads,
+    num_key_value_heads (default: the attention heads), head_dim (default: hidden_size /
+    heads), intermediate_size, vocab_size, max_position_embeddings, tie_word_embeddings
+    (default false), and for Mixtral num_local_experts and num_experts_per_tok."""
+    architectures = config.get("architectures")
+    if not (
+        isinstance(architectures, list) and architectures and isinstance(architectures[0], str)
+    ):
+        raise ModelConfigError(
+            f"{where}: architectures: expected a list naming one of {', '.join(HF_ARCHITECTURES)}"
+        )
+    architecture = architectures[0]
+    if architecture not in HF_ARCHITECTURES:
+        raise ModelConfigError(
+            f"{where}: architectures = {shown(architecture)}: planner models "
+            f"{', '.join(HF_ARCHITECTURES)} (decoder-only, grouped-query attention, gated MLP)"
+        )
+    hidden = _config_whole(config, "hidden_size", where, None)
+    heads = _config_whole(config, "num_attention_heads", where, None)
+    kv_heads = _config_whole(config, "num_key_value_heads", where, heads)
+    if heads % kv_heads:
+        raise ModelConfigError(
+            f"{where}: num_key_value_heads = {kv_heads} must divide num_attention_heads = {heads}"
+        )
+    if config.get("head_dim") is None and hidden % heads:
+        raise ModelConfigError(
+            f"{where}: hidden_size = {hidden} is not a multiple of num_attention_heads = {heads}; "
+            "give head_dim"
+        )
+    head_dim = _config_whole(config, "head_dim", where, hidden // heads)
+    moe = HF_ARCHITECTURES[architecture] == "mixtral"
+    experts = _config_whole(config, "num_local_experts", where, None if moe else 1)
+    per_token = _config_whole(config, "num_experts_per_tok", where, None if moe else 1)
+    if moe and not 1 <= per_token <= experts:
+        raise ModelConfigError(
+            f"{where}: num_experts_per_tok = {per_token} must be from 1 to num_local_experts = "
+            f"{experts}"
+        )
+    if not moe and experts != 1:
+        raise ModelConfigError(
+            f"{where}: num_local_experts = {experts} with architecture {architecture}: expected "
+            "1 (a mixture of experts is MixtralForCausalLM)"
+        )
+    tied = config.get("tie_word_embeddings", False)
+    if not isinstance(tied, bool):
+        raise ModelConfigError(
+            f"{where}: tie_word_embeddings = {shown(str(tied))}: expected true or false"
+        )
+    model_type = config.get("model_type")
+    family = (
+        model_type if isinstance(model_type, str) and NAME_PATTERN.fullmatch(model_type) else ""
+    )
+    return ModelSpec(
+        name=check_model_name(name),
+        aliases=check_model_aliases(aliases),
+        family=family or HF_ARCHITECTURES[architecture],
+        layers=_config_whole(config, "num_hidden_layers", where, None),
+        hidden_size=hidden,
+        attention_heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=_config_whole(config, "intermediate_size", where, None),
+        vocab_size=_config_whole(config, "vocab_size", where, None),
+        experts=experts,
+        experts_per_token=per_token,
+        tied_embeddings=tied,
+        max_context=_config_whole(config, "max_position_embeddings", where, None),
+        source=source,
+    )
+
+
+MODEL_FILE_COLUMNS = (*MODEL_COLUMNS[:2], "family", *MODEL_COLUMNS[2:], "source", "source_date")
+
+
+def model_row(model: ModelSpec, source_date: str) -> dict[str, str]:
+    """``model`` as a row of a models catalog file (:data:`MODEL_FILE_COLUMNS`)."""
+    return {
+        "name": model.name,
+        "aliases": ",".join(model.aliases),
+        "family": model.family,
+        "layers": str(model.layers),
+        "hidden_size": str(model.hidden_size),
+        "attention_heads": str(model.attention_heads),
+        "kv_heads": str(model.kv_heads),
+        "head_dim": str(model.head_dim),
+        "intermediate_size": str(model.intermediate_size),
+        "vocab_size": str(model.vocab_size),
+        "experts": str(model.experts),
+        "experts_per_token": str(model.experts_per_token),
+        "tied_embeddings": "true" if model.tied_embeddings else "false",
+        "max_context": str(model.max_context),
+        "source": model.source,
+        "source_date": source_date,
+    }
+
+
+def models_csv(rows: Iterable[Mapping[str, str]]) -> str:
+    """A models catalog file's text: the header, then ``rows``."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, MODEL_FILE_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
