@@ -16,6 +16,7 @@ import streamlit as st
 
 from app import common
 from planner.latency.catalog import load_catalog
+from planner.latency.uncertainty import DEFAULT_CONFIDENCE
 from planner.recommend import tables
 from planner.recommend.engine import why_no_fleet
 from planner.recommend.inputs import DEFAULT_PRECISIONS, Constraints, SearchOptions
@@ -181,7 +182,7 @@ def _constraint_inputs(providers: list[str], gpus: list[str], precisions: list[s
 
 def _effort_inputs() -> None:
     st.markdown("**Search effort**")
-    effort = st.columns(4)
+    effort = st.columns(5)
     effort[0].number_input(
         "Candidates to simulate",
         min_value=1,
@@ -209,6 +210,17 @@ def _effort_inputs() -> None:
         value=True,
         key="rec-growth-check",
         help="Simulate the winner's peak hour at +10% to +100% load.",
+    )
+    effort[4].number_input(
+        "Confidence",
+        min_value=0.0,
+        max_value=0.99,
+        value=DEFAULT_CONFIDENCE,
+        step=0.05,
+        key="rec-confidence",
+        help="Size the fleet so the P99 targets hold at the upper end of this confidence's "
+        "interval (the model's held-out error and the simulation's sampling error); 0: on the "
+        "point estimates.",
     )
 
 
@@ -256,6 +268,7 @@ def _spec() -> RecommendRequest | None:
             tighten_steps=int(state["rec-tighten"]),
             compare_gpus=bool(state["rec-compare-gpus"]),
             growth_check=bool(state["rec-growth-check"]),
+            confidence=float(state["rec-confidence"]) or None,
         ),
         names=PAGE_NAMES,
     )
@@ -353,6 +366,7 @@ def _say_outcome() -> dict[str, Any] | None:
 def _show_result(data: dict[str, Any], name: str) -> None:
     try:
         _winner(data)
+        _confidence(data)
         _alternatives(data, name)
         _pareto(data)
         _rejections(data, name)
@@ -421,6 +435,52 @@ def _winner(data: dict[str, Any]) -> None:
             delta_color="inverse",
             help="no target set" if target is None else f"target {_duration(target)}",
         )
+
+
+def _confidence(data: dict[str, Any]) -> None:
+    """The confidence margin: each P99 target's point and upper bound, the error group, and
+    what the margin costs a month (older results have none)."""
+    conf = data.get("confidence") or {}
+    level = conf.get("level")
+    if not conf or data.get("winner") is None:
+        return
+    if level is None:
+        st.caption("No confidence margin: the fleet is sized on the point estimates.")
+        return
+    rows = [
+        {
+            "target": METRICS[metric],
+            "P99 (simulated)": _duration(_ms(row["point_p99_s"])),
+            f"upper bound at {level:.0%}": _duration(_ms(row["upper_s"])),
+            "target P99": _duration(_ms(row["target_s"])),
+            "model error x": row["model_factor"],
+            "error group": f"{row['error_group']['group']} ({row['error_group']['how']})",
+        }
+        for metric, row in conf["targets"].items()
+        if row["target_s"] is not None
+    ]
+    left, right = st.columns([3, 1])
+    with left:
+        st.markdown(f"**P99 intervals at {level:.0%} confidence**")
+        st.dataframe(
+            pd.DataFrame(rows),
+            hide_index=True,
+            key="rec-confidence-table",
+            column_config={"model error x": st.column_config.NumberColumn(format="%.2f")},
+        )
+    base = conf.get("point_estimate_fleet") or {}
+    cost = conf.get("margin_usd_per_month")
+    right.metric(
+        "Margin cost per month",
+        "-" if cost is None else f"${cost:,.0f}",
+        help=f"The {level:.0%} margin over the cheapest fleet meeting the targets on the "
+        f"point estimates (${base.get('monthly_usd', 0):,.0f} a month; found: "
+        f"{base.get('found', '-')}).",
+    )
+    st.caption(
+        f"Errors from {conf.get('accuracy_file')}; {conf.get('method')}. docs/recommender.md, "
+        "Error bars."
+    )
 
 
 def _duration(ms: float | None) -> str:

@@ -217,8 +217,16 @@ def simulate_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    confidence: str = typer.Option(
+        "0.9",
+        "--confidence",
+        help="Each latency percentile with its interval at this confidence (model error held "
+        "out, from $PLANNER_ACCURACY or data/calibration/accuracy.json, plus the sampling "
+        "error of the requests simulated); default 0.9; 0 or none: no intervals.",
+    ),
 ) -> None:
     """Simulate a fleet serving a request stream: latency percentiles, SLO attainment, cost."""
+    from planner.latency.uncertainty import parse_confidence
     from planner.simulate import inputs
     from planner.simulate.metrics import SLO
     from planner.simulate.run import ServingSpec
@@ -227,6 +235,7 @@ def simulate_command(
     duration = inputs.parse_duration
     # Output files: checked before the work, written whole or not at all.
     check_requests_out(out_requests)
+    level = parse_confidence(confidence)
     for option, path in (("--out-summary", out_summary), ("--out-timeline", out_timeline)):
         if path is not None:
             check_output_path(path, option)
@@ -292,7 +301,7 @@ def simulate_command(
     )
     with _progress_bar(quiet) as progress, sessions_from(ctx) as sessions:
         done = simulate(
-            SimulateRequest(whatif, requests_out=out_requests), sessions, progress=progress
+            SimulateRequest(whatif, out_requests, confidence=level), sessions, progress=progress
         )
     _write_outputs(done.simulation, out_summary, out_timeline, as_json)
 
@@ -368,21 +377,61 @@ _LATENCIES = (
 _QUANTILES = ("p50", "p90", "p95", "p99", "max", "mean")
 
 
-def _latency_columns(overall: dict[str, Any], unit: str) -> list[Column]:
+def _latency_columns(overall: dict[str, Any], unit: str, inline: bool = True) -> list[Column]:
+    """The latency table's columns: each percentile with its interval in brackets
+    (``inline``), or the intervals on a row of their own under each latency."""
     cell = _ms if unit == "ms" else _s
-    columns = [Column(f"latency ({unit})", [label for _, label in _LATENCIES], wrap=True)]
+    rows: list[tuple[str, dict[str, Any], bool]] = []  # label, stats, the interval row
+    for key, label in _LATENCIES:
+        rows.append((label, overall[key], False))
+        intervals = overall[key].get("interval")
+        if not inline and intervals:
+            level = next(iter(intervals.values()))["confidence"]
+            rows.append((f"  {level:.0%} interval", overall[key], True))
+    columns = [Column(f"latency ({unit})", [label for label, _, _ in rows], wrap=True)]
     for q in _QUANTILES:
-        cells = [cell(overall[key].get(q)) for key, _ in _LATENCIES]
+        cells = [_cell(stats, q, cell, inline, bounds) for _, stats, bounds in rows]
         columns.append(Column(q.upper() if q.startswith("p") else q, cells, justify="right"))
     return columns
 
 
+def _cell(
+    stats: dict[str, Any], q: str, cell: Callable[[Any], str], inline: bool, bounds: bool
+) -> str:
+    """A percentile, with its interval in brackets when ``inline`` (``812.0 (704.1-951.3)``,
+    an en dash); ``bounds``: the interval alone (its own row)."""
+    interval = (stats.get("interval") or {}).get(q)
+    if bounds:
+        return "" if interval is None else f"{cell(interval['low'])}\u2013{cell(interval['high'])}"
+    if interval is None or not inline:
+        return cell(stats.get(q))
+    return f"{cell(stats.get(q))} ({cell(interval['low'])}\u2013{cell(interval['high'])})"
+
+
 def _print_latencies(overall: dict[str, Any]) -> None:
-    """The latency table, in ms; in seconds where ms would not fit the terminal whole."""
-    columns = _latency_columns(overall, "ms")
+    """The latency table in ms, intervals in brackets; where that would not fit the terminal
+    whole, the intervals on rows of their own; then in seconds; then the table without them,
+    the intervals on lines below it."""
+    for unit, inline in (("ms", True), ("ms", False), ("s", False)):
+        columns = _latency_columns(overall, unit, inline)
+        if compact_width(columns) <= stdout.width:
+            print_table(columns)
+            return
+    stripped = {key: {**overall[key], "interval": None} for key, _ in _LATENCIES}
+    columns = _latency_columns(stripped, "ms")
     if compact_width(columns) > stdout.width:
-        columns = _latency_columns(overall, "s")
+        columns = _latency_columns(stripped, "s")
     print_table(columns)
+    for key, label in _LATENCIES:
+        intervals = overall[key].get("interval") or {}
+        if intervals:
+            stdout.print(
+                f"{label}, intervals (s): "
+                + ", ".join(
+                    f"{q.upper()} {_s(i['low'])}\u2013{_s(i['high'])}" for q, i in intervals.items()
+                ),
+                markup=False,
+            )
 
 
 def _s(value: Any) -> str:
@@ -427,6 +476,15 @@ def _print(result: SimulationResult) -> None:
         f"{result.wall_s:,.1f} s ({result.requests / max(result.wall_s, 1e-9):,.0f} requests/s)"
     )
     _print_latencies(overall)
+    bars = result.summary.get("error_bars")
+    if bars is not None:
+        group = overall["ttft"].get("interval", {}).get("p99", {}).get("error_group", {})
+        stdout.print(
+            f"intervals at {bars['confidence']:.0%} confidence: the model's held-out error "
+            f"for {escape(bars['engine'])} on {escape(bars['gpu_class'])} (P99 TTFT: "
+            f"{escape(str(group.get('group', '-')))}, {escape(str(group.get('how', '-')))}) "
+            "and the sampling error of the requests simulated (--confidence 0: none)",
+        )
     stdout.print(
         f"finished {overall['finished']:,}, rejected {overall['rejected']:,}; "
         f"SLO attainment {_share(overall['slo_attainment'])}; "

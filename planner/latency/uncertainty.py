@@ -44,6 +44,7 @@ STATS = ("mean", "p50", "p95", "p99")
 STAT_FALLBACK = {
     "p99": ("p99", "p95", "mean"),
     "p95": ("p95", "mean"),
+    "p90": ("p95", "p50", "mean"),
     "p50": ("p50", "mean"),
     "mean": ("mean",),
 }
@@ -206,6 +207,14 @@ def bundled_accuracy() -> Accuracy:
     if not path.exists() and ACCURACY_ENV not in os.environ:
         return NO_ACCURACY
     return load_accuracy(path)
+
+
+def accuracy_for(confidence: float | None, path: Path | None = None) -> Accuracy:
+    """The held-out errors intervals at ``confidence`` are taken from: ``path``, else
+    :func:`bundled_accuracy`; no file is read without a confidence."""
+    if confidence is None:
+        return NO_ACCURACY
+    return load_accuracy(path) if path is not None else bundled_accuracy()
 
 
 def load_accuracy(path: Path | str) -> Accuracy:

@@ -240,9 +240,7 @@ def _screen(
         else:
             miss = capacity.miss(slo)
             detail = (
-                f"predicted P99 {miss[0].upper()} {miss[1] * 1e3:,.0f} ms at the lightest load, "
-                f"target {miss[2] * 1e3:,.0f} ms"
-                + (f" (with the {margin.confidence:.0%} margin)" if margin.on else "")
+                _screen_miss(miss, request.targets.strictest(), margin.confidence)
                 if miss
                 else "no batch size fits the KV cache with room to spare"
             )
@@ -252,6 +250,22 @@ def _screen(
         if progress and (done % 100 == 0 or done == len(candidates)):
             progress("screen", done, len(candidates))
     return screened
+
+
+def _screen_miss(miss: tuple[str, float, float], given: SLO, confidence: float | None) -> str:
+    """A screen rejection's detail: the predicted P99 against the target (as given, and as
+    planned against with the confidence margin)."""
+    metric, value, planned = miss
+    target = getattr(given, f"{metric}_s") or planned
+    shrunk = (
+        f" ({planned * 1e3:,.0f} ms with the {confidence:.0%} confidence margin)"
+        if confidence is not None and planned < target
+        else ""
+    )
+    return (
+        f"predicted P99 {metric.upper()} {value * 1e3:,.0f} ms at the lightest load, "
+        f"target {target * 1e3:,.0f} ms{shrunk}"
+    )
 
 
 def _capacity(

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from planner.common.text import closest, printable, shown
 from planner.errors import PlannerError, StoreError, UsageError
 from planner.latency.profile import Profile, choose_profile
-from planner.latency.uncertainty import NO_ACCURACY, Accuracy, bundled_accuracy, load_accuracy
+from planner.latency.uncertainty import accuracy_for
 from planner.recommend import engine
 from planner.recommend.inputs import Constraints, Demand, Request, SearchOptions, Targets
 from planner.recommend.limits import (
@@ -168,14 +168,6 @@ def recommend(
         return RecommendResult(result, data)
     said("storing")
     return RecommendResult(result, data, save_retrying(sessions, result, data))
-
-
-def accuracy_for(confidence: float | None, path: Path | None = None) -> Accuracy:
-    """The held-out errors a margin at ``confidence`` is taken from: ``path``, else
-    :func:`~planner.latency.uncertainty.bundled_accuracy` (no file read without a margin)."""
-    if confidence is None:
-        return NO_ACCURACY
-    return load_accuracy(path) if path is not None else bundled_accuracy()
 
 
 def _targets(request: RecommendRequest, demand: Demand) -> Targets:

@@ -18,13 +18,21 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from planner.common.files import check_output_path
 from planner.common.text import shown
 from planner.errors import UsageError
 from planner.latency.profile import Profile
 from planner.latency.registry import engine_profile
+from planner.latency.uncertainty import (
+    DEFAULT_CONFIDENCE,
+    Accuracy,
+    accuracy_for,
+    gpu_class,
+    percentile_interval,
+    summary_quantile,
+)
 from planner.simulate.fleet import FleetConfig
 from planner.simulate.inputs import (
     InstancePrices,
@@ -60,6 +68,10 @@ class SimulateRequest:
     whatif: WhatIf
     requests_out: Path | None = None
     requests_out_option: str = "--out-requests"  # how a message names requests_out
+    # each latency percentile's interval at this confidence (None: none); the held-out errors
+    # from ``accuracy_file``, else $PLANNER_ACCURACY or data/calibration/accuracy.json
+    confidence: float | None = DEFAULT_CONFIDENCE
+    accuracy_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,7 @@ def simulate(
     """Check ``request``, load its workload and profile from the store ``sessions`` opens,
     and simulate it (``progress`` gets the requests done so far and the total)."""
     check_requests_out(request.requests_out, request.requests_out_option)
+    accuracy = accuracy_for(request.confidence, request.accuracy_file)
     prepared = prepare_whatif(request.whatif, sessions)
     total = len(prepared.workload)
     if progress is not None:
@@ -85,7 +98,56 @@ def simulate(
         requests_out=request.requests_out,
         progress=None if progress is None else (lambda done: progress(done, total)),
     )
+    if request.confidence is not None:
+        add_intervals(result, prepared.serving.engine, request.confidence, accuracy)
     return SimulateResult(result, prepared.workload.start)
+
+
+INTERVAL_PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
+
+
+def add_intervals(
+    result: SimulationResult, engine: str, confidence: float, accuracy: Accuracy
+) -> None:
+    """Give every latency percentile of ``result.summary`` (all requests, and each class) its
+    ``confidence`` interval: ``summary[...][metric]["interval"][pNN]`` = low, high, upper,
+    confidence, group (planner.latency.uncertainty: the held-out error of the engine and GPU
+    class, and the order-statistic bounds of the percentile from the requests simulated);
+    ``summary["error_bars"]`` says where the errors came from."""
+    gpu = str(result.serving["gpu"])
+    summary = result.summary
+    for stats in (summary["all"], *summary["classes"].values()):
+        finished = int(stats.get("finished") or 0)
+        for metric in ("ttft", "tpot", "e2e"):
+            values = stats[metric]
+            if not finished or values.get("p50") is None:
+                continue
+
+            def quantile(q: float, values: dict[str, Any] = values) -> float | None:
+                return summary_quantile(values, q)
+
+            values["interval"] = {
+                name: percentile_interval(
+                    values[name],
+                    level,
+                    confidence,
+                    accuracy.lookup(engine, gpu, metric, name),
+                    requests=finished,
+                    quantile=quantile,
+                ).to_dict()
+                for name, level in INTERVAL_PERCENTILES
+                if values.get(name) is not None
+            }
+    summary["error_bars"] = {
+        "confidence": confidence,
+        "accuracy_file": accuracy.source,
+        "accuracy_generated": accuracy.generated,
+        "engine": engine,
+        "gpu_class": gpu_class(gpu),
+        "method": "model error: the held-out signed errors' quantiles (measured = predicted "
+        "/ (1 + e)); sampling error: the percentile's order-statistic bounds from the "
+        "requests simulated (read between the kept percentiles); the two combined",
+    }
 
 
 def check_requests_out(path: Path | None, option: str = "--out-requests") -> None:
