@@ -637,6 +637,7 @@ def build(
         "mean_instances": float(stored.instances.mean()),
         "first_month": first,
         "months": months,
+        **_confidence_summary(stored),
     }
 
     price_rows, price_versions = _price_sources(inputs.sheets, entries)
@@ -650,6 +651,7 @@ def build(
         "signed rate for its whole term.",
         f"Latency was simulated at the busiest hour(s) with {profile_words}.",
         _spot_sentence(stored, purchase),
+        *([margin] if (margin := _confidence_sentence(stored)) else []),
         "Each month is billed for its real hours (672 to 744); the headline monthly figures "
         f"are for an average month of {HOURS_PER_MONTH:g} hours.",
         NOT_INCLUDED,
@@ -668,6 +670,8 @@ def build(
         ("prices used", _prices_words(purchase), "the price sheets above"),
         ("calibration profile", *latency),
     ]
+    if margin:
+        assumption_rows.append(("confidence margin", margin, _accuracy_source(stored)))
     if forecast is not None:
         assumption_rows.append(("forecast accuracy", *forecast))
     assumption_rows += [
@@ -695,6 +699,68 @@ def build(
         assumptions=pd.DataFrame(assumption_rows, columns=list(ASSUMPTION_COLUMNS)),
         notes=notes,
     )
+
+
+def _confidence_summary(stored: Stored) -> dict[str, Any]:
+    """The confidence margin's figures (None where the recommendation has none: no margin, or
+    made by an older planner): the level, each P99's upper bound and the margin's cost."""
+    conf = stored.data.get("confidence") or {}
+    targets = conf.get("targets") or {}
+    base = conf.get("point_estimate_fleet") or {}
+    level = conf.get("level")
+    return {
+        "confidence": level,
+        **{
+            f"p99_{m}_upper_ms": _ms((targets.get(m) or {}).get("upper_s")) if level else None
+            for m in ("ttft", "tpot", "e2e")
+        },
+        "margin_usd_per_month": conf.get("margin_usd_per_month") if level else None,
+        "point_estimate_monthly_usd": base.get("monthly_usd") if level else None,
+    }
+
+
+def _confidence_sentence(stored: Stored) -> str | None:
+    """The margin in words; None for a recommendation stored without one."""
+    conf = stored.data.get("confidence")
+    if not conf:
+        return None
+    level = conf.get("level")
+    if level is None:
+        return (
+            "The fleet is sized on the latency model's point estimates, with no confidence "
+            "margin for the model's error."
+        )
+    parts = []
+    for metric, row in (conf.get("targets") or {}).items():
+        if row.get("target_s") is None or row.get("upper_s") is None:
+            continue
+        parts.append(
+            f"P99 {metric.upper()} {row['point_p99_s'] * 1e3:,.0f} ms simulated, at most "
+            f"{row['upper_s'] * 1e3:,.0f} ms (target {row['target_s'] * 1e3:,.0f} ms)"
+        )
+    cost = conf.get("margin_usd_per_month")
+    base = conf.get("point_estimate_fleet") or {}
+    money = (
+        f" The margin costs ${cost:,.2f} a month over the cheapest fleet meeting the targets "
+        f"on the point estimates (${base.get('monthly_usd', 0):,.2f} a month)."
+        if cost is not None
+        else ""
+    )
+    return (
+        f"The fleet is sized so the P99 targets hold at {level:.0%} confidence, allowing for "
+        "the latency model's measured error and the simulation's sampling error: "
+        + "; ".join(parts)
+        + "."
+        + money
+    )
+
+
+def _accuracy_source(stored: Stored) -> str:
+    conf = stored.data.get("confidence") or {}
+    source = conf.get("accuracy_file")
+    if not source or source == "none":
+        return f"recommendation #{stored.id}; no accuracy file: a default +-30% model error"
+    return f"recommendation #{stored.id}; held-out errors from {source}"
 
 
 def _demand_words(stored: Stored) -> str:

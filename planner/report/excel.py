@@ -670,6 +670,23 @@ def _summary_lines(
         goal = f"Target {target:,.0f} ms." if target is not None else "No target set."
         meaning = f"99th percentile over the simulated requests. {goal}"
         service.append(Line(f"P99 {name}", get(f"p99_{metric}_ms"), "ms", meaning, MILLISECONDS))
+        if get("confidence") is not None and get(f"p99_{metric}_upper_ms") is not None:
+            service.append(
+                Line(f"P99 {name}, upper bound", get(f"p99_{metric}_upper_ms"), "ms",
+                     "The simulated P99 allowing for the latency model's measured error and "
+                     "the simulation's sampling error, at the confidence below. " + goal,
+                     MILLISECONDS)
+            )  # fmt: skip
+    if get("confidence") is not None:
+        service += [
+            Line("Confidence", get("confidence"), "%",
+                 "The fleet is sized so the P99 targets hold at this confidence.", PERCENT),
+            Line("Confidence margin", get("margin_usd_per_month"), "$ per month",
+                 "What the margin costs: the recommended fleet less the cheapest fleet meeting "
+                 "the targets on the point estimates.", MONEY),
+            Line("Fleet on point estimates", get("point_estimate_monthly_usd"), "$ per month",
+                 "The cheapest fleet simulated whose point P99s met the targets.", MONEY),
+        ]  # fmt: skip
     fleet = [
         Line("Fleet", get("fleet"), "", "Provider, region, instance type, GPUs, serving setup."),
         Line("Purchase", get("purchase"), "", "How the fleet is bought."),

@@ -43,6 +43,14 @@ PER_HOUR = "($\u00a0per\u00a0hour)"
 # Values as the document shows them
 
 
+def _upper(s: dict[str, Any], key: str) -> str:
+    """``; at most X ms at 90% confidence`` where the fleet was sized with a margin."""
+    upper = s.get(f"p99_{key}_upper_ms")
+    if _is_missing(upper) or _is_missing(s.get("confidence")):
+        return ""
+    return f"; at most {milliseconds(upper)} at {percent(s['confidence'], 0)} confidence"
+
+
 def _is_missing(value: object) -> bool:
     if value is None or value is pd.NaT:
         return True
@@ -282,7 +290,17 @@ def headlines(report: Report) -> list[Headline]:
                 f"P99 {name}",
                 milliseconds(s.get(f"p99_{key}_ms")),
                 f"99th percentile of the {name} in the simulation; "
-                f"{_target(s.get(f'target_{key}_ms'))}.",
+                f"{_target(s.get(f'target_{key}_ms'))}{_upper(s, key)}.",
+            )
+        )
+    if not _is_missing(s.get("confidence")):
+        rows.append(
+            Headline(
+                "Confidence margin",
+                money(s.get("margin_usd_per_month")),
+                f"What sizing the fleet so the P99 targets hold at {percent(s['confidence'], 0)} "
+                "confidence costs a month, over the cheapest fleet meeting them on the "
+                f"point estimates ({money(s.get('point_estimate_monthly_usd'))} a month).",
             )
         )
     if not _is_missing(s.get("p99_e2e_ms")):

@@ -40,6 +40,9 @@ SUMMARY_KEYS = {
     "savings_vs_current_pct", "usd_per_million_tokens", "slo_attainment", "p99_ttft_ms",
     "p99_tpot_ms", "p99_e2e_ms", "target_ttft_ms", "target_tpot_ms", "target_e2e_ms", "fleet",
     "purchase", "peak_instances", "mean_instances", "first_month", "months",
+    # the confidence margin (None without one): planner.report.build._confidence_summary
+    "confidence", "p99_ttft_upper_ms", "p99_tpot_upper_ms", "p99_e2e_upper_ms",
+    "margin_usd_per_month", "point_estimate_monthly_usd",
 }  # fmt: skip
 RECOMMENDATION_FIELDS = (
     "request", "demand", "winner", "plan", "ranked", "pareto", "rejected", "stats", "hourly",
