@@ -16,6 +16,12 @@ Two tools' files, told apart by their content (never by their name):
   hardware unless ``--metadata gpu=... num_gpus=... precision=...`` put those keys at its top
   level.
 
+- GenAI-Perf's ``profile_export_genai_perf.json`` and AIPerf's ``profile_export_aiperf.json``
+  (statistics under ``time_to_first_token``, ``inter_token_latency``, ``request_latency``, ...,
+  and the load in ``input_config``) and inference-perf's ``stage_N_lifecycle_metrics.json``
+  (with the ``config.yaml`` beside it, where there is one): read by
+  :mod:`planner.bench.serving_exports`.
+
 Options given to :func:`import_result` override what a file records (a file may name a machine
 as ``CPU-2core`` where the catalog says ``H100-SXM``). Storing runs and calibration need the
 GPU, engine, model and precision: where neither the file nor the options give one, the
@@ -35,6 +41,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -61,7 +68,11 @@ METADATA_KEYS = {
     "precision": ("precision", "dtype", "quantization"),
     "tp": ("tp", "tensor_parallel_size", "tensor_parallel"),
 }
-_EXPECTED_FILE = "a guidellm benchmarks.json or a `vllm bench serve --save-result` JSON file"
+_EXPECTED_FILE = (
+    "a guidellm benchmarks.json, a `vllm bench serve --save-result` JSON file, a GenAI-Perf or "
+    "AIPerf profile export (profile_export_genai_perf.json, profile_export_aiperf.json) or an "
+    "inference-perf stage_N_lifecycle_metrics.json"
+)
 EXTREME_OPTION = "--allow-extreme"
 
 
@@ -233,6 +244,7 @@ class _Found:
     tp: int | None = None
     label: str | None = None
     date: str | None = None
+    prefix_hit_rate: float | None = None
 
 
 def _size(count: int) -> str:
@@ -442,15 +454,35 @@ def import_result(
             found = _planner_sweep(root)
         elif isinstance(document, dict) and "completed" in document and "duration" in document:
             found = [_vllm(root, index)]
+        elif (kind := _serving_export_kind(document)) is not None:
+            found = [_read_export_document(root, kind, max_bytes)]
         else:
             problem = (
                 f"not a result file planner reads: expected {_EXPECTED_FILE} (a top-level "
-                "'benchmarks' list, or 'completed', 'duration' and 'mean_ttft_ms')"
+                "'benchmarks' list; 'completed', 'duration' and 'mean_ttft_ms'; "
+                "'time_to_first_token' or 'request_latency' statistics; or 'load_summary' and "
+                "'successes')"
             )
             raise InputFileError(path, RowProblem(None, None, problem, line))
         del document, root  # a large report goes once its runs are read
         runs += [_finish(path, f, options, tp, needed_for) for f in found]
     return runs
+
+
+def _serving_export_kind(document: Any) -> str | None:
+    """Which serving tool's export a JSON document is, by its keys: ``genai-perf`` (GenAI-Perf
+    and AIPerf: per-metric statistics objects at the top level), ``inference-perf`` (a stage's
+    lifecycle metrics), or None."""
+    if not isinstance(document, dict):
+        return None
+    if "load_summary" in document and "successes" in document:
+        return "inference-perf"
+    if any(
+        isinstance(document.get(key), dict)
+        for key in ("time_to_first_token", "request_latency", "inter_token_latency")
+    ):
+        return "genai-perf"
+    return None
 
 
 def _finish(
@@ -495,6 +527,7 @@ def _finish(
         tp=tp_chosen,
         label=found.label,
         date=found.date,
+        prefix_hit_rate=found.prefix_hit_rate,
     )
     return BenchRun(**found.run, info=info)
 
@@ -917,3 +950,432 @@ def _vllm_load(root: _At) -> Load:
     burstiness = root.get("burstiness")
     gamma = burstiness is not None and burstiness.number("a number") != 1.0
     return Load("qps", rate, arrival="gamma" if gamma else "poisson", max_concurrency=cap)
+
+
+# --- GenAI-Perf, AIPerf and inference-perf exports ---------------------------------------
+
+GENAI_PERF = "genai-perf"
+AIPERF = "aiperf"
+INFERENCE_PERF = "inference-perf"
+MAX_CONFIG_BYTES = 1024 * 1024  # inference-perf's config.yaml: a page of settings
+# milliseconds per unit of a statistic's "unit" (GenAI-Perf once wrote nanoseconds)
+TIME_UNITS = {"ms": 1.0, "us": 1e-3, "ns": 1e-6, "s": 1e3, "sec": 1e3}
+STATISTICS = {
+    "mean": "avg",
+    "median": "p50",
+    "std": "std",
+    "p50": "p50",
+    "p90": "p90",
+    "p99": "p99",
+}
+LIFECYCLE_STATISTICS = {
+    "mean": "mean",
+    "median": "median",
+    "p50": "median",
+    "p90": "p90",
+    "p99": "p99",
+}
+PREFIX_BLOCK_TOKENS = 16  # vLLM's KV block: a repeated prompt hits all of it but its last block
+ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "tensorrt-llm": "trtllm"}
+_STAGE = re.compile(r"stage_(\d+)_lifecycle_metrics")
+
+
+def _read_export_document(root: _At, kind: str, max_bytes: int) -> _Found:
+    """The run one export document holds (``kind`` as ``importers._serving_export_kind`` told
+    it); ``max_bytes`` also bounds a ``config.yaml`` read beside it."""
+    if kind == INFERENCE_PERF:
+        return _inference_perf(root, min(max_bytes, MAX_CONFIG_BYTES))
+    return _genai_perf(root)
+
+
+# --- GenAI-Perf and AIPerf -----------------------------------------------------------------
+
+
+def _unit_scale(node: _At, default: str = "ms") -> float:
+    unit = node.get("unit")
+    text = unit.text("a time unit (ms, us, ns or s)").strip().lower() if unit else default
+    if text not in TIME_UNITS:
+        raise unit.error("a time unit (ms, us, ns or s)") if unit else node.error("a unit")
+    return TIME_UNITS[text]
+
+
+def _stats(
+    root: _At, key: str, names: dict[str, str], scale: float | None = None, need: bool = False
+) -> Stats:
+    """A latency's statistics (``names``: Stats field -> the file's key), in ms."""
+    node = root.get(key) if not need else root.need(key, f"the {key} statistics")
+    if node is None:
+        return Stats()
+    if not isinstance(node.value, dict):
+        raise node.error(f"an object of statistics ({', '.join(sorted(set(names.values())))})")
+    factor = scale if scale is not None else _unit_scale(node)
+    mean_key = names["mean"]
+    node.need(mean_key, f"the mean of {key}")
+    values: dict[str, float | None] = {}
+    for field, name in names.items():
+        found = node.get(name)
+        if found is None:
+            values[field] = None
+            continue
+        raw = found.number(LATENCY_MS.expected, from_text=True)
+        values[field] = found.checked(raw * factor, LATENCY_MS, f"{name} in ms")
+    return Stats(**values)
+
+
+def _avg(root: _At, key: str, bound: Bound) -> float | None:
+    """A single statistic: ``{"avg": x, ...}`` (or a bare number, as AIPerf writes a few)."""
+    node = root.get(key)
+    if node is None:
+        return None
+    if isinstance(node.value, dict):
+        found = node.get("avg")
+        return None if found is None else found.within(bound, from_text=True)
+    return node.within(bound, from_text=True)
+
+
+def _genai_perf(root: _At) -> _Found:
+    config = root.get("input_config")
+    if config is None or not isinstance(config.value, dict):
+        where = config or root
+        raise where.fail(
+            "input_config",
+            "missing; expected the run's settings (its concurrency or request rate) as "
+            "GenAI-Perf and AIPerf write them beside the statistics",
+        )
+    aiperf = config.get("loadgen") is not None  # GenAI-Perf has no loadgen, flat or nested
+    tool = AIPERF if aiperf else GENAI_PERF
+    load = _aiperf_load(config) if aiperf else _genai_perf_load(config)
+    ttft = _stats(root, "time_to_first_token", STATISTICS, need=True)
+    tpot = _stats(root, "inter_token_latency", STATISTICS)
+    e2el = _stats(root, "request_latency", STATISTICS)
+    input_len = _avg(root, "input_sequence_length", TOKENS_PER_REQUEST)
+    output_len = _avg(root, "output_sequence_length", TOKENS_PER_REQUEST)
+    if input_len is None or output_len is None:
+        configured_in, configured_out = _configured_lengths(config, aiperf)
+        input_len = input_len if input_len is not None else configured_in
+        output_len = output_len if output_len is not None else configured_out
+    duration = _avg(root, "benchmark_duration", DURATION_S)
+    request_rate = _avg(root, "request_throughput", THROUGHPUT)
+    completed = _completed(root, request_rate, duration)
+    if duration is None and completed and request_rate:
+        duration = completed / request_rate
+    failed = _avg(root, "error_request_count", REQUESTS)
+    total_input = _total(root, "total_isl")
+    total_output = _total(root, "total_osl") or _total(root, "total_output_tokens")
+    if completed:  # AIPerf's totals, where no per-request mean was written
+        input_len = (
+            input_len if input_len is not None else _per_request(root, total_input, completed)
+        )
+        output_len = (
+            output_len if output_len is not None else _per_request(root, total_output, completed)
+        )
+    output_rate = _avg(root, "output_token_throughput", THROUGHPUT)
+    if output_rate is None and total_output and duration:
+        output_rate = total_output / duration
+    run = {
+        "ttft": ttft,
+        "tpot": tpot,
+        "itl": tpot,
+        "e2el": e2el,
+        "completed": completed,
+        "failed": int(failed or 0),
+        "duration": duration or 0.0,
+        "request_throughput": request_rate,
+        "output_throughput": output_rate,
+        "total_token_throughput": _avg(root, "total_token_throughput", THROUGHPUT),
+        "total_input_tokens": total_input,
+        "total_output_tokens": total_output,
+        "input_len": input_len,
+        "output_len": output_len,
+    }
+    gpu, gpus = _telemetry_gpu(root.get("telemetry_data"))
+    start = root.get("start_time")
+    return _Found(
+        run=run,
+        tool=tool,
+        tool_version=None,
+        source_format=(
+            "AIPerf profile_export_aiperf.json"
+            if aiperf
+            else "GenAI-Perf profile_export_genai_perf.json"
+        ),
+        benchmark=0,
+        load=load,
+        gpu=gpu,
+        gpu_count=gpus,
+        model=_model(config, aiperf),
+        date=start.value if start is not None and isinstance(start.value, str) else None,
+    )
+
+
+def _completed(root: _At, request_rate: float | None, duration: float | None) -> int:
+    """Requests that completed: AIPerf's ``request_count``, else a statistic's ``count``, else
+    throughput x duration; 0 where the file does not say (GenAI-Perf's older exports)."""
+    count = _avg(root, "request_count", REQUESTS)
+    if count is not None:
+        return int(count)
+    for key in ("request_latency", "time_to_first_token"):
+        node = root.get(key)
+        found = node.get("count") if node is not None and isinstance(node.value, dict) else None
+        if found is not None:
+            return found.count(REQUESTS, from_text=True)
+    if request_rate and duration:
+        return round(request_rate * duration)
+    return 0
+
+
+def _total(root: _At, key: str) -> int | None:
+    value = _avg(root, key, Bound("a number of tokens", TOKENS.high))
+    return None if value is None else round(value)
+
+
+def _per_request(root: _At, total: int | None, completed: int) -> float | None:
+    if total is None:
+        return None
+    return root.checked(total / completed, TOKENS_PER_REQUEST, "total tokens / request_count")
+
+
+def _number_or_none(node: _At | None, key: str, bound: Bound) -> float | None:
+    found = node.get(key) if node is not None else None
+    return None if found is None else found.within(bound, from_text=True)
+
+
+def _genai_perf_load(config: _At) -> Load:
+    """GenAI-Perf's ``--concurrency`` (closed loop) or ``--request-rate`` (perf_analyzer sends
+    at constant intervals unless told otherwise), from its flat arguments or its nested
+    configuration (``perf_analyzer.stimulus``)."""
+    analyzer = config.get("perf_analyzer")
+    stimulus = analyzer.get("stimulus") if analyzer is not None else None
+    source = stimulus if stimulus is not None else config
+    rate = _number_or_none(source, "request_rate", REQUEST_RATE)
+    if rate is not None:
+        return Load("qps", rate, arrival="constant")
+    clients = _number_or_none(source, "concurrency", CONCURRENCY)
+    if clients is not None:
+        return Load("concurrency", clients)
+    raise source.fail(
+        source.where or "input_config",
+        "records neither a concurrency nor a request rate; expected 'concurrency' or "
+        "'request_rate' (the load the run offered)",
+    )
+
+
+def _aiperf_load(config: _At) -> Load:
+    """AIPerf's ``loadgen``: a request rate (Poisson unless its mode says constant) with an
+    optional client cap, or a concurrency alone (a closed loop)."""
+    loadgen = config.need("loadgen", "the run's load generator settings")
+    rate = _number_or_none(loadgen, "request_rate", REQUEST_RATE)
+    clients = _number_or_none(loadgen, "concurrency", CONCURRENCY)
+    if rate is not None:
+        mode_node = loadgen.get("request_rate_mode") or loadgen.get("arrival_pattern")
+        mode = mode_node.text("the arrival pattern as text").lower() if mode_node else "poisson"
+        arrival = "constant" if "constant" in mode else "gamma" if "gamma" in mode else "poisson"
+        cap = int(clients) if clients is not None else None
+        return Load("qps", rate, arrival=arrival, max_concurrency=cap)
+    if clients is not None:
+        return Load("concurrency", clients)
+    raise loadgen.fail(
+        loadgen.where,
+        "records neither a concurrency nor a request rate; expected 'concurrency' or "
+        "'request_rate' (the load the run offered)",
+    )
+
+
+def _configured_lengths(config: _At, aiperf: bool) -> tuple[float | None, float | None]:
+    """The mean lengths a run asked for, where it did not record what it sent."""
+    if aiperf:
+        inputs = config.get("input")
+        prompt = inputs.get("prompt") if inputs is not None else None
+        in_node = prompt.get("input_tokens") if prompt is not None else None
+        out_node = prompt.get("output_tokens") if prompt is not None else None
+        return (
+            _number_or_none(in_node, "mean", TOKENS_PER_REQUEST),
+            _number_or_none(out_node, "mean", TOKENS_PER_REQUEST),
+        )
+    inputs = config.get("input")
+    synthetic = inputs.get("synthetic_tokens") if inputs is not None else None
+    outputs = inputs.get("output_tokens") if inputs is not None else None
+    input_len = _number_or_none(synthetic, "mean", TOKENS_PER_REQUEST)
+    output_len = _number_or_none(outputs, "mean", TOKENS_PER_REQUEST)
+    if input_len is None:
+        input_len = _number_or_none(config, "synthetic_input_tokens_mean", TOKENS_PER_REQUEST)
+    if output_len is None:
+        node = config.get("output_tokens_mean")  # -1: the server's own length
+        value = node.number("a number of tokens", from_text=True) if node is not None else -1.0
+        output_len = value if value > 0 else None
+    return input_len, output_len
+
+
+def _model(config: _At, aiperf: bool) -> str | None:
+    """The served model's name as the run recorded it (the first, if several)."""
+    endpoint = config.get("endpoint")
+    holders = [endpoint, config] if aiperf else [config, endpoint]
+    for holder in holders:
+        if holder is None or not isinstance(holder.value, dict):
+            continue
+        for key in ("model_names", "model"):
+            found = holder.get(key)
+            if found is None:
+                continue
+            value = found.value[0] if isinstance(found.value, list) and found.value else found.value
+            if isinstance(value, str) and value.strip():
+                return value.strip()
+    return None
+
+
+def _telemetry_gpu(telemetry: _At | None) -> tuple[str | None, int | None]:
+    """The GPU AIPerf's telemetry names (``gpu_name``) and how many it saw, where it ran."""
+    endpoints = telemetry.get("endpoints") if telemetry is not None else None
+    if endpoints is None or not isinstance(endpoints.value, dict):
+        return None, None
+    names = [
+        gpu.get("gpu_name")
+        for host in endpoints.value.values()
+        if isinstance(host, dict) and isinstance(host.get("gpus"), dict)
+        for gpu in host["gpus"].values()
+        if isinstance(gpu, dict)
+    ]
+    texts = [n.strip() for n in names if isinstance(n, str) and n.strip()]
+    return (texts[0], len(texts)) if texts else (None, None)
+
+
+# --- inference-perf ------------------------------------------------------------------------
+
+
+def _read_config(path: Path, max_bytes: int) -> dict[str, Any] | None:
+    """inference-perf's ``config.yaml`` beside a stage's metrics, or None where there is none."""
+    if not path.is_file():
+        return None
+    import yaml  # type: ignore[import-untyped]  # PyYAML: with distributed, a dependency
+
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputFileError(path, f"cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > max_bytes:
+        raise InputFileError(
+            path, f"larger than {max_bytes:,} bytes; expected inference-perf's config.yaml"
+        )
+    try:
+        loaded = yaml.safe_load(raw.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputFileError(
+            path, f"not readable YAML ({exc}); expected inference-perf's config.yaml"
+        ) from None
+    if not isinstance(loaded, dict):
+        raise InputFileError(path, "not inference-perf's config.yaml (expected a mapping)")
+    return loaded
+
+
+def _inference_perf(root: _At, max_bytes: int) -> _Found:
+    path = root.file
+    config_path = path.parent / "config.yaml"
+    config = _read_config(config_path, max_bytes)
+    settings = _At(config_path, config) if config is not None else None
+    summary = root.need("load_summary", "the stage's load summary")
+    rate = summary.need("requested_rate", REQUEST_RATE.expected).within(REQUEST_RATE)
+    duration = summary.need("send_duration", DURATION_S.expected).within(DURATION_S)
+    successes = root.need("successes", "the successful requests' metrics")
+    completed = successes.need("count", REQUESTS.expected).count(REQUESTS)
+    failures = root.get("failures")
+    failed_node = failures.get("count") if failures is not None else None
+    failed = failed_node.count(REQUESTS) if failed_node is not None else 0
+    latency = successes.need("latency", "the latency distributions (seconds)")
+    ttft = _stats(latency, "time_to_first_token", LIFECYCLE_STATISTICS, 1e3, need=True)
+    e2el = _stats(latency, "request_latency", LIFECYCLE_STATISTICS, 1e3, need=True)
+    prompt = successes.need("prompt_len", "the prompt lengths")
+    input_len = prompt.need("mean", TOKENS_PER_REQUEST.expected).within(TOKENS_PER_REQUEST)
+    measured_out = successes.need("output_len", "the output lengths")
+    output_len = measured_out.need("mean", TOKENS_PER_REQUEST.expected).within(TOKENS_PER_REQUEST)
+    configured = _configured_output(settings)
+    if configured is not None:
+        output_len = configured
+    throughput = successes.get("throughput")
+    requests_per_s = _number_or_none(throughput, "requests_per_sec", THROUGHPUT)
+    tokens_per_s = _number_or_none(throughput, "output_tokens_per_sec", THROUGHPUT)
+    if configured is not None and requests_per_s is not None:
+        tokens_per_s = requests_per_s * configured  # the server's tokens, not re-tokenized ones
+    tpot = Stats()
+    if output_len > 1 and ttft.mean is not None and e2el.mean is not None:
+        per_token = max(0.0, e2el.mean - ttft.mean) / (output_len - 1)
+        tpot = Stats(mean=per_token)
+    run = {
+        "ttft": ttft,
+        "tpot": tpot,
+        "itl": tpot,
+        "e2el": e2el,
+        "completed": completed,
+        "failed": failed,
+        "duration": duration,
+        "request_throughput": requests_per_s,
+        "output_throughput": tokens_per_s,
+        "total_token_throughput": _number_or_none(throughput, "total_tokens_per_sec", THROUGHPUT),
+        "total_input_tokens": round(input_len * completed),
+        "total_output_tokens": round(output_len * completed),
+        "input_len": input_len,
+        "output_len": output_len,
+    }
+    stage = _STAGE.search(path.name)
+    server = settings.get("server") if settings is not None else None
+    engine_name = _text(server, "type")
+    return _Found(
+        run=run,
+        tool=INFERENCE_PERF,
+        tool_version=None,
+        source_format="inference-perf stage lifecycle metrics"
+        + (" with config.yaml" if settings is not None else ""),
+        benchmark=int(stage.group(1)) if stage else 0,
+        load=Load("qps", rate, arrival=_arrival(settings)),
+        engine=ENGINES.get(engine_name.lower()) if engine_name else None,
+        model=_text(server, "model_name"),
+        prefix_hit_rate=_prefix_hit_rate(settings, input_len, completed),
+    )
+
+
+def _text(node: _At | None, key: str) -> str | None:
+    found = node.get(key) if node is not None and isinstance(node.value, dict) else None
+    if found is None:
+        return None
+    return found.text(f"{key} as text").strip() or None
+
+
+def _arrival(settings: _At | None) -> str | None:
+    """How the stage's requests arrived: ``load.type`` (constant or poisson), where known."""
+    load = settings.get("load") if settings is not None else None
+    kind = _text(load, "type")
+    return kind.lower() if kind and kind.lower() in ("constant", "poisson") else None
+
+
+def _configured_output(settings: _At | None) -> float | None:
+    """The output length every request was held to: the data set's configured length, where
+    the server was told to ignore end-of-sequence tokens."""
+    if settings is None:
+        return None
+    server = settings.get("server")
+    ignore = server.get("ignore_eos") if server is not None else None
+    if ignore is None or ignore.value is not True:
+        return None
+    data = settings.get("data")
+    kind = _text(data, "type")
+    block = data.get(kind) if data is not None and kind else None
+    if block is None or not isinstance(block.value, dict):
+        return None
+    return _number_or_none(block, "output_len", TOKENS_PER_REQUEST)
+
+
+def _prefix_hit_rate(settings: _At | None, prompt: float, requests: int) -> float | None:
+    """Prompt tokens the prefix cache serves under a ``shared_prefix`` data set: whole prompts
+    (but their last block) once each distinct prompt repeats, else the shared system prompt."""
+    data = settings.get("data") if settings is not None else None
+    if _text(data, "type") != "shared_prefix" or data is None or prompt <= 0:
+        return None
+    shared = data.get("shared_prefix")
+    if shared is None or not isinstance(shared.value, dict):
+        return None
+    groups = _number_or_none(shared, "num_groups", REQUESTS) or 1.0
+    per_group = _number_or_none(shared, "num_prompts_per_group", REQUESTS) or 1.0
+    system = _number_or_none(shared, "system_prompt_len", TOKENS_PER_REQUEST) or 0.0
+    if requests >= 2 * groups * per_group:
+        return max(0.0, 1.0 - PREFIX_BLOCK_TOKENS / prompt)
+    return min(1.0, system * (per_group - 1) / per_group / prompt)

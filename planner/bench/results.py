@@ -95,8 +95,12 @@ class RunInfo:
     tp: int
     label: str | None = None
     date: str | None = None
+    # share of prompt tokens the engine's prefix cache served, where the workload says (an
+    # inference-perf shared-prefix data set); None: not known (calibration assumes none)
+    prefix_hit_rate: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        extra = {} if self.prefix_hit_rate is None else {"prefix_hit_rate": self.prefix_hit_rate}
         return {
             "hardware": {"gpu": self.gpu, "count": self.gpu_count},
             "engine": self.engine,
@@ -112,6 +116,7 @@ class RunInfo:
             },
             "label": self.label,
             "date": self.date,
+            **extra,
         }
 
     @classmethod
@@ -132,6 +137,7 @@ class RunInfo:
             tp=data["tp"],
             label=data.get("label"),
             date=data.get("date"),
+            prefix_hit_rate=data.get("prefix_hit_rate"),
         )
 
 
@@ -270,6 +276,13 @@ def _deployment(run: BenchRun, catalog: Catalog) -> _Deployment:
     except UsageError as exc:
         raise UsageError(f"{_where(run)}: {exc}") from None
     return _Deployment(gpu.name, model.name, precision.name, engine.name, model.max_context)
+
+
+def catalog_deployment(run: BenchRun, catalog: Catalog | None = None) -> tuple[str, str, str, str]:
+    """The catalog names of a run's GPU, model, precision and engine, checked as calibration
+    checks them (a :class:`UsageError` names the option that fixes a name the catalog lacks)."""
+    names = _deployment(run, catalog or load_catalog())
+    return names.gpu, names.model, names.precision, names.engine
 
 
 def _provenance(info: RunInfo) -> str:

@@ -418,11 +418,18 @@ def catalog_precisions(as_json: bool = JSON_OPTION) -> None:
 def calibrate_command(
     ctx: typer.Context,
     measurements: list[Path] = typer.Argument(
-        ..., help="Measurement CSV files (layout of data/reference/published_latency.csv)."
+        ...,
+        help="Measurement CSV files (layout of data/reference/published_latency.csv); with "
+        "--serving, serving results under load (see --serving).",
     ),
-    name: str = typer.Option(..., "--name", help="Name of the fitted profile."),
-    engine: str = typer.Option(
-        DEFAULT_ENGINE, "--engine", help="Fit the measurements of this engine."
+    name: str | None = typer.Option(
+        None, "--name", help="Name of the fitted profile (required without --serving)."
+    ),
+    engine: str | None = typer.Option(
+        None,
+        "--engine",
+        help=f"Fit the measurements of this engine (default {DEFAULT_ENGINE}; with --serving, "
+        "the files' engine).",
     ),
     gpu: str | None = typer.Option(
         None, "--gpu", help="Fit one GPU's measurements only (default: all GPUs)."
@@ -453,16 +460,51 @@ def calibrate_command(
         help="Store the fit even when it is worse than the profile it replaces.",
     ),
     as_json: bool = JSON_OPTION,
+    serving: bool = typer.Option(
+        False,
+        "--serving",
+        help="The files are serving results under load (planner bench run/import results, "
+        "guidellm, vllm bench serve, GenAI-Perf/AIPerf profile exports, inference-perf "
+        "stage_N_lifecycle_metrics.json): fit the engine profile by replaying each run.",
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help="--serving: the model served, where the files do not say."
+    ),
+    precision: str | None = typer.Option(
+        None, "--precision", help="--serving: the precision served, where the files do not say."
+    ),
+    tp: int | None = typer.Option(
+        None, "--tp", help="--serving: tensor-parallel GPUs, where the files do not say."
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="--serving: write the fitted profile into this profiles file."
+    ),
+    max_evaluations: int | None = typer.Option(
+        None,
+        "--max-evaluations",
+        help="--serving: the most replays of the runs per fit (default: until it converges).",
+    ),
 ) -> None:
     """Fit a calibration profile to measured latencies and report its error before and after;
     a fit worse than the profile planner uses now on the same points is not stored unless
-    --force."""
+    --force. With --serving: fit the engine's profile to serving runs under load by replaying
+    each run through the simulator, and report the held-out error before and after."""
+    from planner.cli.calibrate_serving import calibrate_serving_command, serving_only
     from planner.usecases.calibrate import CalibrateRequest, calibrate
 
+    if serving:
+        deployment = {"engine": engine, "gpu": gpu, "model": model, "precision": precision}
+        calibrate_serving_command(
+            measurements, name, deployment, tp, out, max_evaluations, as_json=as_json
+        )
+        return
+    serving_only(model=model, precision=precision, tp=tp, out=out, evaluations=max_evaluations)
+    if name is None:
+        raise UsageError("--name: give the fitted profile's name (or --serving for serving runs)")
     request = CalibrateRequest(
         measurements=tuple(measurements),
         name=name,
-        engine=engine,
+        engine=engine or DEFAULT_ENGINE,
         gpu=gpu,
         vendor=vendor,
         operators=operators,

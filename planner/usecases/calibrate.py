@@ -2,7 +2,12 @@
 checked, the measurement files (and per-operator timings) read, the profile to start from and
 the one in use now are taken from the store's and the bundled profiles, the fit runs
 (:func:`planner.latency.calibration.calibrate`), and a fit no worse than the profile in use
-(or any, with ``force``) is stored, and written into ``export`` when asked."""
+(or any, with ``force``) is stored, and written into ``export`` when asked.
+
+``planner calibrate --serving`` (:func:`calibrate_serving`): serving results under load (any
+file ``planner bench import`` reads) become runs the simulator replays as they ran; the
+engine's bundled profile is fitted to them (:func:`planner.simulate.serving_fit.fit_serving`)
+and its held-out error reported before and after, per metric."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from planner.usecases import SessionScope
 if TYPE_CHECKING:
     from planner.latency.calibration import CalibrationReport, Measurement
     from planner.latency.catalog import Catalog
+    from planner.latency.serving_points import ServingRun
 
 MAX_NAME = 200  # the store's column widths
 MAX_ENGINE = 64
@@ -177,3 +183,358 @@ def calibrate(
         "baseline_all": finite_or_none(asdict(in_use)),
     }
     return CalibrateResult(report, baseline, summary)
+
+
+# --- calibration from serving runs under load (``planner calibrate --serving``) -------------
+
+SERVING_SPLITS = {
+    "configuration": "leave-one-configuration-out: each deployment's runs predicted by a "
+    "profile fitted on the other deployments' runs only",
+    "load": "leave-one-load-out: each run predicted by a profile fitted on the other runs only",
+}
+MAX_SERVING_FILES = 1000
+
+
+@dataclass(frozen=True)
+class ServingCalibrateRequest:
+    """What ``planner calibrate --serving`` takes: serving result files (any format ``planner
+    bench import`` reads), the deployment facts the files do not record, the profile's name,
+    how long each fit may run, and where to write the profile."""
+
+    files: tuple[Path, ...]
+    engine: str | None = None
+    gpu: str | None = None
+    model: str | None = None
+    precision: str | None = None
+    tp: int | None = None
+    name: str | None = None  # None: "<engine>-<gpu>-serving"
+    out: Path | None = None  # a profiles file to write the fitted profile into
+    max_evaluations: int | None = None  # replays of all runs per fit; None: until converged
+    max_bytes: int | None = None  # a result file's limit; None: the importer's
+
+
+@dataclass(frozen=True)
+class HeldOutError:
+    """One metric's absolute relative errors over the runs that measured it: the profile it
+    started from (``before``, nothing fitted) and the held-out profiles (``after``)."""
+
+    metric: str
+    points: int
+    before_median: float
+    before_p90: float
+    after_median: float
+    after_p90: float
+
+
+@dataclass(frozen=True)
+class ServingCalibration:
+    """A serving fit: the runs replayed, the profile started from and the one fitted on every
+    run, and the held-out error (``split``: configuration or load) per metric and overall."""
+
+    runs: list[ServingRun]
+    start: Profile
+    profile: Profile
+    split: str
+    folds: int
+    by_metric: list[HeldOutError]
+    overall: HeldOutError
+    per_run: list[dict[str, Any]]
+    sources: list[str]
+
+    def summary(self) -> dict[str, Any]:
+        """Everything ``--json`` prints (non-finite errors, a replay that never finished, as
+        null)."""
+        from planner.latency.calibration import finite_or_none
+
+        return dict(
+            finite_or_none(
+                {
+                    "profile": self.profile.to_dict(),
+                    "start_profile": self.start.name,
+                    "runs": len(self.runs),
+                    "configurations": sorted({run.configuration for run in self.runs}),
+                    "split": self.split,
+                    "split_meaning": SERVING_SPLITS[self.split],
+                    "folds": self.folds,
+                    "held_out": {
+                        "overall": asdict(self.overall),
+                        "by_metric": [asdict(e) for e in self.by_metric],
+                    },
+                    "per_run": self.per_run,
+                    "sources": self.sources,
+                }
+            )
+        )
+
+
+def _quantiles(errors: Sequence[float]) -> tuple[float, float]:
+    import numpy as np
+
+    if not errors:
+        return math.nan, math.nan
+    values = np.abs(np.asarray(errors, dtype=float))
+    if not np.isfinite(values).all():  # a replay that never finished: the tail is unbounded
+        values = np.where(np.isfinite(values), values, np.inf)
+    return float(np.median(values)), float(np.quantile(values, 0.9, method="higher"))
+
+
+def _held_out_summary(metric: str, before: Sequence[float], after: Sequence[float]) -> HeldOutError:
+    b_median, b_p90 = _quantiles(before)
+    a_median, a_p90 = _quantiles(after)
+    return HeldOutError(metric, len(before), b_median, b_p90, a_median, a_p90)
+
+
+def calibrate_serving_runs(
+    runs: Sequence[ServingRun],
+    start: Profile,
+    *,
+    name: str,
+    max_evaluations: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    sources: Sequence[str] = (),
+) -> ServingCalibration:
+    """Fit ``start``'s step-time parameters to ``runs`` by replaying each run through the
+    simulator, and measure the held-out error: leave-one-configuration-out where the runs span
+    two or more configurations, else leave-one-load-out (which needs two runs or more)."""
+    from planner.simulate.serving_fit import (
+        RunError,
+        fit_serving,
+        held_out_errors,
+        run_errors,
+    )
+
+    say = progress or (lambda _text: None)
+    if len(runs) < 2:
+        raise UsageError(
+            f"calibration from serving runs needs two runs or more to hold one out; got "
+            f"{len(runs)} (give the files of several loads or deployments)"
+        )
+    configurations = sorted({run.configuration for run in runs})
+    before = run_errors(runs, _always(start))
+    held_out: list[RunError] = []
+    if len(configurations) >= 2:
+        split = "configuration"
+        counter = iter(range(1, len(configurations) + 1))
+        held_out, _ = held_out_errors(
+            runs,
+            start,
+            max_evaluations=max_evaluations,
+            progress=lambda c: say(
+                f"fold {next(counter)}/{len(configurations)}: fitting without {c}"
+            ),
+        )
+        folds = len(configurations)
+    else:
+        split = "load"
+        for index, run in enumerate(runs):
+            say(f"fold {index + 1}/{len(runs)}: fitting without the run at {_load_text(run)}")
+            train = [other for other in runs if other is not run]
+            fold = fit_serving(train, start, max_evaluations=max_evaluations)
+            held_out += run_errors([run], _always(fold))
+        folds = len(runs)
+    say(f"fitting on all {len(runs)} runs")
+    fitted = fit_serving(runs, start, max_evaluations=max_evaluations)
+    profile = Profile.from_dict({**fitted.to_dict(), "name": name})
+    key = {(id(e.run), e.metric): e for e in held_out}
+    metrics = sorted({e.metric for e in before})
+    by_metric = []
+    for metric in metrics:
+        pairs = [(b, key[(id(b.run), metric)]) for b in before if b.metric == metric]
+        by_metric.append(
+            _held_out_summary(metric, [p[0].error for p in pairs], [p[1].error for p in pairs])
+        )
+    overall = _held_out_summary(
+        "all", [b.error for b in before], [key[(id(b.run), b.metric)].error for b in before]
+    )
+    per_run = [
+        {
+            "configuration": b.run.configuration,
+            "load": _load_text(b.run),
+            "source": b.run.source,
+            "metric": b.metric,
+            "measured": b.measured,
+            "before": b.predicted,
+            "held_out": key[(id(b.run), b.metric)].predicted,
+        }
+        for b in before
+    ]
+    return ServingCalibration(
+        list(runs), start, profile, split, folds, by_metric, overall, per_run, list(sources)
+    )
+
+
+def _always(profile: Profile) -> Callable[[ServingRun], Profile]:
+    return lambda _run: profile
+
+
+def _load_text(run: ServingRun) -> str:
+    if run.load_kind == "concurrency":
+        return f"{run.load:g} clients"
+    return f"{run.load:g} req/s"
+
+
+def serving_runs_of(
+    request: ServingCalibrateRequest,
+) -> tuple[list[ServingRun], list[str]]:
+    """The runs the request's files hold, as the simulator replays them, and a note for each
+    run left out (a burst at maximum rate, a run that measured nothing)."""
+    from planner.bench.importers import MAX_FILE_BYTES, check_result_file, import_result
+    from planner.bench.serving_exports import serving_run, unreplayable
+    from planner.latency.catalog import load_catalog
+
+    if not request.files:
+        raise UsageError("give one or more serving result files")
+    if len(request.files) > MAX_SERVING_FILES:
+        raise UsageError(f"at most {MAX_SERVING_FILES:,} files; got {len(request.files):,}")
+    max_bytes = request.max_bytes or MAX_FILE_BYTES
+    for path in request.files:
+        check_result_file(path, max_bytes)
+    catalog = load_catalog()
+    runs: list[ServingRun] = []
+    skipped: list[str] = []
+    for path in request.files:
+        found = import_result(
+            path,
+            gpu=request.gpu,
+            engine=request.engine,
+            model=request.model,
+            precision=request.precision,
+            tp=request.tp,
+            needed_for=("calibration",),
+            max_bytes=max_bytes,
+        )
+        for run in found:
+            problem = unreplayable(run)
+            if problem is not None:
+                skipped.append(f"{path} run {run.info.benchmark + 1}: left out: {problem}")
+                continue
+            runs.append(serving_run(run, catalog, row=len(runs) + 1))
+    return runs, skipped
+
+
+def calibrate_serving(
+    request: ServingCalibrateRequest,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[ServingCalibration, list[str]]:
+    """``planner calibrate --serving``: read the files, start from the bundled profile of the
+    runs' engine and GPU, fit and hold out, and write the profile into ``out`` when asked.
+    Returns the calibration and the notes on runs left out."""
+    from planner.latency.profile import choose_profile, load_bundled_profiles
+    from planner.latency.registry import read_export
+
+    evaluations = request.max_evaluations
+    if evaluations is not None and not 1 <= evaluations <= 100_000:
+        raise UsageError(f"--max-evaluations {evaluations}: expected 1 to 100,000")
+    if request.name is not None:
+        _check_name("--name", request.name, MAX_NAME)
+    payload = read_export(request.out) if request.out is not None else None
+    runs, skipped = serving_runs_of(request)
+    engines = sorted({run.engine for run in runs})
+    if len(engines) > 1:
+        raise UsageError(
+            f"the runs were served by {', '.join(engines)}; a profile is one engine's: "
+            "calibrate each engine's files apart (or pass --engine)"
+        )
+    if not runs:
+        raise UsageError("no run in these files can be replayed: " + "; ".join(skipped))
+    gpus = sorted({run.gpu for run in runs})
+    gpu = gpus[0] if len(gpus) == 1 else None
+    start = choose_profile(load_bundled_profiles(), gpu or "", engines[0])
+    name = request.name or f"{engines[0]}-{(gpu or 'any-gpu').lower()}-serving"
+    start = Profile.from_dict({**start.to_dict(), "gpu": gpu})
+    if progress is not None:
+        progress(f"{len(runs)} runs read; starting from profile {start.name}")
+    sources = [str(path) for path in request.files]
+    result = calibrate_serving_runs(
+        runs,
+        start,
+        name=name,
+        max_evaluations=evaluations,
+        progress=progress,
+        sources=sources,
+    )
+    if request.out is not None and payload is not None:
+        write_serving_profile(request.out, result, payload)
+    return result, skipped
+
+
+def write_serving_profile(path: Path, result: ServingCalibration, payload: dict[str, Any]) -> None:
+    """Write (or replace, by name) the fitted profile in a profiles file (the layout of
+    ``data/calibration/profiles.json``), with its sources and held-out errors, atomically."""
+    import json
+    from datetime import UTC, datetime
+
+    from planner.common.files import write_text_atomic
+    from planner.latency.calibration import finite_or_none
+    from planner.latency.profile import FIT_BOUNDS
+    from planner.simulate.serving_fit import SERVING_FIT_PARAMS
+
+    profile = result.profile
+    fitted = [p for p in SERVING_FIT_PARAMS if getattr(profile, p) != getattr(result.start, p)]
+    summary = result.summary()
+    entry = finite_or_none(
+        {
+            "profile": profile.to_dict(),
+            "fitted_at": datetime.now(UTC).date().isoformat(),
+            "sources": result.sources,
+            "fitted": fitted,
+            "bounds": {p: list(FIT_BOUNDS[p]) for p in fitted},
+            "at_bound": [
+                p
+                for p in fitted
+                if any(
+                    math.isclose(getattr(profile, p), edge, abs_tol=1e-6) for edge in FIT_BOUNDS[p]
+                )
+            ],
+            "points": len(result.per_run),
+            "excluded": [],
+            "heldout_test": _error_summary(result),
+            "after_all": None,
+            "serving": {
+                "start_profile": result.start.name,
+                "runs": len(result.runs),
+                "split": result.split,
+                "held_out": summary["held_out"],
+            },
+        }
+    )
+    profiles = [p for p in payload["profiles"] if p["profile"]["name"] != profile.name]
+    profiles.append(entry)
+    profiles.sort(key=lambda p: (p["profile"]["engine"], p["profile"]["gpu"] or ""))
+    text = json.dumps({**payload, "profiles": profiles}, indent=2, allow_nan=False) + "\n"
+    write_text_atomic(path, text, "--out")
+
+
+def _error_summary(result: ServingCalibration) -> dict[str, Any]:
+    """The held-out errors as the bundled profiles state theirs (``heldout_test``: points,
+    mean, median and worst absolute error, per metric), so `planner latency` can show them."""
+    errors = [
+        (row["held_out"] / row["measured"] - 1.0, row)
+        for row in result.per_run
+        if row["measured"] and row["held_out"] is not None
+    ]
+    finite = [(abs(e), row) for e, row in errors if math.isfinite(e)]
+    if not finite:
+        return {
+            "points": 0,
+            "mape": None,
+            "median_ape": None,
+            "worst_ape": None,
+            "worst_point": "",
+            "by_metric": {},
+        }
+    values = sorted(v for v, _ in finite)
+    worst, row = max(finite, key=lambda item: item[0])
+    by_metric = {
+        e.metric: {"points": float(e.points), "mape": None, "median_ape": e.after_median}
+        for e in result.by_metric
+    }
+    return {
+        "points": len(finite),
+        "mape": sum(values) / len(values),
+        "median_ape": values[len(values) // 2],
+        "worst_ape": worst,
+        "worst_point": f"{row['configuration']}/{row['load']}/{row['metric']}",
+        "by_metric": by_metric,
+    }
