@@ -645,7 +645,7 @@ def _show(run: dict[str, Any]) -> None:
     columns[4].metric("Peak replicas", f"{result['fleet']['peak_replicas']:,}")
     for note in result["notes"]:
         st.info(note, icon=":material/info:")
-    table = percentile_table(result["summary"])
+    table = _percentiles(result["summary"])
     left, right = st.columns(2)
     with left:
         st.dataframe(
@@ -706,6 +706,22 @@ def _show(run: dict[str, Any]) -> None:
         common.download_table(
             run["timeline"], f"whatif-{run['number']}-timeline", key="whatif-timeline"
         )
+
+
+def _percentiles(summary: dict[str, Any]) -> pd.DataFrame:
+    """The percentile table, with each P99's interval (``planner simulate``'s, at its
+    confidence) as two more columns where the run has one."""
+    table = percentile_table(summary)
+    overall = summary["all"]
+    bounds = [(overall[metric].get("interval") or {}).get("p99") for metric in LATENCIES]
+    if not any(bounds):
+        return table
+    level = next(b for b in bounds if b)["confidence"]
+    for side in ("low", "high"):
+        table[f"P99 {level:.0%} {side} (ms)"] = [
+            None if b is None else b[side] * 1e3 for b in bounds
+        ]
+    return table
 
 
 def _compare(runs: list[dict[str, Any]]) -> None:

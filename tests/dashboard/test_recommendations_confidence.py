@@ -1,5 +1,6 @@
-"""The Recommendations page's confidence margin: a small search at 90% confidence from the page,
-its P99 intervals beside the simulated P99s, the error groups and the margin's monthly cost."""
+"""Error bars on the dashboard: the Recommendations page's confidence margin (a small search at
+90% confidence from the page, its P99 intervals beside the simulated P99s, the error groups and
+the margin's monthly cost) and the What-if page's P99 intervals."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from tests.dashboard.test_recommendations_page import (
     _texts,
     _wait_until,
 )
+from tests.dashboard.test_whatif_page import LOAD_SCALE, Page
+from tests.dashboard.test_whatif_page import _run as _run_whatif
+from tests.dashboard.test_whatif_page import _table as _whatif_table
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "accuracy_sample.json"
 
@@ -48,3 +52,17 @@ def test_a_search_at_90_percent_shows_intervals_and_margin_cost(
     assert row["error group"].startswith(ttft["error_group"]["group"])
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Margin cost per month"] == f"${conf['margin_usd_per_month']:,.0f}"
+
+
+def test_a_what_if_shows_each_p99_with_its_interval(demo_home: Path, page: Page) -> None:
+    at = page("whatif")
+    at.number_input(key="whatif-load-scale").set_value(LOAD_SCALE).run()
+    _run_whatif(at)
+    assert not at.error
+    table = _whatif_table(at, "P99 90% high (ms)").set_index("latency")
+    for label in ("TTFT", "TPOT", "E2E"):
+        low, p99, high = (
+            float(table.loc[label, c])
+            for c in ("P99 90% low (ms)", "P99 (ms)", "P99 90% high (ms)")
+        )
+        assert low < p99 < high
