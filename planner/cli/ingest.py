@@ -11,7 +11,13 @@ import typer
 from rich.markup import escape
 
 from planner.cli.context import print_json, sessions_from, stderr, stdout
-from planner.cli.options import INGEST_FIELDS, INGEST_FORMAT_NAMES, TIME_KINDS, TIME_UNITS
+from planner.cli.options import (
+    INGEST_FIELDS,
+    INGEST_FORMAT_NAMES,
+    INGEST_PREFIX_BLOCK_TOKENS,
+    TIME_KINDS,
+    TIME_UNITS,
+)
 from planner.common.text import printable
 
 if TYPE_CHECKING:
@@ -71,6 +77,12 @@ def ingest(
         help="Keep arrival times before 1970 or more than a year from now (refused by default "
         "as a wrong --time-unit, --time-kind or --start).",
     ),
+    prefix_block_tokens: int = typer.Option(
+        INGEST_PREFIX_BLOCK_TOKENS,
+        "--prefix-block-tokens",
+        help="Tokens each prefix block id of the log stands for (Mooncake's hash_ids: 512; a "
+        "log hashed at vLLM's KV blocks: 16); kept with the dataset for simulate and recommend.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
@@ -91,6 +103,7 @@ def ingest(
         on_error=on_error,
         replace=replace,
         allow_any_time=allow_any_time,
+        prefix_block_tokens=prefix_block_tokens,
     )
     with ExitStack() as opened:
         advance = opened.enter_context(_progress_bar(path, quiet))

@@ -28,6 +28,8 @@ INGEST_FIELDS: tuple[str, ...] = (
     "status",
 )
 
+# planner.ingest.pipeline.DEFAULT_PREFIX_BLOCK_TOKENS
+INGEST_PREFIX_BLOCK_TOKENS = 512
 
 # planner.latency.predict
 LATENCY_SIM_REQUESTS = 10_000

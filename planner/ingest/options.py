@@ -20,7 +20,12 @@ from planner.common.text import closest, shown
 from planner.errors import UsageError
 from planner.ingest.formats import FORMAT_NAMES, TimeKind, TimeSpec, TimeUnit, parse_mapping
 from planner.ingest.normalize import ARRIVAL_MAX, ARRIVAL_MIN, ARRIVAL_RANGE
-from planner.ingest.pipeline import IngestOptions, check_name
+from planner.ingest.pipeline import (
+    DEFAULT_PREFIX_BLOCK_TOKENS,
+    MAX_PREFIX_BLOCK_TOKENS,
+    IngestOptions,
+    check_name,
+)
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -95,7 +100,23 @@ CLI_NAMES: dict[str, str] = {
     "on_error": "--on-error",
     "time_kind": "--time-kind",
     "time_unit": "--time-unit",
+    "prefix_block_tokens": "--prefix-block-tokens",
 }
+
+
+def check_prefix_block_tokens(value: int, option: str = "--prefix-block-tokens") -> int:
+    """Tokens each prefix block id of the log stands for: a whole number from 1 to 2^20."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not (1 <= value <= MAX_PREFIX_BLOCK_TOKENS)
+    ):
+        raise UsageError(
+            f"{option} {shown(str(value))}: expected the tokens each prefix block id stands for, "
+            f"a whole number from 1 to {MAX_PREFIX_BLOCK_TOKENS:,} (Mooncake's hash_ids: "
+            f"{DEFAULT_PREFIX_BLOCK_TOKENS}; a log hashed at vLLM's KV blocks: 16)"
+        )
+    return value
 
 
 def _choice(kind: type[E], value: E | str, option: str) -> E:
@@ -121,6 +142,7 @@ def ingest_options(
     on_error: str = "fail",
     replace: bool = False,
     allow_any_time: bool = False,
+    prefix_block_tokens: int = DEFAULT_PREFIX_BLOCK_TOKENS,
     names: Mapping[str, str] = CLI_NAMES,
 ) -> IngestOptions:
     """The options of one ingest from what the user typed, each checked, a bad one named as
@@ -135,6 +157,7 @@ def ingest_options(
         )
     if name is not None:
         check_name(name, called["name"])
+    check_prefix_block_tokens(prefix_block_tokens, called["prefix_block_tokens"])
     kind = _choice(TimeKind, time_kind, called["time_kind"])
     unit = _choice(TimeUnit, time_unit, called["time_unit"])
     return IngestOptions(
@@ -152,4 +175,5 @@ def ingest_options(
         on_error="skip" if on_error == "skip" else "fail",
         replace=replace,
         allow_any_time=allow_any_time,
+        prefix_block_tokens=prefix_block_tokens,
     )

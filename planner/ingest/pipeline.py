@@ -54,6 +54,11 @@ Progress = Callable[[int, int | None], None]  # (rows done, estimated total)
 MAX_NAME_CHARS = 200  # the store's datasets.name column
 KNOWN_SUFFIXES = (".gz", ".csv", ".tsv", ".txt", ".jsonl", ".ndjson", ".json", ".parquet", ".pq")
 UPLOADED = "uploaded"  # how the stored source of an uploaded log reads: "NAME (uploaded)"
+# Tokens each prefix block id of a log stands for, unless the log says otherwise
+# (--prefix-block-tokens): Mooncake's hash_ids are 512-token blocks
+# (planner.simulate.workload.MOONCAKE_BLOCK_TOKENS, pinned equal by a test).
+DEFAULT_PREFIX_BLOCK_TOKENS = 512
+MAX_PREFIX_BLOCK_TOKENS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,8 @@ class IngestOptions:
     replace: bool = False
     # arrival times before 1970 or more than a year from now are refused unless this is set
     allow_any_time: bool = False
+    # tokens each prefix block id stands for (Mooncake's hash_ids: 512), kept with the dataset
+    prefix_block_tokens: int = DEFAULT_PREFIX_BLOCK_TOKENS
 
 
 @dataclass
@@ -326,6 +333,7 @@ def _store(session: Session, log: PreparedLog, progress: Progress | None) -> Ing
             same_file.row_count,
             start_at=same_file.start_at,
             end_at=same_file.end_at,
+            notes=_block_size_note(same_file, log.options),
         )
     if same_name is not None and not log.options.replace:
         raise UsageError(
@@ -355,6 +363,17 @@ def _store(session: Session, log: PreparedLog, progress: Progress | None) -> Ing
     return result
 
 
+def _block_size_note(stored: Dataset, options: IngestOptions) -> list[str]:
+    """A stored log whose prefix blocks were taken at another size than asked now."""
+    kept = (stored.options or {}).get("prefix_block_tokens", DEFAULT_PREFIX_BLOCK_TOKENS)
+    if kept == options.prefix_block_tokens:
+        return []
+    return [
+        f"dataset {stored.name!r} takes each prefix block id as {kept} tokens, not the "
+        f"{options.prefix_block_tokens} asked now; add --replace to ingest it again with them"
+    ]
+
+
 def _recorded_options(
     fmt: LogFormat, fields: dict[str, str], options: IngestOptions
 ) -> dict[str, Any]:
@@ -365,6 +384,7 @@ def _recorded_options(
         "model": options.model,
         "on_error": options.on_error,
         "allow_any_time": options.allow_any_time,
+        "prefix_block_tokens": options.prefix_block_tokens,
     }
 
 

@@ -520,6 +520,8 @@ class Replica:
                 if listener is not None:
                     listener.evicted(block, self.index)
             cached = hits * self.prefix_block_tokens
+            if cached < seq.input_tokens:  # reused in whole KV blocks of the engine's own size
+                cached -= cached % BLOCK_TOKENS
         elif cfg.prefix_hit_rate > 0:
             cached = int(seq.input_tokens * cfg.prefix_hit_rate)
         # at least the last prompt token is computed, to produce the first output token

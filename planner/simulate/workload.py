@@ -21,10 +21,10 @@ dataset's requests, :func:`planner.usecases.load.token_pool`), so their correlat
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -217,11 +217,28 @@ def limit_prompts(workload: Workload, max_len: int | None, mode: str = "truncate
 # --- replay of a dataset's requests -----------------------------------------------------------
 
 
-def replayed(frame: pd.DataFrame, zero_us: int, name: str) -> Workload:
+def prefix_block_tokens_of(options: Mapping[str, Any] | None) -> int:
+    """The tokens each prefix block id of a dataset stands for, as its ingest recorded them
+    (``--prefix-block-tokens``); :data:`MOONCAKE_BLOCK_TOKENS` for a dataset ingested before
+    the option existed, or a value that is not a positive whole number."""
+    value = (options or {}).get("prefix_block_tokens")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return MOONCAKE_BLOCK_TOKENS
+
+
+def replayed(
+    frame: pd.DataFrame,
+    zero_us: int,
+    name: str,
+    prefix_block_tokens: int = MOONCAKE_BLOCK_TOKENS,
+) -> Workload:
     """The workload of a dataset's requests (``name`` is how messages name it), given as
     columns ``arrival_us``, ``input_tokens``, ``output_tokens``, ``priority_class`` (None:
     :data:`DEFAULT_CLASS`) and ``prefix_block_ids`` (space-separated block ids, or None), in
-    arrival order; time zero is ``zero_us`` (microseconds since the epoch)."""
+    arrival order; time zero is ``zero_us`` (microseconds since the epoch). Each block id
+    stands for ``prefix_block_tokens`` prompt tokens (the log's own block size, recorded at
+    ingest: :func:`prefix_block_tokens_of`)."""
     import pandas as pd  # only a replay needs it: a synthetic run starts without pandas
 
     arrival_s = (frame["arrival_us"].to_numpy(np.int64) - zero_us) / 1e6
@@ -247,7 +264,7 @@ def replayed(frame: pd.DataFrame, zero_us: int, name: str) -> Workload:
         class_index=class_index,
         classes=classes,
         prefix_blocks=blocks,
-        prefix_block_tokens=MOONCAKE_BLOCK_TOKENS,
+        prefix_block_tokens=prefix_block_tokens,
     )
 
 

@@ -33,6 +33,7 @@ from planner.simulate.workload import (
     Workload,
     check_request_count,
     from_micros,
+    prefix_block_tokens_of,
     replayed,
     synthetic,
 )
@@ -87,7 +88,7 @@ def from_dataset(
             f"to {_when(from_micros(span.last_us))})"
         )
     zero_us = span.first_us if start_us is None else start_us
-    workload = replayed(frame, zero_us, name)
+    workload = replayed(frame, zero_us, name, prefix_block_tokens_of(dataset.options))
     if load_scale == 1.0:
         return workload
     count = span.count
