@@ -61,6 +61,6 @@ def test_a_what_if_shows_each_p99_with_its_interval(demo_home: Path, page: Page)
     assert not at.error
     table = _whatif_table(at, "P99 90% high (ms)").set_index("latency")
     for label in ("TTFT", "TPOT", "E2E"):
-        row: dict[str, float] = table.loc[label].to_dict()
+        row = {str(k): float(v) for k, v in table.loc[label].to_dict().items()}
         low, p99, high = (row[c] for c in ("P99 90% low (ms)", "P99 (ms)", "P99 90% high (ms)"))
         assert low < p99 < high
