@@ -872,6 +872,8 @@ def _show(header: dict[str, Any], data: Any, plot: Path | None, as_json: bool) -
             else ""
         )
     )
+    if header["winner"] and (data.get("confidence") or {}).get("level") is not None:
+        _print_confidence(data["confidence"])
     for row in data["ranked"][:10]:
         stdout.print(
             f"  #{row['id']} {row['provider']}/{row['region']}/{row['instance_type']} "

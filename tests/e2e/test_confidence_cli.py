@@ -158,3 +158,14 @@ def test_simulate_table_shows_intervals(home: Path) -> None:
             < float(high.replace(",", ""))
         )
     assert "intervals at 90% confidence" in " ".join(result.stdout.split())
+
+
+def test_the_stored_recommendation_keeps_the_margin(home: Path) -> None:
+    stored = [a for a in SMALL if a != "--no-save"]
+    result = run(home, "recommend", "--dataset", "demo", *TARGETS, *stored, "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    shown = run(home, "recommendations", "show", str(data["id"]), "--json")
+    assert json.loads(shown.stdout)["result"]["confidence"] == data["confidence"]
+    text = " ".join(run(home, "recommendations", "show", str(data["id"])).stdout.split())
+    assert "at 90% confidence" in text and "the 90% margin costs $" in text
