@@ -229,7 +229,8 @@ def _print_percentiles(result: dict[str, Any], loaded: dict[str, Any]) -> None:
     stdout.print(
         f"percentiles from the discrete-event simulator: {sim['requests']:,} Poisson "
         f"arrivals at {loaded['load']:g} req/s, {sim['excluded']} excluded, seed "
-        f"{result.get('seed', 0)}; {sim['wall_s']:.2f} s"
+        f"{result.get('seed', 0)}; {sim['wall_s']:.2f} s; admission {sim['admission']} "
+        f"(from {escape(sim['admission_source'])})"
     )
 
 
