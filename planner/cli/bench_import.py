@@ -1,5 +1,5 @@
-"""``planner bench import``: the result files users already have, as planner's runs and as
-measurement rows for ``planner calibrate``."""
+"""``planner bench import``: the result files users already have, as planner's runs (with the
+load model a replay makes) and as measurement rows for ``planner calibrate``."""
 
 from __future__ import annotations
 
@@ -46,7 +46,11 @@ def _print_runs(runs: list[BenchRun]) -> None:
         Column("load", [r.info.load.label() for r in runs]),
         Column(
             "completed",
-            [f"{r.completed}" + (f" ({r.failed} failed)" if r.failed else "") for r in runs],
+            [
+                (f"{r.completed}" if not _count_unknown(r) else "-")
+                + (f" ({r.failed} failed)" if r.failed else "")
+                for r in runs
+            ],
             justify="right",
         ),
         Column("TTFT ms", [_number(r.ttft.mean, 1) for r in runs], justify="right"),
@@ -64,6 +68,11 @@ def _print_runs(runs: list[BenchRun]) -> None:
         ),
     ]
     print_table(columns, title="Mean latencies and throughputs (output tokens/s, requests/s)")
+
+
+def _count_unknown(run: BenchRun) -> bool:
+    """A run that measured latencies but recorded no request count (GenAI-Perf's export)."""
+    return run.completed == 0 and (run.ttft.mean is not None or run.e2el.mean is not None)
 
 
 _SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
@@ -95,8 +104,10 @@ def import_command(
     ctx: typer.Context,
     paths: list[Path] = typer.Argument(
         ...,
-        help="Result files: guidellm benchmarks.json or `vllm bench serve --save-result` JSON "
-        "(also gzipped), told apart by their content.",
+        help="Result files: guidellm benchmarks.json, `vllm bench serve --save-result` JSON, "
+        "GenAI-Perf/AIPerf profile exports (profile_export_genai_perf.json, "
+        "profile_export_aiperf.json) or inference-perf stage_N_lifecycle_metrics.json (with "
+        "its config.yaml beside it), also gzipped, told apart by their content.",
     ),
     gpu: str | None = typer.Option(
         None,
@@ -164,9 +175,11 @@ def import_command(
     ] = False,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Import benchmark results from guidellm or `vllm bench serve`: prints each run's
-    latencies and throughputs (--json: the full results, vLLM's summary keys plus a planner
-    block), and with --out-csv writes them as measurements that `planner calibrate` fits.
+    """Import benchmark results from guidellm, `vllm bench serve`, GenAI-Perf, AIPerf or
+    inference-perf: prints each run's latencies and throughputs and its load model (a closed
+    loop of N clients, or a rate and how it arrived: what `planner calibrate --serving`
+    replays; --json: the full results, vLLM's summary keys plus a planner block and
+    load_model), and with --out-csv writes them as measurements that `planner calibrate` fits.
     Storing the runs and --out-csv need the GPU, engine, model and precision (from the file
     or --gpu, --engine, --model, --precision); with --no-store and no --out-csv, none."""
     from planner.usecases.bench_import import BenchImportRequest, import_bench  # when importing
@@ -188,11 +201,18 @@ def import_command(
         result = import_bench(request, sessions, progress=_Notes())
     runs = result.runs
     if as_json:
-        print_json([run.to_dict() for run in runs])
+        print_json(
+            [
+                {**run.to_dict(), "load_model": load}
+                for run, load in zip(runs, result.load_models, strict=True)
+            ]
+        )
     else:
         _print_runs(runs)
+        for name, load in zip(_run_names(runs), result.load_models, strict=True):
+            stderr.print(f"{name}: load model: {load}", markup=False, soft_wrap=True)
     for run in runs:
-        if run.completed == 0:
+        if run.completed == 0 and not _count_unknown(run):
             stderr.print(
                 f"note: {printable(run.info.source_file)} run {run.info.benchmark + 1} "
                 "completed no request; it gives no measurement",

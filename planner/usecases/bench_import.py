@@ -1,4 +1,5 @@
-"""``bench import``: result files of guidellm and ``vllm bench serve`` as planner's runs.
+"""``bench import``: result files of guidellm, ``vllm bench serve``, GenAI-Perf, AIPerf and
+inference-perf as planner's runs, each with its load model (how a replay makes its load).
 
 It checks its request (the options, each file's size), reads the files, checks the names asked
 for are free, writes the measurement rows asked for, and stores the runs; the names stored go to
@@ -7,7 +8,7 @@ for are free, writes the measurement rows asked for, and stores the runs; the na
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,9 @@ class BenchImportResult:
     runs: list[BenchRun]
     stored: list[list[str]]
     rows_written: int | None
+    # each run's load as a replay makes it ("closed loop, 100 clients", "Poisson arrivals at
+    # 5 req/s"): what `planner calibrate --serving` replays, stored with the run
+    load_models: list[str] = field(default_factory=list)
 
 
 def _group_name(path: Path) -> str:
@@ -111,4 +115,8 @@ def import_bench(
                 sessions, progress or Silent(), kept, request.name, group=group, target=str(path)
             )
             stored.append(names)
-    return BenchImportResult(runs, stored, rows_written)
+    from planner.bench.serving_exports import load_model
+
+    return BenchImportResult(
+        runs, stored, rows_written, [load_model(run.info.load) for run in runs]
+    )
