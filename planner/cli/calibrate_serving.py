@@ -14,8 +14,23 @@ if TYPE_CHECKING:
     from planner.usecases.calibrate import HeldOutError, ServingCalibration
 
 
-def serving_only(**options: object) -> None:
-    """Refuse the options that only ``--serving`` reads, given without it."""
+DEFAULT_HOLDOUT = 0.3  # calibrate's --holdout default: given with --serving only when changed
+
+
+def serving_only(*, serving: bool = False, **options: object) -> None:
+    """Refuse the options that only ``--serving`` reads, given without it, or (``serving``)
+    the options of a fit to measurement CSV files, given with it."""
+    if serving:
+        holdout = options.pop("holdout", DEFAULT_HOLDOUT)
+        given = [name for name, value in options.items() if value is not None]
+        given += ["holdout"] if holdout != DEFAULT_HOLDOUT else []
+        if given:
+            names = ", ".join(f"--{name}" for name in given)
+            raise UsageError(
+                f"{names}: not with --serving (a serving fit holds out whole runs, starts from "
+                "the engine's bundled profile and writes with --out)"
+            )
+        return
     given = [name for name, value in options.items() if value is not None]
     if given:
         flags = {"evaluations": "--max-evaluations"}

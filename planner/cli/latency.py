@@ -433,7 +433,10 @@ def calibrate_command(
         "the files' engine).",
     ),
     gpu: str | None = typer.Option(
-        None, "--gpu", help="Fit one GPU's measurements only (default: all GPUs)."
+        None,
+        "--gpu",
+        help="Fit one GPU's measurements only (default: all GPUs); with --serving, the GPU "
+        "the runs were measured on, where the files do not say.",
     ),
     vendor: str | None = typer.Option(
         None, "--vendor", help="Fit one vendor's GPUs only (NVIDIA, AMD; default: all)."
@@ -494,6 +497,8 @@ def calibrate_command(
     from planner.usecases.calibrate import CalibrateRequest, calibrate
 
     if serving:
+        offline = {"vendor": vendor, "operators": operators, "start": start, "export": export}
+        serving_only(serving=True, force=force or None, holdout=holdout, **offline)
         deployment = {"engine": engine, "gpu": gpu, "model": model, "precision": precision}
         calibrate_serving_command(
             measurements, name, deployment, tp, out, max_evaluations, as_json=as_json

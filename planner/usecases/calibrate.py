@@ -508,14 +508,17 @@ def write_serving_profile(path: Path, result: ServingCalibration, payload: dict[
 
 def _error_summary(result: ServingCalibration) -> dict[str, Any]:
     """The held-out errors as the bundled profiles state theirs (``heldout_test``: points,
-    mean, median and worst absolute error, per metric), so `planner latency` can show them."""
-    errors = [
-        (row["held_out"] / row["measured"] - 1.0, row)
+    mean, median and worst absolute error, and per metric), so the dashboard and `planner
+    latency` can show them; a replay that never finished is left out of these figures (the
+    ``serving`` block counts it as unbounded)."""
+    import numpy as np
+
+    rows = [
+        (abs(row["held_out"] / row["measured"] - 1.0), row)
         for row in result.per_run
-        if row["measured"] and row["held_out"] is not None
+        if row["measured"] and row["held_out"] is not None and math.isfinite(row["held_out"])
     ]
-    finite = [(abs(e), row) for e, row in errors if math.isfinite(e)]
-    if not finite:
+    if not rows:
         return {
             "points": 0,
             "mape": None,
@@ -524,17 +527,21 @@ def _error_summary(result: ServingCalibration) -> dict[str, Any]:
             "worst_point": "",
             "by_metric": {},
         }
-    values = sorted(v for v, _ in finite)
-    worst, row = max(finite, key=lambda item: item[0])
-    by_metric = {
-        e.metric: {"points": float(e.points), "mape": None, "median_ape": e.after_median}
-        for e in result.by_metric
-    }
+    worst, worst_row = max(rows, key=lambda item: item[0])
+    by_metric = {}
+    for metric in sorted({row["metric"] for _, row in rows}):
+        values = np.array([e for e, row in rows if row["metric"] == metric])
+        by_metric[metric] = {
+            "points": float(values.size),
+            "mape": float(values.mean()),
+            "median_ape": float(np.median(values)),
+        }
+    every = np.array([e for e, _ in rows])
     return {
-        "points": len(finite),
-        "mape": sum(values) / len(values),
-        "median_ape": values[len(values) // 2],
+        "points": len(rows),
+        "mape": float(every.mean()),
+        "median_ape": float(np.median(every)),
         "worst_ape": worst,
-        "worst_point": f"{row['configuration']}/{row['load']}/{row['metric']}",
+        "worst_point": f"{worst_row['configuration']}/{worst_row['load']}/{worst_row['metric']}",
         "by_metric": by_metric,
     }

@@ -70,3 +70,12 @@ def test_serving_calibration_user_errors(home: Path) -> None:
     assert alone.returncode != 0 and "--model: only with --serving" in alone.stderr
     unnamed = run(home, "calibrate", STAGE_0)
     assert unnamed.returncode != 0 and "--name: give the fitted profile's name" in unnamed.stderr
+
+
+def test_csv_fit_options_are_refused_with_serving(home: Path, tmp_path: Path) -> None:
+    result = run(
+        home, "calibrate", "--serving", STAGE_0, STAGE_1, "--export", str(tmp_path / "p.json")
+    )
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "--export: not with --serving" in result.stderr
+    assert not (tmp_path / "p.json").exists()

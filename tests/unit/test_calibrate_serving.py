@@ -77,6 +77,7 @@ def test_files_fit_leave_one_load_out_and_write_a_profiles_file(tmp_path: Path) 
     assert entry["sources"] == [str(path) for path in STAGE_FILES]
     assert entry["serving"]["split"] == "load" and entry["serving"]["runs"] == 2
     assert entry["heldout_test"]["points"] == 2 * 10  # ten statistics a stage
+    assert entry["heldout_test"]["mape"] > 0 and "ttft_mean" in entry["heldout_test"]["by_metric"]
     # a second fit of the same name replaces the first
     calibrate_serving(request)
     assert len(json.loads(out.read_text())["profiles"]) == 1
