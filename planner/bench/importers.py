@@ -1035,9 +1035,10 @@ def _avg(root: _At, key: str, bound: Bound) -> float | None:
 
 def _genai_perf(root: _At) -> _Found:
     config = root.get("input_config")
-    if config is None or not isinstance(config.value, dict):
-        where = config or root
-        raise where.fail(
+    if config is not None and not isinstance(config.value, dict):
+        raise config.error("an object of the run's settings (its concurrency or request rate)")
+    if config is None:
+        raise root.fail(
             "input_config",
             "missing; expected the run's settings (its concurrency or request rate) as "
             "GenAI-Perf and AIPerf write them beside the statistics",
