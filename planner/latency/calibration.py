@@ -768,6 +768,16 @@ def _fit_predict(point: Measurement, profile: Profile, catalog: Catalog) -> floa
     return edge * (point.load / (0.99 * capacity)) ** 4
 
 
+def log_errors(
+    points: Sequence[Measurement], profile: Profile, catalog: Catalog | None = None
+) -> np.ndarray:
+    """log(predicted / measured) of each point, as :func:`fit` weighs them (a prediction past
+    saturation is continued, see ``_fit_predict``)."""
+    catalog = catalog or load_catalog()
+    predicted = [_fit_predict(p, profile, catalog) for p in points]
+    return np.asarray(np.log(np.minimum(predicted, 1e12)) - np.log([p.value for p in points]))
+
+
 def fit(
     points: Sequence[Measurement],
     start: Profile,

@@ -87,6 +87,10 @@ class ServingRun:
     prefix_hit_rate: float = 0.0  # share of prompt tokens served from the prefix cache
     settings: dict[str, Any] = field(default_factory=dict)  # engine settings the run stated
     excluded: str = ""  # why this run is not used (empty: used)
+    # how closed-loop clients send: "waves" (lock-step: identical requests that return
+    # together are sent again together, GenAI-Perf's and AIPerf's pattern), "synchronized"
+    # (started together, then free-running) or "staggered"
+    clients_start: str = "synchronized"
 
     @property
     def configuration(self) -> str:
@@ -166,6 +170,9 @@ def published_runs(path: Path | None = None) -> list[ServingRun]:
                 measured=measured,
                 duration_s=300.0 if row["load_kind"] != "concurrency" else 0.0,
                 excluded=excluded,
+                # identical fixed-length requests: GenAI-Perf's and AIPerf's clients stay in
+                # lock-step (see the file's notes), so a concurrency-C run comes in waves of C
+                clients_start="waves" if row["client"] in ("GenAI-Perf", "AIPerf") else "synchronized",
             )
         )
     return runs

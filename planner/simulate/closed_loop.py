@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from planner.simulate.engine import EngineConfig, Replica, Sequence, StepTimes
 
-START_MODES = ("synchronized", "staggered")
+START_MODES = ("synchronized", "staggered", "waves")
 MAX_CLIENTS = 100_000
 MAX_REQUESTS = 5_000_000
 
@@ -122,8 +122,17 @@ def run_closed_loop(
     ``input_tokens[k % n]``, ``output_tokens[k % n]``. A request goes to the replica with the
     fewest requests inside (the first such), as a least-outstanding router does."""
     starts = [(float(t), c) for c, t in enumerate(load.start_times())]
+    wave = load.clients if load.start == "waves" else 0
     return _drive(
-        times, engine, starts, load.requests, load.think_s, input_tokens, output_tokens, replicas
+        times,
+        engine,
+        starts,
+        load.requests,
+        load.think_s,
+        input_tokens,
+        output_tokens,
+        replicas,
+        wave=wave,
     )
 
 
@@ -154,6 +163,8 @@ def _drive(
     input_tokens: NDArray[np.int64],
     output_tokens: NDArray[np.int64],
     replicas: int,
+    *,
+    wave: int = 0,
 ) -> ClosedLoopRun:
     inputs = np.asarray(input_tokens, dtype=np.int64)
     outputs = np.asarray(output_tokens, dtype=np.int64)
@@ -169,6 +180,7 @@ def _drive(
     heapq.heapify(sends)
     sent = seen = 0
     n = len(inputs)
+    held: list[tuple[float, int]] = []  # waves: clients done, waiting for the rest of the wave
     while True:
         next_send = sends[0][0] if sends and sent < total else math.inf
         next_event = min(r.next_event() for r in fleet)
@@ -183,7 +195,16 @@ def _drive(
                 client = int(client_of[rid])
                 if client >= 0 and sent < total:
                     left = out if out == out else float(arrival[rid])  # refused: at once
-                    heapq.heappush(sends, (left + think_s, client))
+                    if not wave:
+                        heapq.heappush(sends, (left + think_s, client))
+                        continue
+                    held.append((left, client))
+                    if len(held) == wave or len(held) + sent >= total + wave:
+                        # the whole wave is back: every client sends again together
+                        again = max(t for t, _ in held) + think_s
+                        for _, waiting in held:
+                            heapq.heappush(sends, (again, waiting))
+                        held = []
             continue
         now, client = heapq.heappop(sends)
         for replica in fleet:

@@ -73,7 +73,7 @@ def replay(run: ServingRun, profile: Profile, *, seed: int = 0) -> dict[str, flo
     if run.load_kind == "concurrency":
         clients = int(run.load)
         # two measured waves after the first, at least 30 requests
-        load = ClosedLoop(clients, max(3 * clients, 30))
+        load = ClosedLoop(clients, max(3 * clients, 30), start=run.clients_start)
         result = run_closed_loop(times, engine, load, inputs, outputs).measured(clients)
     else:
         rng = np.random.default_rng(seed)
@@ -125,8 +125,11 @@ def fit_serving(
     *,
     metrics: Sequence[str] = FIT_METRICS,
     max_evaluations: int | None = None,
+    extra: Callable[[Profile], np.ndarray] | None = None,
 ) -> Profile:
-    """The profile whose ``params`` minimise robust log errors of ``metrics`` over ``runs``."""
+    """The profile whose ``params`` minimise robust log errors of ``metrics`` over ``runs``
+    and of ``extra(profile)`` (further weighted log errors, e.g. offline measurements the
+    profile must keep matching)."""
     from scipy.optimize import least_squares  # SciPy only when fitting
 
     params = [p for p in params if _informed(p, runs)]
@@ -143,7 +146,8 @@ def fit_serving(
         predictions = [replay(run, profile) for run in runs]
         values = [predictions[index[id(run)]].get(m, math.nan) for run, m, _ in pairs]
         logged = np.log([v if math.isfinite(v) and v > 0 else UNSERVED * 1e6 for v in values])
-        return np.asarray(logged - measured)
+        serving = np.asarray(logged - measured)
+        return serving if extra is None else np.concatenate([serving, extra(profile)])
 
     result = least_squares(
         residuals,

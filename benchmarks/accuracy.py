@@ -1,0 +1,256 @@
+"""Held-out accuracy of the simulator on the bundled serving measurements under load.
+
+    python benchmarks/accuracy.py                     # the tables of docs/accuracy.md (~1 min)
+    python benchmarks/accuracy.py --write-json        # also data/calibration/accuracy.json
+    python benchmarks/accuracy.py --before OLD.json   # also the same runs under older profiles
+    python benchmarks/accuracy.py --refit             # refit every fold first (~1 h on 1 core)
+
+Each configuration (engine, GPU, model, precision, TP of one data set) is predicted by the
+profile fitted without it (data/calibration/serving_folds.json); data sets an engine's profile
+was never fitted on are predicted by the bundled profile. ``--before`` takes a profiles file
+(e.g. ``git show f8f36af:data/calibration/profiles.json > old.json``, the profiles before
+issue 37) and predicts every run with it: nothing of these data sets was fitted there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+
+from planner.latency.calibration import read_measurements, select
+from planner.latency.profile import (
+    FIT_BOUNDS,
+    Profile,
+    bundled_profiles_path,
+    choose_profile,
+    load_bundled_profiles,
+)
+from planner.latency.serving_points import ServingRun, bundled_runs
+from planner.latency.uncertainty import gpu_class
+from planner.paths import data_dir
+from planner.simulate.accuracy import (
+    Fold,
+    accuracy_groups,
+    capacity_errors,
+    fitted_runs,
+    folds_path,
+    held_out_errors,
+    load_folds,
+    refit_folds,
+    refit_profile,
+    save_folds,
+    summary_rows,
+)
+from planner.simulate.serving_fit import SERVING_FIT_PARAMS, RunError, run_errors
+
+ROOT = Path(__file__).resolve().parent.parent
+STATS_SHOWN = ("mean", "p50", "p95", "p99", "p90")
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}%" if value == value else "—"
+
+
+def table(rows: Sequence[dict[str, object]]) -> str:
+    lines = [
+        "| data set | metric | stat | load | points | median abs | P90 abs | median signed |",
+        "|---|---|---|---|--:|--:|--:|--:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['dataset']} | {r['metric']} | {r['stat']} | {r['load']} | {r['points']} "
+            f"| {_pct(r['median_abs'])} | {_pct(r['p90_abs'])} | {_pct(r['median_signed'])} |"  # type: ignore[arg-type]
+        )
+    return "\n".join(lines)
+
+
+def capacity_table(errors: Sequence[RunError], runs: Sequence[object]) -> str:
+    rows = capacity_errors(errors, runs)  # type: ignore[arg-type]
+    over = [r for r in rows if r["error"] > 0.10]
+    by_set: dict[str, list[float]] = {}
+    for r in rows:
+        by_set.setdefault(str(r["dataset"]), []).append(float(r["error"]))
+    lines = [
+        "| data set | sweeps | median abs | P90 abs | worst over | over +10% |",
+        "|---|--:|--:|--:|--:|--:|",
+    ]
+    import numpy as np
+
+    for name, values in sorted(by_set.items()):
+        a = np.abs(values)
+        lines.append(
+            f"| {name} | {len(values)} | {_pct(float(np.median(a)))} | "
+            f"{_pct(float(np.percentile(a, 90)))} | {_pct(max(values))} | "
+            f"{sum(v > 0.10 for v in values)} |"
+        )
+    text = "\n".join(lines)
+    if over:
+        text += "\n\nSweeps whose capacity is over-predicted by more than 10%:\n" + "\n".join(
+            f"- {r['sweep']}: {_pct(float(r['error']))} at {r['clients']:g} clients" for r in over
+        )
+    return text
+
+
+# engine -> (the bundled profile refitted under load, which GPUs' offline points anchor it,
+# GPU-specific profiles of that engine the refit replaces)
+REFITS = {
+    "trtllm": ("trtllm-default", None, ("trtllm-h100-sxm",)),
+    "vllm": ("vllm-default", "nvidia", ()),
+}
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def refit_bundled(
+    runs: Sequence[ServingRun],
+    bundled: list[Profile],
+    max_evaluations: int,
+    warm: dict[str, dict[str, float]],
+) -> list[Profile]:
+    """Refit each engine's bundled profile under load (anchored by its offline points), write
+    it into data/calibration/profiles.json, then refit every fold from it."""
+    path = bundled_profiles_path()
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    published, _ = read_measurements(data_dir() / "reference" / "published_latency.csv")
+    folds: list[Fold] = []
+    for engine, (name, vendor, replaced) in REFITS.items():
+        start = next(p for p in bundled if p.name == name)
+        if engine in warm:  # a previous fit's parameters: the fit is local, start near it
+            start = start.with_params(**{k: warm[engine][k] for k in SERVING_FIT_PARAMS})
+        points = select(published, engine=engine, gpu=None, vendor=vendor)
+        train = fitted_runs(runs, engine)
+        _say(f"fitting {name} on {len(train)} serving runs and {len(points)} offline points")
+        profile = refit_profile(train, start, points, max_evaluations=4 * max_evaluations)
+        folds += refit_folds(
+            runs,
+            profile,
+            points,
+            max_evaluations=max_evaluations,
+            progress=lambda c: _say(f"fitting without {c}"),
+        )
+        entries = [e for e in payload["profiles"] if e["profile"]["name"] not in replaced]
+        for entry in entries:
+            if entry["profile"]["name"] == name:
+                entry.update(
+                    profile=profile.to_dict(),
+                    fitted_at=str(date.today()),
+                    sources=[
+                        *sorted({f"data/reference/{_file_of(r)}" for r in train}),
+                        "data/reference/published_latency.csv",
+                    ],
+                    fitted=list(SERVING_FIT_PARAMS),
+                    bounds={k: list(FIT_BOUNDS[k]) for k in SERVING_FIT_PARAMS},
+                    points=len(train) + len(points),
+                )
+        payload["profiles"] = entries
+    save_folds(
+        folds_path(),
+        folds,
+        f"leave-one-configuration-out serving fits, {date.today()}, benchmarks/accuracy.py --refit",
+    )
+    errors = held_out_errors(runs, {f.held_out: f for f in folds}, [])
+    for entry in payload["profiles"]:
+        engine = entry["profile"]["engine"]
+        if entry["profile"]["name"] in {v[0] for v in REFITS.values()}:
+            entry["heldout_test"] = heldout_summary([e for e in errors if e.run.engine == engine])
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return load_bundled_profiles()
+
+
+def _file_of(run: ServingRun) -> str:
+    return "vllm_h100_under_load.csv" if run.dataset == "vllm-h100" else "serving_under_load.csv"
+
+
+def heldout_summary(errors: Sequence[RunError]) -> dict[str, object]:
+    """The ``heldout_test`` block of a profiles file: latency statistics, absolute errors."""
+    import numpy as np
+
+    latency = [e for e in errors if not e.metric.startswith("output") and e.error == e.error]
+    by_metric: dict[str, list[float]] = {}
+    for e in latency:
+        by_metric.setdefault(e.metric.split("_")[0].replace("itl", "tpot"), []).append(abs(e.error))
+    values = [abs(e.error) for e in latency]
+    return {
+        "points": len(values),
+        "method": "leave-one-configuration-out replays of serving runs under load",
+        "mape": float(np.mean(values)),
+        "median_ape": float(np.median(values)),
+        "by_metric": {
+            m: {"points": len(v), "mape": float(np.mean(v)), "median_ape": float(np.median(v))}
+            for m, v in sorted(by_metric.items())
+        },
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write-json", action="store_true", help="write accuracy.json")
+    parser.add_argument("--before", type=Path, help="also predict every run with these profiles")
+    parser.add_argument("--refit", action="store_true", help="refit every fold first")
+    parser.add_argument("--max-evaluations", type=int, default=100)
+    parser.add_argument(
+        "--warm-start",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="profile JSON files (Profile.to_dict) to start an engine's refit from",
+    )
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    runs = bundled_runs()
+    bundled = load_bundled_profiles()
+    if args.refit:
+        warm = {}
+        for path in args.warm_start:
+            params = json.loads(path.read_text(encoding="utf-8"))
+            warm[params["engine"]] = params
+        bundled = refit_bundled(runs, bundled, args.max_evaluations, warm)
+    folds_by = load_folds()
+    errors = held_out_errors(runs, folds_by, bundled)
+    print("## Held out (planner's profiles after issue 37)\n")
+    print(table(summary_rows(errors, runs)))
+    print("\n### Capacity (throughput at the load where the measured one peaked)\n")
+    print(capacity_table(errors, runs))
+    if args.before is not None:
+        payload = json.loads(args.before.read_text(encoding="utf-8"))
+        old = [Profile.from_dict(e["profile"]) for e in payload["profiles"]]
+        used = [r for r in runs if not r.excluded]
+        before = run_errors(used, lambda r: choose_profile(old, r.gpu, r.engine))
+        print(f"\n## Before ({args.before})\n")
+        print(table(summary_rows(before, runs)))
+        print("\n### Capacity before\n")
+        print(capacity_table(before, runs))
+    if args.write_json:
+        out = ROOT / "data" / "calibration" / "accuracy.json"
+        payload = {
+            "generated": str(date.today()),
+            "method": (
+                "leave-one-configuration-out: each configuration predicted by a profile fitted "
+                "without it (data/calibration/serving_folds.json); signed relative errors "
+                "(predicted - measured) / measured of the simulator's replay of each run"
+            ),
+            "sources": [
+                "data/reference/serving_under_load.csv",
+                "data/reference/vllm_h100_under_load.csv",
+            ],
+            "groups": accuracy_groups(errors, gpu_class),
+        }
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(out)
+        print(f"\nwrote {out.relative_to(ROOT)}", file=sys.stderr)
+    print(f"\n({time.perf_counter() - began:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
