@@ -51,6 +51,7 @@ INFERENCE_PERF_METRICS = {
     "e2e_p90": "e2e_p90_ms",
     "e2e_p99": "e2e_p99_ms",
 }
+LOCK_STEP_CLIENTS = ("GenAI-Perf", "AIPerf")
 ENGINES = {"NVIDIA NIM (TensorRT-LLM backend)": "trtllm", "SGLang": "sglang", "vLLM": "vllm"}
 # published model ids -> the catalog's model of the same shape (Llama 3, 3.1 and 3.3 differ in
 # context length and training, not in the layers the latency model prices)
@@ -172,7 +173,7 @@ def published_runs(path: Path | None = None) -> list[ServingRun]:
                 excluded=excluded,
                 # identical fixed-length requests: GenAI-Perf's and AIPerf's clients stay in
                 # lock-step (see the file's notes), so a concurrency-C run comes in waves of C
-                clients_start="waves" if row["client"] in ("GenAI-Perf", "AIPerf") else "synchronized",
+                clients_start="waves" if row["client"] in LOCK_STEP_CLIENTS else "synchronized",
             )
         )
     return runs
