@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 import pytest
 
+from planner.latency.profile import Profile
 from planner.simulate.closed_loop import ClosedLoop, run_closed_loop, run_open_loop
 from planner.simulate.engine import EngineConfig, LinearStepTimes
 from planner.simulate.fleet import FleetConfig
@@ -78,8 +81,6 @@ def test_open_loop_matches_the_fleet_simulator() -> None:
     arrivals = np.cumsum(rng.exponential(0.05, 300))
     inputs = rng.integers(50, 400, 300)
     outputs = rng.integers(5, 60, 300)
-    from datetime import UTC, datetime
-
     workload = Workload(
         start=datetime(2026, 1, 1, tzinfo=UTC),
         arrival_s=arrivals,
@@ -99,9 +100,7 @@ def test_open_loop_matches_the_fleet_simulator() -> None:
     assert stats["max"] == pytest.approx(float(e2e.max()), rel=1e-9)
 
 
-def _profile():  # type: ignore[no-untyped-def]
-    from planner.latency.profile import Profile
-
+def _profile() -> Profile:
     return Profile(name="unused", engine="vllm")
 
 
