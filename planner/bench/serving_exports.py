@@ -121,7 +121,14 @@ def serving_run(run: BenchRun, catalog: Catalog, row: int = 1) -> ServingRun:
         duration_s=duration if load.kind == "qps" else 0.0,
         prefix_hit_rate=info.prefix_hit_rate or 0.0,
         settings=settings,
+        # identical requests from GenAI-Perf's or AIPerf's clients stay in lock-step
+        clients_start="waves"
+        if load.kind == "concurrency" and info.tool.lower() in LOCK_STEP_TOOLS
+        else "synchronized",
     )
+
+
+LOCK_STEP_TOOLS = ("genai-perf", "aiperf")
 
 
 def load_model(load: Load) -> str:

@@ -77,9 +77,7 @@ class ClosedLoopRun:
     def measured(self, skip: int) -> ClosedLoopRun:
         """The run without its first ``skip`` requests (the ramp-up a benchmark discards)."""
         keep = slice(min(skip, len(self.arrival) - 1), None)
-        return ClosedLoopRun(
-            *(getattr(self, name)[keep] for name in self.__dataclass_fields__)
-        )
+        return ClosedLoopRun(*(getattr(self, name)[keep] for name in self.__dataclass_fields__))
 
     def summary(self) -> dict[str, Any]:
         """Means and percentiles as benchmark clients report them (ms, tokens/s, requests/s):

@@ -78,7 +78,10 @@ def replay(run: ServingRun, profile: Profile, *, seed: int = 0) -> dict[str, flo
     else:
         rng = np.random.default_rng(seed)
         count = min(MAX_OPEN_LOOP_REQUESTS, max(30, round(run.load * run.duration_s)))
-        arrivals = np.cumsum(rng.exponential(1.0 / run.load, count))
+        if run.settings.get("arrival") == "constant":
+            arrivals = np.arange(1, count + 1, dtype=np.float64) / run.load
+        else:  # Poisson, the default of every rate-based benchmark client
+            arrivals = np.cumsum(rng.exponential(1.0 / run.load, count))
         result = run_open_loop(times, engine, arrivals, inputs, outputs)
         # the first tenth fills the engine from empty: a benchmark's stage runs far longer
         result = result.measured(count // 10)
