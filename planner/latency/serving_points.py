@@ -92,6 +92,10 @@ class ServingRun:
     # together are sent again together, GenAI-Perf's and AIPerf's pattern), "synchronized"
     # (started together, then free-running) or "staggered"
     clients_start: str = "synchronized"
+    # per-request lengths where the benchmark's data set is known (sent in this order, cycled);
+    # empty: every request has the mean lengths above
+    input_lengths: tuple[int, ...] = ()
+    output_lengths: tuple[int, ...] = ()
 
     @property
     def configuration(self) -> str:

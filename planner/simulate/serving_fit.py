@@ -68,8 +68,12 @@ def replay(run: ServingRun, profile: Profile, *, seed: int = 0) -> dict[str, flo
     deployment = spec.deployment()
     engine = spec.engine_config(deployment)
     times = RooflineStepTimes(LatencyModel(deployment, profile), deployment.max_seqs)
-    inputs = np.array([max(1, round(run.input_tokens))], dtype=np.int64)
-    outputs = np.array([max(1, round(run.output_tokens))], dtype=np.int64)
+    if run.input_lengths and len(run.input_lengths) == len(run.output_lengths):
+        inputs = np.maximum(1, np.array(run.input_lengths, dtype=np.int64))
+        outputs = np.maximum(1, np.array(run.output_lengths, dtype=np.int64))
+    else:
+        inputs = np.array([max(1, round(run.input_tokens))], dtype=np.int64)
+        outputs = np.array([max(1, round(run.output_tokens))], dtype=np.int64)
     if run.load_kind == "concurrency":
         clients = int(run.load)
         # two measured waves after the first, at least 30 requests
