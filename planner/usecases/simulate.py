@@ -97,9 +97,9 @@ def simulate(
         prepared,
         requests_out=request.requests_out,
         progress=None if progress is None else (lambda done: progress(done, total)),
+        confidence=request.confidence,
+        accuracy=accuracy,
     )
-    if request.confidence is not None:
-        add_intervals(result, prepared.serving.engine, request.confidence, accuracy)
     return SimulateResult(result, prepared.workload.start)
 
 
@@ -234,8 +234,13 @@ def run_whatif(
     *,
     requests_out: Path | None = None,
     progress: Callable[[int], None] | None = None,
+    confidence: float | None = DEFAULT_CONFIDENCE,
+    accuracy: Accuracy | None = None,
 ) -> SimulationResult:
-    """Simulate a prepared what-if (``progress`` gets the requests done so far)."""
+    """Simulate a prepared what-if (``progress`` gets the requests done so far); its latency
+    percentiles get their ``confidence`` intervals (:func:`add_intervals`; ``accuracy``:
+    the held-out errors, by default :func:`~planner.latency.uncertainty.bundled_accuracy`;
+    no confidence: none)."""
     result = simulate_workload(
         prepared.workload,
         prepared.serving,
@@ -259,6 +264,9 @@ def run_whatif(
             f"{prepared.over_length:,} of {result.requests:,} requests had prompts longer "
             f"than --max-model-len {prepared.max_model_len:,} tokens and were {cut} it"
         )
+    if confidence is not None:
+        errors = accuracy if accuracy is not None else accuracy_for(confidence)
+        add_intervals(result, prepared.serving.engine, confidence, errors)
     return result
 
 
