@@ -86,7 +86,7 @@ def test_a_run_is_simulate_with_the_same_inputs(conv: Store, tmp_path: Path) -> 
     _, scope = sessions_of(conv)
     prepared = prepare_whatif(WHATIF, scope)
     out = tmp_path / "requests.parquet"
-    result = run_whatif(prepared, requests_out=out)
+    result = run_whatif(prepared, requests_out=out, confidence=None)  # no intervals: as simulate
     direct = simulate(
         prepared.workload,
         prepared.serving,
