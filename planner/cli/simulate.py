@@ -27,8 +27,10 @@ from planner.cli.options import (
 )
 from planner.cli.tables import Column, compact_width, print_table
 from planner.common.files import atomic_output, check_output_path, write_text_atomic
+from planner.errors import UsageError
 
 if TYPE_CHECKING:
+    from planner.simulate.inputs import WhatIf
     from planner.simulate.run import SimulationResult
 
 # class_slos and parse_duration stay importable from here, loaded on first use so that
@@ -53,10 +55,40 @@ def simulate_command(
     tokens_from: str | None = typer.Option(
         None, "--tokens-from", help="With --rates: dataset whose (input, output) lengths to draw."
     ),
-    cv: float = typer.Option(
-        1.0,
+    cv: float | None = typer.Option(
+        None,
         "--cv",
-        help="With --rates: inter-arrival coefficient of variation (1 Poisson, >1 burstier).",
+        help="With --rates: inter-arrival coefficient of variation (default 1: Poisson; above "
+        "1 burstier, a gamma renewal process).",
+    ),
+    arrival: str | None = typer.Option(
+        None,
+        "--arrival",
+        help="With --rates: how requests arrive at the curve's rates: poisson, constant "
+        "(evenly spaced, a benchmark client's fixed interval) or bursty (gamma, inter-arrival "
+        "CV --cv, default 2). Default: --cv decides.",
+    ),
+    clients: int | None = typer.Option(
+        None,
+        "--clients",
+        help="A closed loop instead: N clients on the fixed fleet, each sending its next "
+        "request when its last one is back (+ --think-time), as benchmark clients at a "
+        "concurrency do; lengths from the workload in order, cycled; --requests of them "
+        "(default: as many as the workload has).",
+    ),
+    think_time: str | None = typer.Option(
+        None,
+        "--think-time",
+        help="With --clients: pause between a response and the client's next request, e.g. "
+        "2s (default 0).",
+    ),
+    client_start: str | None = typer.Option(
+        None,
+        "--client-start",
+        help="With --clients: synchronized (all start together, then run free: vllm bench "
+        "serve --max-concurrency, guidellm concurrent), staggered (starts spread over one "
+        "request's time: a steady stream) or waves (lock-step, each wave resent together: "
+        "GenAI-Perf and AIPerf with identical requests). Default synchronized.",
     ),
     load_scale: float = typer.Option(
         1.0, "--load-scale", help="Scale the replayed load (2.0 doubles it)."
@@ -228,82 +260,108 @@ def simulate_command(
     """Simulate a fleet serving a request stream: latency percentiles, SLO attainment, cost."""
     from planner.latency.uncertainty import parse_confidence
     from planner.simulate import inputs
-    from planner.simulate.metrics import SLO
-    from planner.simulate.run import ServingSpec
-    from planner.usecases.simulate import SimulateRequest, check_requests_out, simulate
+    from planner.usecases.simulate import (
+        ClientLoad,
+        SimulateRequest,
+        check_requests_out,
+        simulate,
+    )
 
-    duration = inputs.parse_duration
     # Output files: checked before the work, written whole or not at all.
     check_requests_out(out_requests)
     level = parse_confidence(confidence)
     for option, path in (("--out-summary", out_summary), ("--out-timeline", out_timeline)):
         if path is not None:
             check_output_path(path, option)
+    whatif = _whatif(dict(locals()))
+    load = None
+    if clients is not None:
+        inputs.check_closed_loop(whatif, arrival_given=arrival is not None, cv_given=cv is not None)
+        think = inputs.parse_duration("--think-time", think_time) or 0.0
+        load = ClientLoad(clients, think, (client_start or "synchronized").strip().lower())
+    elif think_time is not None or client_start is not None:
+        raise UsageError("--think-time and --client-start describe --clients; give --clients N")
+    request = SimulateRequest(whatif, out_requests, confidence=level, clients=load)
+    with _progress_bar(quiet) as progress, sessions_from(ctx) as sessions:
+        done = simulate(request, sessions, progress=progress)
+    _write_outputs(done.simulation, out_summary, out_timeline, as_json)
+
+
+def _whatif(p: dict[str, Any]) -> WhatIf:
+    """The what-if ``simulate_command``'s options describe (``p``: its parameters by name);
+    every duration and the arrival process parsed here, a bad one named by its option."""
+    from planner.simulate import inputs
+    from planner.simulate.metrics import SLO
+    from planner.simulate.run import ServingSpec
+
+    duration = inputs.parse_duration
     serving = ServingSpec(
-        gpu=gpu,
-        model=model,
-        precision=precision,
-        tp=tp,
-        kv_cache=kv_cache,
-        memory_utilization=memory_utilization,
-        max_seqs=max_seqs,
-        max_batched_tokens=max_batched_tokens,
-        chunked_prefill=not no_chunked_prefill,
-        policy=policy,
-        static_max_batch=static_batch,
-        static_max_wait_s=duration("--static-wait", static_wait) or 0.0,
-        prefix_caching=not no_prefix_caching,
-        prefix_hit_rate=prefix_hit_rate,
-        engine=engine,
-        admission=admission,
-        kv_watermark=kv_watermark,
-        scheduler=scheduler,
+        gpu=p["gpu"],
+        model=p["model"],
+        precision=p["precision"],
+        tp=p["tp"],
+        kv_cache=p["kv_cache"],
+        memory_utilization=p["memory_utilization"],
+        max_seqs=p["max_seqs"],
+        max_batched_tokens=p["max_batched_tokens"],
+        chunked_prefill=not p["no_chunked_prefill"],
+        policy=p["policy"],
+        static_max_batch=p["static_batch"],
+        static_max_wait_s=duration("--static-wait", p["static_wait"]) or 0.0,
+        prefix_caching=not p["no_prefix_caching"],
+        prefix_hit_rate=p["prefix_hit_rate"],
+        engine=p["engine"],
+        admission=p["admission"],
+        kv_watermark=p["kv_watermark"],
+        scheduler=p["scheduler"],
     )
-    hourly = inputs.parse_schedule(schedule)
+    hourly = inputs.parse_schedule(p["schedule"])
     # Durations parsed whether or not --autoscale is on: a bad value is an error, never unused.
     fleet = inputs.FleetSettings(
-        replicas=replicas,
-        spot=spot,
-        reserved=reserved,
+        replicas=p["replicas"],
+        spot=p["spot"],
+        reserved=p["reserved"],
         schedule=tuple(hourly) if hourly is not None else None,
-        autoscale=autoscale,
-        min_replicas=min_replicas,
-        max_replicas=max_replicas,
-        target_utilization=target_utilization,
-        target_queue=target_queue,
-        cold_start_s=duration("--cold-start", cold_start) or 0.0,
-        warm_start_s=duration("--warm-start", warm_start) or 0.0,
-        warm_pool=warm_pool,
-        spot_interruptions_per_hour=spot_rate,
-        spot_replace_s=duration("--spot-replace", spot_replace) or 0.0,
-        router=router,
-        rate_limits=inputs.parse_rate_limits(rate_limit),
-        response_cache_hit_rate=response_cache_hit_rate,
+        autoscale=p["autoscale"],
+        min_replicas=p["min_replicas"],
+        max_replicas=p["max_replicas"],
+        target_utilization=p["target_utilization"],
+        target_queue=p["target_queue"],
+        cold_start_s=duration("--cold-start", p["cold_start"]) or 0.0,
+        warm_start_s=duration("--warm-start", p["warm_start"]) or 0.0,
+        warm_pool=p["warm_pool"],
+        spot_interruptions_per_hour=p["spot_rate"],
+        spot_replace_s=duration("--spot-replace", p["spot_replace"]) or 0.0,
+        router=p["router"],
+        rate_limits=inputs.parse_rate_limits(p["rate_limit"]),
+        response_cache_hit_rate=p["response_cache_hit_rate"],
     )
-    window = _window(start, end) if dataset is not None else (None, None)
-    whatif = inputs.WhatIf(
+    dataset, rates = p["dataset"], p["rates"]
+    cv, constant = inputs.arrival_process(p["arrival"], p["cv"], has_rates=rates is not None)
+    window = _window(p["start"], p["end"]) if dataset is not None else (None, None)
+    demand = inputs.DemandSource(
+        dataset, rates, None, p["tokens_from"], cv, p["load_scale"], *window, constant
+    )
+    return inputs.WhatIf(
         serving=serving,
-        demand=inputs.DemandSource(dataset, rates, None, tokens_from, cv, load_scale, *window),
+        demand=demand,
         fleet=fleet,
-        prices=inputs.ReplicaPrices(price_per_hour, spot_price_per_hour, reserved_price_per_hour),
-        slo=SLO(
-            duration("--slo-ttft", slo_ttft, positive=True),
-            duration("--slo-tpot", slo_tpot, positive=True),
-            duration("--slo-e2e", slo_e2e, positive=True),
+        prices=inputs.ReplicaPrices(
+            p["price_per_hour"], p["spot_price_per_hour"], p["reserved_price_per_hour"]
         ),
-        class_slos=tuple(slo),
-        profile=profile_name,
-        seed=seed,
-        max_requests=max_requests,
-        requests=requests,
-        max_model_len=max_model_len,
-        over_length=over_length,
+        slo=SLO(
+            duration("--slo-ttft", p["slo_ttft"], positive=True),
+            duration("--slo-tpot", p["slo_tpot"], positive=True),
+            duration("--slo-e2e", p["slo_e2e"], positive=True),
+        ),
+        class_slos=tuple(p["slo"]),
+        profile=p["profile_name"],
+        seed=p["seed"],
+        max_requests=p["max_requests"],
+        requests=p["requests"],
+        max_model_len=p["max_model_len"],
+        over_length=p["over_length"],
     )
-    with _progress_bar(quiet) as progress, sessions_from(ctx) as sessions:
-        done = simulate(
-            SimulateRequest(whatif, out_requests, confidence=level), sessions, progress=progress
-        )
-    _write_outputs(done.simulation, out_summary, out_timeline, as_json)
 
 
 def _window(start: str | None, end: str | None) -> tuple[datetime | None, datetime | None]:
@@ -467,6 +525,8 @@ def _print(result: SimulationResult) -> None:
         f"{s['max_batched_tokens']:,} tokens per iteration"
     )
     overall = result.summary["all"]
+    if result.load_model is not None:
+        stdout.print(f"load: {escape(result.load_model)}")
     if result.available_requests is not None and result.available_requests > result.requests:
         stdout.print(
             f"simulated {result.requests:,} of {result.available_requests:,} requests (--requests)"

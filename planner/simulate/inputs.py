@@ -223,6 +223,85 @@ def estimated_seconds(requests: float, fleet: int) -> float:
     return requests * fleet_cost_factor(fleet) / SIMULATED_REQUESTS_PER_S
 
 
+# --- load models: how the requests arrive ---------------------------------------------------
+
+ARRIVALS = ("poisson", "constant", "bursty")
+DEFAULT_BURSTY_CV = 2.0  # --arrival bursty without --cv
+
+
+def arrival_process(
+    arrival: str | None, cv: float | None, *, has_rates: bool
+) -> tuple[float, bool]:
+    """``--arrival`` and ``--cv`` -> (the renewal process's coefficient of variation, whether
+    arrivals are evenly spaced). Without ``--arrival``, ``--cv`` alone decides (default 1:
+    Poisson), as it always has; ``poisson`` is CV 1, ``constant`` evenly spaced at the rate,
+    ``bursty`` a gamma process of CV ``--cv`` (default 2, above 1)."""
+    if arrival is None:
+        return (1.0 if cv is None else cv), False
+    name = arrival.strip().lower()
+    if name not in ARRIVALS:
+        raise UsageError(f"--arrival {shown(arrival)}: expected {', '.join(ARRIVALS)}")
+    if not has_rates:
+        raise UsageError(
+            f"--arrival {name} draws arrivals on --rates; a --dataset replay keeps the log's own "
+            "arrival times (scale them with --load-scale)"
+        )
+    if name == "poisson":
+        if cv is not None and cv != 1.0:
+            raise UsageError(
+                f"--arrival poisson has inter-arrival CV 1; --cv {cv:g} is another process "
+                "(use --arrival bursty --cv N for bursts)"
+            )
+        return 1.0, False
+    if name == "constant":
+        if cv is not None:
+            raise UsageError(
+                f"--arrival constant sends at evenly spaced times; --cv {cv:g} does not apply"
+            )
+        return 1.0, True
+    chosen = DEFAULT_BURSTY_CV if cv is None else cv
+    check_number("--cv", chosen, low_open=True, high=100.0, expected="a number in (0, 100]")
+    if chosen <= 1.0:
+        raise UsageError(
+            f"--arrival bursty --cv {chosen:g}: bursts need an inter-arrival CV above 1 "
+            "(1 is Poisson, --arrival constant is evenly spaced)"
+        )
+    return chosen, False
+
+
+def check_closed_loop(
+    whatif: WhatIf, *, arrival_given: bool = False, cv_given: bool = False
+) -> None:
+    """Refuse, before any work, what a closed loop of clients (``--clients``) cannot run: the
+    fleet is a fixed number of replicas (on-demand and reserved) behind a least-outstanding
+    router, and the load is the clients' (not a replay's arrival times or a rate's process)."""
+    fleet, demand = whatif.fleet, whatif.demand
+    given = [
+        option
+        for option, present in (
+            ("--schedule", fleet.schedule is not None),
+            ("--autoscale", fleet.autoscale),
+            ("--spot", fleet.spot > 0),
+            ("--spot-interruptions-per-hour", fleet.spot_interruptions_per_hour > 0),
+            ("--rate-limit", bool(fleet.rate_limits)),
+            ("--response-cache-hit-rate", fleet.response_cache_hit_rate > 0),
+            ("--router", fleet.router != "least-requests"),
+            ("--load-scale", demand.load_scale != 1.0),
+            ("--arrival", arrival_given),
+            ("--cv", cv_given),
+        )
+        if present
+    ]
+    if given:
+        raise UsageError(
+            f"--clients runs a closed loop on a fixed fleet (--replicas, --reserved) behind a "
+            f"least-requests router, its load made by the clients; {', '.join(given)} "
+            "cannot go with it (drop --clients for an open-loop run)"
+        )
+    if fleet.replicas + fleet.reserved < 1:
+        raise UsageError("--clients needs at least one replica (--replicas or --reserved)")
+
+
 # --- the run's description --------------------------------------------------------------------
 
 
@@ -241,6 +320,7 @@ class DemandSource:
     load_scale: float = 1.0
     start: datetime | None = None
     end: datetime | None = None
+    constant_rate: bool = False  # with rates: evenly spaced arrivals (cv unused)
 
 
 @dataclass(frozen=True)

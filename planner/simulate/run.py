@@ -171,6 +171,8 @@ class SimulationResult:
     available_requests: int | None = None
     # --max-model-len: the limit, truncate or refuse, and how many prompts it affected.
     prompt_limit: dict[str, Any] | None = None
+    # how the requests arrived, in words ("closed loop: 64 clients, waves, think 0 s")
+    load_model: str | None = None
 
     @property
     def timeline(self) -> pd.DataFrame:
@@ -191,6 +193,7 @@ class SimulationResult:
             "requests_out": self.requests_out,
             "requests_available": self.available_requests,
             "prompt_limit": self.prompt_limit,
+            "load_model": self.load_model,
             "notes": self.notes,
         }
 
@@ -266,33 +269,44 @@ def simulate(
         fleet=stats,
         cost=fleet_cost,
         fleet_timeline=timeline,
-        serving={
-            "gpu": deployment.gpu.name,
-            "model": deployment.model.name,
-            "precision": deployment.precision.name,
-            "tp": deployment.tp,
-            "engine": serving.engine_profile.name,
-            "kv_cache": deployment.kv_cache,
-            "kv_cache_source": serving.kv_cache_source(deployment),
-            "kv_capacity_tokens": engine.kv_capacity_tokens,
-            "memory": memory_summary(deployment),
-            "memory_rule": memory_rule_text(serving.engine_profile, deployment.memory_utilization),
-            "policy": serving.policy,
-            "admission": engine.admission,
-            "admission_source": serving.admission_policy()[1],
-            "kv_watermark": engine.watermark,
-            "chunked_prefill": serving.chunked_prefill,
-            "max_seqs": deployment.max_seqs,
-            "max_batched_tokens": deployment.max_batched_tokens,
-            "profile": profile.name,
-            "router": fleet.router,
-        },
+        serving=serving_summary(serving, deployment, engine, profile, fleet.router),
         requests=len(workload) + (len(refused) if refused is not None else 0),
         simulated_s=runner.end_s,
         wall_s=wall,
         requests_out=str(requests_out) if requests_out is not None else None,
         notes=notes,
     )
+
+
+def serving_summary(
+    serving: ServingSpec,
+    deployment: Deployment,
+    engine: EngineConfig,
+    profile: Profile,
+    router: str,
+) -> dict[str, Any]:
+    """What each replica ran and how it scheduled, as every simulation's result states it."""
+    return {
+        "gpu": deployment.gpu.name,
+        "model": deployment.model.name,
+        "precision": deployment.precision.name,
+        "tp": deployment.tp,
+        "engine": serving.engine_profile.name,
+        "kv_cache": deployment.kv_cache,
+        "kv_cache_source": serving.kv_cache_source(deployment),
+        "kv_capacity_tokens": engine.kv_capacity_tokens,
+        "memory": memory_summary(deployment),
+        "memory_rule": memory_rule_text(serving.engine_profile, deployment.memory_utilization),
+        "policy": serving.policy,
+        "admission": engine.admission,
+        "admission_source": serving.admission_policy()[1],
+        "kv_watermark": engine.watermark,
+        "chunked_prefill": serving.chunked_prefill,
+        "max_seqs": deployment.max_seqs,
+        "max_batched_tokens": deployment.max_batched_tokens,
+        "profile": profile.name,
+        "router": router,
+    }
 
 
 def _rejected_columns(workload: Workload, first_id: int) -> dict[str, np.ndarray]:

@@ -12,9 +12,10 @@ probability), above 1 replays each request ``floor(s)`` times plus once more wit
 arrivals, so the burst structure of the log is kept while the rate scales.
 
 Generation (:func:`synthetic`) follows an hourly rate curve
-(:class:`~planner.workload.rates.RateCurve`): arrivals of a Poisson process, or of a gamma
-renewal process with a chosen coefficient of variation of inter-arrival times, mapped onto the
-curve by time rescaling; token lengths are drawn as (input, output) pairs from a pool (a
+(:class:`~planner.workload.rates.RateCurve`): arrivals of a Poisson process, of a gamma
+renewal process with a chosen coefficient of variation of inter-arrival times (bursts), or at a
+constant rate (evenly spaced, as a benchmark client's fixed interval), mapped onto the curve by
+time rescaling; token lengths are drawn as (input, output) pairs from a pool (a
 dataset's requests, :func:`planner.usecases.load.token_pool`), so their correlation is kept.
 """
 
@@ -311,14 +312,17 @@ def synthetic(
     classes: Sequence[str] = (DEFAULT_CLASS,),
     class_weights: Sequence[float] | None = None,
     max_requests: int | None = None,
+    constant: bool = False,
 ) -> Workload:
     """Requests arriving at ``curve``'s hourly rates, with token lengths drawn from a pool.
 
     Arrivals: with ``cv == 1`` a Poisson process; otherwise a gamma renewal process whose
-    inter-arrival times have coefficient of variation ``cv``. Either is generated at unit rate
-    and mapped through the inverse of the curve's cumulative intensity (time rescaling), so the
-    rate is piecewise constant per hour and hours with rate 0 get no arrivals. Token lengths
-    are (input, output) pairs drawn jointly, with replacement, from ``inputs``/``outputs``.
+    inter-arrival times have coefficient of variation ``cv``; with ``constant`` (``cv`` then
+    unused) evenly spaced at the rate, from a random phase (a deterministic renewal process).
+    Each is generated at unit rate and mapped through the inverse of the curve's cumulative
+    intensity (time rescaling), so the rate is piecewise constant per hour and hours with rate
+    0 get no arrivals. Token lengths are (input, output) pairs drawn jointly, with
+    replacement, from ``inputs``/``outputs``.
     Classes are drawn independently with ``class_weights`` (uniform by default).
     Deterministic for a ``seed``. A curve of more than ``max_requests`` expected requests is an
     error, raised before any is drawn.
@@ -345,7 +349,7 @@ def synthetic(
     )
 
     rng = np.random.default_rng(seed)
-    arrival_s = _arrivals(rng, curve.requests_per_hour, cv)
+    arrival_s = _arrivals(rng, curve.requests_per_hour, 0.0 if constant else cv)
     n = len(arrival_s)
     pick = rng.integers(0, len(pool_in), size=n)
     if len(names) == 1:
@@ -392,7 +396,8 @@ def _class_probabilities(
 def _arrivals(
     rng: np.random.Generator, per_hour: NDArray[np.float64], cv: float
 ) -> NDArray[np.float64]:
-    """Arrival times (s) of a unit-rate renewal process mapped onto the hourly rates."""
+    """Arrival times (s) of a unit-rate renewal process mapped onto the hourly rates (``cv``
+    0: evenly spaced)."""
     ends = np.cumsum(per_hour)  # cumulative intensity (requests) at the end of each hour
     starts = np.concatenate(([0.0], ends[:-1]))
     units = _unit_renewal(rng, float(ends[-1]), cv)
@@ -413,7 +418,11 @@ def _arrivals(
 
 def _unit_renewal(rng: np.random.Generator, total: float, cv: float) -> NDArray[np.float64]:
     """The points in ``[0, total)`` of a stationary renewal process with rate 1 and
-    inter-arrival times of coefficient of variation ``cv`` (exponential when 1, else gamma)."""
+    inter-arrival times of coefficient of variation ``cv`` (exponential when 1, 0: every gap
+    1, from a uniform phase; else gamma)."""
+    if cv == 0.0:
+        points = rng.random() + np.arange(math.ceil(total), dtype=np.float64)
+        return points[: int(np.searchsorted(points, total))]
     shape = 1.0 / (cv * cv)
 
     def gaps(size: int) -> NDArray[np.float64]:

@@ -151,7 +151,15 @@ def workload_for(
     curve = read_rate_curve(rates) if isinstance(rates, Path) else rates
     label = demand.rates_label or str(rates)
     inputs, outputs = token_pool(session, demand.tokens_from)
-    workload = synthetic(curve, inputs, outputs, seed=seed, cv=demand.cv, max_requests=max_requests)
+    workload = synthetic(
+        curve,
+        inputs,
+        outputs,
+        seed=seed,
+        cv=demand.cv,
+        max_requests=max_requests,
+        constant=demand.constant_rate,
+    )
     if not len(workload):
         raise UsageError(
             f"the rate curve {shown(label)} asks for {curve.total_requests:g} "

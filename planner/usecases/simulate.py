@@ -13,6 +13,8 @@ The What-if page also reads what a run can be built from through this module
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.common.files import check_output_path
-from planner.common.text import shown
+from planner.common.text import printable, shown
 from planner.errors import UsageError
 from planner.latency.profile import Profile
 from planner.latency.registry import engine_profile
@@ -33,11 +35,15 @@ from planner.latency.uncertainty import (
     percentile_interval,
     summary_quantile,
 )
-from planner.simulate.fleet import FleetConfig
+from planner.simulate.closed_loop import MAX_CLIENTS, START_MODES
+from planner.simulate.closed_loop import MAX_REQUESTS as MAX_LOOP_REQUESTS
+from planner.simulate.fleet import FleetConfig, FleetStats
 from planner.simulate.inputs import (
+    DemandSource,
     InstancePrices,
     WhatIf,
     build_fleet,
+    check_closed_loop,
     check_fleet,
     check_rate_limit_classes,
     check_whatif,
@@ -45,8 +51,8 @@ from planner.simulate.inputs import (
     fleet_size,
     replica_prices,
 )
-from planner.simulate.metrics import SLO, RequestWriter
-from planner.simulate.run import ServingSpec, SimulationResult
+from planner.simulate.metrics import SLO, RequestChunk, RequestWriter, Timeline
+from planner.simulate.run import ServingSpec, SimulationResult, serving_summary
 from planner.simulate.run import simulate as simulate_workload
 from planner.simulate.workload import Workload, limit_prompts
 from planner.store.calibrations import known_profiles
@@ -55,6 +61,8 @@ from planner.usecases.load import StoredDemand, instance_prices, stored_demand, 
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
+
+    from planner.simulate.closed_loop import ClosedLoopRun
 
 # (requests simulated so far, requests in all)
 Progress = Callable[[int, int], None]
@@ -72,6 +80,28 @@ class SimulateRequest:
     # from ``accuracy_file``, else $PLANNER_ACCURACY or data/calibration/accuracy.json
     confidence: float | None = DEFAULT_CONFIDENCE
     accuracy_file: Path | None = None
+    # a closed loop of clients instead of the workload's arrival times (None: open loop)
+    clients: ClientLoad | None = None
+
+
+@dataclass(frozen=True)
+class ClientLoad:
+    """``--clients``: ``clients`` clients, each sending its next request ``think_s`` after its
+    last one finished, started ``start`` (synchronized: together; staggered: spread over one
+    request's unloaded time; waves: together, and each wave resent together once all of it is
+    back, GenAI-Perf's and AIPerf's lock-step). The requests take the workload's lengths in
+    order, cycled; the run sends ``--requests`` of them (default: as many as the workload
+    holds)."""
+
+    clients: int
+    think_s: float = 0.0
+    start: str = "synchronized"
+
+    def describe(self) -> str:
+        return (
+            f"closed loop: {self.clients:,} client{'' if self.clients == 1 else 's'}, "
+            f"{self.start}, think {self.think_s:g} s"
+        )
 
 
 @dataclass(frozen=True)
@@ -87,6 +117,8 @@ def simulate(
 ) -> SimulateResult:
     """Check ``request``, load its workload and profile from the store ``sessions`` opens,
     and simulate it (``progress`` gets the requests done so far and the total)."""
+    if request.clients is not None:
+        return simulate_clients(request, request.clients, sessions, progress=progress)
     check_requests_out(request.requests_out, request.requests_out_option)
     accuracy = accuracy_for(request.confidence, request.accuracy_file)
     prepared = prepare_whatif(request.whatif, sessions)
@@ -100,6 +132,7 @@ def simulate(
         confidence=request.confidence,
         accuracy=accuracy,
     )
+    result.load_model = open_load_model(request.whatif.demand)
     return SimulateResult(result, prepared.workload.start)
 
 
@@ -253,17 +286,7 @@ def run_whatif(
         refused=prepared.refused,
     )
     result.available_requests = max(prepared.available_requests, result.requests)
-    if prepared.max_model_len is not None:
-        result.prompt_limit = {
-            "max_model_len": prepared.max_model_len,
-            "over_length": prepared.over_length_mode,
-            "affected": prepared.over_length,
-        }
-        cut = "cut to" if prepared.over_length_mode == "truncate" else "refused over"
-        result.notes.append(
-            f"{prepared.over_length:,} of {result.requests:,} requests had prompts longer "
-            f"than --max-model-len {prepared.max_model_len:,} tokens and were {cut} it"
-        )
+    _note_prompt_limit(prepared, result)
     if confidence is not None:
         errors = accuracy if accuracy is not None else accuracy_for(confidence)
         add_intervals(result, prepared.serving.engine, confidence, errors)
@@ -271,6 +294,22 @@ def run_whatif(
 
 
 # --- what a what-if can be built from (the dashboard's choices) -----------------------------------
+
+
+def _note_prompt_limit(prepared: PreparedRun, result: SimulationResult) -> None:
+    """``--max-model-len``'s limit and what it did, in the result and its notes."""
+    if prepared.max_model_len is None:
+        return
+    result.prompt_limit = {
+        "max_model_len": prepared.max_model_len,
+        "over_length": prepared.over_length_mode,
+        "affected": prepared.over_length,
+    }
+    cut = "cut to" if prepared.over_length_mode == "truncate" else "refused over"
+    result.notes.append(
+        f"{prepared.over_length:,} of {result.requests:,} requests had prompts longer "
+        f"than --max-model-len {prepared.max_model_len:,} tokens and were {cut} it"
+    )
 
 
 def simulation_datasets(sessions: SessionScope) -> dict[str, int]:
@@ -318,3 +357,231 @@ def _store(sessions: SessionScope) -> Callable[[], AbstractContextManager[Sessio
             yield session
 
     return opened
+
+
+# --- load models: open-loop arrivals in words, and a closed loop of clients ---------------------
+
+
+def open_load_model(demand: DemandSource) -> str:
+    """How an open-loop what-if's requests arrive, in words."""
+    if demand.dataset is not None:
+        scale = "" if demand.load_scale == 1.0 else f" at {demand.load_scale:g}x its load"
+        return f"open loop: dataset {printable(demand.dataset)} replayed{scale}, its own arrivals"
+    if isinstance(demand.rates, Path):
+        curve = demand.rates_label or str(demand.rates)
+    else:
+        curve = demand.rates_label or "given"
+    if demand.constant_rate:
+        process = "constant-rate arrivals (evenly spaced)"
+    elif demand.cv == 1.0:
+        process = "Poisson arrivals"
+    else:
+        kind = "bursty" if demand.cv > 1 else "smoother than Poisson"
+        process = f"gamma arrivals ({kind}, inter-arrival CV {demand.cv:g})"
+    return f"open loop: {process} on the rate curve {printable(curve)}"
+
+
+def check_client_load(load: ClientLoad) -> None:
+    """The closed loop's numbers, named by their options."""
+    if not 1 <= load.clients <= MAX_CLIENTS:
+        raise UsageError(f"--clients {load.clients}: expected 1 to {MAX_CLIENTS:,} clients")
+    if not (math.isfinite(load.think_s) and load.think_s >= 0):
+        raise UsageError(f"--think-time {load.think_s:g}: expected a duration of 0 s or more")
+    if load.start not in START_MODES:
+        raise UsageError(f"--client-start {shown(load.start)}: expected {', '.join(START_MODES)}")
+
+
+def simulate_clients(
+    request: SimulateRequest,
+    load: ClientLoad,
+    sessions: SessionScope,
+    *,
+    progress: Progress | None = None,
+) -> SimulateResult:
+    """A what-if under a closed loop of ``load``'s clients on its fixed fleet: the workload
+    gives the request lengths (in order, cycled) and the number of requests (``--requests``,
+    else all of them); the result has the open loop's summary, intervals and outputs."""
+    check_client_load(load)
+    whatif = request.whatif
+    check_closed_loop(whatif)
+    check_requests_out(request.requests_out, request.requests_out_option)
+    accuracy = accuracy_for(request.confidence, request.accuracy_file)
+    prepared = prepare_whatif(whatif, sessions)
+    total = whatif.requests if whatif.requests is not None else len(prepared.workload)
+    limit = min(whatif.max_requests, MAX_LOOP_REQUESTS)
+    if total > limit:
+        raise UsageError(
+            f"--requests {total:,}: over the limit of {limit:,} requests a closed loop may "
+            "send (--max-requests)"
+        )
+    if progress is not None:
+        progress(0, total)
+    result = run_clients(prepared, load, total, requests_out=request.requests_out)
+    if progress is not None:
+        progress(total, total)
+    if request.confidence is not None:
+        add_intervals(result, prepared.serving.engine, request.confidence, accuracy)
+    return SimulateResult(result, prepared.workload.start)
+
+
+def run_clients(
+    prepared: PreparedRun, load: ClientLoad, total: int, *, requests_out: Path | None = None
+) -> SimulationResult:
+    """``total`` requests of a closed loop of ``load``'s clients through ``prepared``'s fixed
+    fleet (:func:`planner.simulate.closed_loop.run_closed_loop`: a least-outstanding router),
+    summarised as :func:`~planner.simulate.run.simulate` summarises an open loop."""
+    import numpy as np
+
+    from planner.latency.model import LatencyModel
+    from planner.simulate.closed_loop import ClosedLoop, run_closed_loop
+    from planner.simulate.engine import RooflineStepTimes
+    from planner.simulate.metrics import MetricsCollector, cost
+
+    workload, serving = prepared.workload, prepared.serving
+    deployment = serving.deployment()
+    engine = serving.engine_config(deployment)
+    times = RooflineStepTimes(LatencyModel(deployment, prepared.profile), deployment.max_seqs)
+    purchase = prepared.fleet.replicas
+    replicas = sum(purchase.values())
+    stagger = 0.0
+    if load.start == "staggered":  # spread over one mean request's unloaded time
+        mean_in = np.array([max(1, round(float(workload.input_tokens.mean())))])
+        mean_out = np.array([max(1, round(float(workload.output_tokens.mean())))])
+        alone = run_closed_loop(times, engine, ClosedLoop(1, 1), mean_in, mean_out)
+        unloaded = float(alone.finish[0] - alone.arrival[0])
+        stagger = unloaded if math.isfinite(unloaded) else 0.0
+    loop = ClosedLoop(load.clients, total, load.think_s, load.start, stagger)
+    began = time.perf_counter()
+    run = run_closed_loop(
+        times, engine, loop, workload.input_tokens, workload.output_tokens, replicas=replicas
+    )
+    wall = time.perf_counter() - began
+    chunk = _client_chunk(run, workload, replicas)
+    collector = MetricsCollector(workload.classes, prepared.slos)
+    collector.add(chunk)
+    if requests_out is not None:
+        with RequestWriter(requests_out, workload.classes) as writer:
+            writer.write(chunk)
+    served = np.isfinite(run.finish)
+    end = float(max(run.arrival.max(), run.finish[served].max() if served.any() else 0.0))
+    timeline = _client_timeline(run, replicas, purchase, end)
+    refused = int((~served).sum())
+    stats = FleetStats(
+        launched=replicas,
+        peak_replicas=replicas,
+        rejected_too_long=refused,
+        gpu_hours=timeline.gpu_hours(deployment.tp),
+    )
+    fleet_cost = None
+    if prepared.prices is not None:
+        per_gpu = {name: price / deployment.tp for name, price in prepared.prices.items()}
+        fleet_cost = cost(stats.gpu_hours, per_gpu)
+    result = SimulationResult(
+        summary=collector.summary(),
+        fleet=stats,
+        cost=fleet_cost,
+        fleet_timeline=timeline,
+        serving=serving_summary(serving, deployment, engine, prepared.profile, "least-requests"),
+        requests=total,
+        simulated_s=end,
+        wall_s=wall,
+        requests_out=str(requests_out) if requests_out is not None else None,
+        notes=_client_notes(prepared, load, total, refused, engine.kv_capacity_tokens, stagger),
+        available_requests=prepared.available_requests,
+        load_model=load.describe(),
+    )
+    _note_prompt_limit(prepared, result)
+    return result
+
+
+def _client_chunk(run: ClosedLoopRun, workload: Workload, replicas: int) -> RequestChunk:
+    """A closed loop's requests as the metrics and the request writer take them (request k
+    has the workload's request k mod n's class; the replica is not recorded by the closed
+    loop: 0 on a one-replica fleet, else -1)."""
+    import numpy as np
+
+    n = len(run.arrival)
+    served = np.isfinite(run.finish)
+    replica = np.full(n, 0 if replicas == 1 else -1)
+    replica[~served] = -1
+    return RequestChunk(
+        request_id=np.arange(n),
+        arrival_s=run.arrival,
+        first_token_s=np.where(served, run.first_token, np.nan),
+        finish_s=run.finish,
+        replica=replica,
+        class_index=workload.class_index[np.arange(n) % len(workload)],
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+        cached_tokens=np.zeros(n, dtype=np.int64),
+        preemptions=run.preemptions.astype(np.int32),
+        rejected=~served,
+        response_cache_hit=np.zeros(n, dtype=np.bool_),
+    )
+
+
+def _client_timeline(
+    run: ClosedLoopRun, replicas: int, purchase: dict[str, int], end: float
+) -> Timeline:
+    """The fleet's state over a closed-loop run: requests waiting for their first token
+    (queued), decoding (running), and busy replicas taken as min(replicas, requests inside)
+    (the closed loop does not record each replica's)."""
+    import numpy as np
+
+    served = np.isfinite(run.finish)
+    count = int(served.sum())
+    times = np.concatenate([run.arrival[served], run.first_token[served], run.finish[served]])
+    queued = np.concatenate([np.ones(count), -np.ones(count), np.zeros(count)])
+    running = np.concatenate([np.zeros(count), np.ones(count), -np.ones(count)])
+    order = np.argsort(times, kind="stable")
+    times = times[order]
+    queued = np.cumsum(queued[order])
+    running = np.cumsum(running[order])
+    last = np.flatnonzero(np.append(np.diff(times) > 0, True))  # the state after each instant
+    timeline = Timeline()
+    timeline.record(0.0, replicas, 0, 0, 0, purchase)
+    for t, waiting, decoding in zip(
+        times[last].tolist(), queued[last].tolist(), running[last].tolist(), strict=True
+    ):
+        inside = int(waiting + decoding)
+        timeline.record(t, replicas, min(replicas, inside), int(waiting), int(decoding), purchase)
+    timeline.advance_to(max(end, timeline.end_s or 0.0))
+    return timeline
+
+
+def _client_notes(
+    prepared: PreparedRun,
+    load: ClientLoad,
+    total: int,
+    refused: int,
+    kv_capacity: int,
+    stagger_s: float,
+) -> list[str]:
+    notes = []
+    lengths = len(prepared.workload)
+    if total > lengths:
+        notes.append(
+            f"the workload has {lengths:,} requests: their lengths were sent in order and "
+            f"cycled to make the {total:,} requests"
+        )
+    if load.start == "staggered":
+        notes.append(
+            f"the clients started spread over {stagger_s:,.3f} s, one mean request's time "
+            "alone on a replica"
+        )
+    if prepared.workload.prefix_blocks is not None:
+        notes.append(
+            "the dataset's prefix-cache block ids are not replayed by the closed loop "
+            "(--prefix-hit-rate sets a cached share instead)"
+        )
+    if refused:
+        notes.append(
+            f"{refused:,} requests are longer than the whole KV cache ({kv_capacity:,} tokens) "
+            "and were refused; their clients sent the next request at once"
+        )
+    if prepared.refused is not None and len(prepared.refused):
+        notes.append(
+            f"{len(prepared.refused):,} requests over --max-model-len were left out of the "
+            "lengths the clients send"
+        )
+    return notes
