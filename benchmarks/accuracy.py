@@ -191,9 +191,22 @@ def heldout_summary(errors: Sequence[RunError]) -> dict[str, object]:
     }
 
 
+DOC = ROOT / "docs" / "accuracy.md"
+BEGIN, END = "<!-- accuracy.py:begin -->", "<!-- accuracy.py:end -->"
+
+
+def write_doc(text: str) -> None:
+    """Replace the generated tables of docs/accuracy.md (between its markers)."""
+    doc = DOC.read_text(encoding="utf-8")
+    head, _, rest = doc.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    DOC.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}", encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write-json", action="store_true", help="write accuracy.json")
+    parser.add_argument("--write-doc", action="store_true", help="update docs/accuracy.md")
     parser.add_argument("--before", type=Path, help="also predict every run with these profiles")
     parser.add_argument("--refit", action="store_true", help="refit every fold first")
     parser.add_argument("--max-evaluations", type=int, default=100)
@@ -216,19 +229,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         bundled = refit_bundled(runs, bundled, args.max_evaluations, warm)
     folds_by = load_folds()
     errors = held_out_errors(runs, folds_by, bundled)
-    print("## Held out (planner's profiles after issue 37)\n")
-    print(table(summary_rows(errors, runs)))
-    print("\n### Capacity (throughput at the load where the measured one peaked)\n")
-    print(capacity_table(errors, runs))
+    report = [
+        "### Held out (planner's profiles after issue 37)\n",
+        table(summary_rows(errors, runs)),
+        "\n#### Capacity (throughput at the load where the measured one peaked)\n",
+        capacity_table(errors, runs),
+    ]
     if args.before is not None:
         payload = json.loads(args.before.read_text(encoding="utf-8"))
         old = [Profile.from_dict(e["profile"]) for e in payload["profiles"]]
         used = [r for r in runs if not r.excluded]
         before = run_errors(used, lambda r: choose_profile(old, r.gpu, r.engine))
-        print(f"\n## Before ({args.before})\n")
-        print(table(summary_rows(before, runs)))
-        print("\n### Capacity before\n")
-        print(capacity_table(before, runs))
+        report += [
+            f"\n### Before ({args.before.name}: every run is held out there)\n",
+            table(summary_rows(before, runs)),
+            "\n#### Capacity before\n",
+            capacity_table(before, runs),
+        ]
+    text = "\n".join(report)
+    print(text)
+    if args.write_doc:
+        write_doc(text)
     if args.write_json:
         out = ROOT / "data" / "calibration" / "accuracy.json"
         payload = {

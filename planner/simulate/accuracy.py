@@ -31,7 +31,7 @@ from planner.simulate.serving_fit import (
 
 # engine -> the data sets its bundled profile is fitted on (the others are only predicted)
 FITTED_ON: dict[str, tuple[str, ...]] = {
-    "trtllm": ("nim-genaiperf", "nim-docs"),
+    "trtllm": ("nim-genaiperf", "nim-docs", "mlperf-llama2-70b"),
     "vllm": ("vllm-h100",),
 }
 HIGH_LOAD = 0.9  # a run at or above this share of its sweep's measured capacity is "high load"

@@ -13,6 +13,7 @@ fitted without any of its points.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -26,7 +27,15 @@ from planner.simulate.engine import RooflineStepTimes
 from planner.simulate.run import ServingSpec
 
 # what a fit matches: the statistics every benchmark reports (tails are checked, not fitted)
-FIT_METRICS = ("ttft_mean", "tpot_mean", "e2e_mean", "output_tokens_per_s", "ttft_p50", "itl_p50")
+FIT_METRICS = (
+    "ttft_mean",
+    "tpot_mean",
+    "e2e_mean",
+    "output_tokens_per_s",
+    "ttft_p50",
+    "itl_p50",
+    "tpot_p50",
+)
 # the step formula's parameters a serving fit determines
 SERVING_FIT_PARAMS = (
     "compute_eff",
@@ -57,7 +66,10 @@ def spec_of(run: ServingRun) -> ServingSpec:
         max_seqs=settings.get("max_seqs"),
         max_batched_tokens=settings.get("max_batched_tokens"),
         memory_utilization=settings.get("memory_utilization"),
+        chunked_prefill=bool(settings.get("chunked_prefill", True)),
         prefix_hit_rate=run.prefix_hit_rate,
+        scheduler=settings.get("scheduler") or None,
+        kv_cache=settings.get("kv_cache") or None,
     )
 
 
@@ -94,6 +106,14 @@ def replay(run: ServingRun, profile: Profile, *, seed: int = 0) -> dict[str, flo
     predicted["itl_mean"] = predicted.get("tpot_mean", math.nan)
     predicted["itl_p50"] = predicted.get("tpot_p50", math.nan)
     predicted["output_tokens_per_s"] = summary["output_tokens_per_s"]
+    if run.load_kind != "concurrency":
+        # a rate benchmark's throughput is measured while requests arrive: tokens finished
+        # in the arrival window over that window (the drain after the last arrival is not in it)
+        start, end = float(result.arrival.min()), float(result.arrival.max())
+        inside = (result.finish >= start) & (result.finish <= end)
+        if end > start:
+            tokens = float(result.output_tokens[inside].sum())
+            predicted["output_tokens_per_s"] = tokens / (end - start)
     return predicted
 
 
@@ -146,6 +166,10 @@ def fit_serving(
     x0 = np.minimum(np.maximum(x0, low + 1e-6 * (high - low)), high - 1e-6 * (high - low))
     pairs = [(run, m, v) for run in runs for m, v in run.measured.items() if m in metrics]
     measured = np.log([v for _, _, v in pairs])
+    # each data set weighs the same in all, however many statistics it has (795 NIM runs
+    # would otherwise drown 23 MLPerf systems)
+    per_set = Counter(run.dataset for run, _, _ in pairs)
+    weights = np.sqrt([len(pairs) / (len(per_set) * per_set[run.dataset]) for run, _, _ in pairs])
     index = {id(run): i for i, run in enumerate(runs)}
 
     def residuals(x: np.ndarray) -> np.ndarray:
@@ -153,7 +177,7 @@ def fit_serving(
         predictions = [replay(run, profile) for run in runs]
         values = [predictions[index[id(run)]].get(m, math.nan) for run, m, _ in pairs]
         logged = np.log([v if math.isfinite(v) and v > 0 else UNSERVED * 1e6 for v in values])
-        serving = np.asarray(logged - measured)
+        serving = np.asarray(weights * (logged - measured))
         return serving if extra is None else np.concatenate([serving, extra(profile)])
 
     result = least_squares(

@@ -14,7 +14,7 @@ from planner.latency.serving_points import bundled_runs, published_runs, vllm_h1
 
 def test_every_row_is_read_and_named_in_the_catalog() -> None:
     runs = bundled_runs()
-    assert len(runs) == 803 + 12
+    assert len(runs) == 803 + 12 + 24
     catalog = load_catalog()
     for run in runs:
         catalog.models.get(run.model)
@@ -26,6 +26,7 @@ def test_every_row_is_read_and_named_in_the_catalog() -> None:
         "nim-docs": 8,
         "sglang-readme": 8,
         "vllm-h100": 12,
+        "mlperf-llama2-70b": 24,
     }
 
 
