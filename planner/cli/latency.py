@@ -77,12 +77,29 @@ def latency(
         None, "--qps", help="Also: latencies under this Poisson load (requests/s)."
     ),
     concurrency: int | None = typer.Option(
-        None, "--concurrency", help="Also: mean latencies with this many closed-loop clients."
+        None,
+        "--concurrency",
+        help="Also: latencies with this many closed-loop clients (the model's means, and the "
+        "simulated closed loop's percentiles).",
+    ),
+    client_start: str | None = typer.Option(
+        None,
+        "--client-start",
+        help="With --concurrency: how the simulated clients send: synchronized (start "
+        "together, then run free; default), staggered (starts spread over one request's time) "
+        "or waves (lock-step, as GenAI-Perf's and AIPerf's identical requests).",
+    ),
+    think_time: str | None = typer.Option(
+        None,
+        "--think-time",
+        help="With --concurrency: a client's pause between a response and its next request, "
+        "e.g. 500ms (default 0; the model's means assume none).",
     ),
     sim_requests: int = typer.Option(
         LATENCY_SIM_REQUESTS,
         "--sim-requests",
-        help="With --qps: requests the simulator runs for P50/P90/P99 (0: no simulation).",
+        help="With --qps or --concurrency: requests the simulator runs for P50/P90/P99 (0: no "
+        "simulation).",
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Random seed of the simulated arrivals."),
     profile_name: str | None = typer.Option(
@@ -91,9 +108,10 @@ def latency(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Predict TTFT, time per output token and end-to-end latency, memory, KV capacity and
-    throughput; with --qps, also latency percentiles from the simulator."""
+    throughput; with --qps or --concurrency, also latency percentiles from the simulator."""
     from planner.latency.predict import LatencyQuery, check_numbers
-    from planner.usecases.predict import predict_latency
+    from planner.simulate.inputs import parse_duration
+    from planner.usecases.predict import ClientOptions, predict_latency
 
     query = LatencyQuery(
         gpu=gpu,
@@ -116,8 +134,14 @@ def latency(
     )
     check_numbers(query)  # before the --memory-utilization alias, as always
     utilization = memory_utilization_option(memory_utilization, memory_utilization_alias)
+    clients = None
+    if client_start is not None or think_time is not None:
+        think = parse_duration("--think-time", think_time) or 0.0
+        clients = ClientOptions((client_start or "synchronized").strip().lower(), think)
     with sessions_from(ctx) as sessions:
-        prediction = predict_latency(replace(query, memory_utilization=utilization), sessions)
+        prediction = predict_latency(
+            replace(query, memory_utilization=utilization), sessions, clients=clients
+        )
     if as_json:
         print_json(prediction.result)
         return
@@ -226,11 +250,19 @@ def _print_percentiles(result: dict[str, Any], loaded: dict[str, Any]) -> None:
             *(f"{row[q]:,.1f}" for q in ("mean", "p50", "p90", "p99")),
         )
     print_whole(spread)
+    if sim["arrivals"] == "closed loop":
+        load = (
+            f"{sim['requests']:,} requests of a closed loop of {sim['clients']:,} clients "
+            f"({sim['client_start']}, think {sim['think_s']:g} s), {sim['excluded']} left out"
+        )
+    else:
+        load = (
+            f"{sim['requests']:,} Poisson arrivals at {loaded['load']:g} req/s, "
+            f"{sim['excluded']} excluded, seed {result.get('seed', 0)}"
+        )
     stdout.print(
-        f"percentiles from the discrete-event simulator: {sim['requests']:,} Poisson "
-        f"arrivals at {loaded['load']:g} req/s, {sim['excluded']} excluded, seed "
-        f"{result.get('seed', 0)}; {sim['wall_s']:.2f} s; admission {sim['admission']} "
-        f"(from {escape(sim['admission_source'])})"
+        f"percentiles from the discrete-event simulator: {load}; {sim['wall_s']:.2f} s; "
+        f"admission {sim['admission']} (from {escape(sim['admission_source'])})"
     )
 
 

@@ -320,9 +320,9 @@ def test_percentiles_under_load_from_the_simulator(home: Path) -> None:
     assert other["under_load"]["percentiles"]["e2e"] != sim["e2e"]
     off = _json(home, *H100_8B, "--qps", "8", "--sim-requests", "0")
     assert off["under_load"]["percentiles"] is None
-    closed = _json(home, *H100_8B, "--concurrency", "8")
-    assert closed["under_load"]["percentiles"] is None
-    assert "closed-loop" in closed["under_load"]["percentiles_note"]
+    closed = _json(home, *H100_8B, "--concurrency", "8")  # a simulated closed loop's
+    assert closed["under_load"]["percentiles"]["arrivals"] == "closed loop"
+    assert closed["under_load"]["percentiles"]["clients"] == 8
     text = run(home, "latency", *H100_8B, "--qps", "8").stdout
     assert "P99" in text and "discrete-event simulator" in text
 
