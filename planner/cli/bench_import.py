@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from planner.cli.context import print_json, sessions_from, stderr, user_errors
+from planner.cli.context import print_json, sessions_from, stderr, stdout, user_errors
 from planner.cli.options import JSON_OPTION
 from planner.cli.tables import Column, print_table
 from planner.common.text import printable
@@ -16,6 +16,7 @@ from planner.errors import UsageError
 
 if TYPE_CHECKING:
     from planner.bench.results import BenchRun
+    from planner.usecases.bench_import import RunReplay
 
 
 def _number(value: float | None, digits: int) -> str:
@@ -68,6 +69,39 @@ def _print_runs(runs: list[BenchRun]) -> None:
         ),
     ]
     print_table(columns, title="Mean latencies and throughputs (output tokens/s, requests/s)")
+
+
+def _print_replays(names: list[str], replays: list[RunReplay]) -> None:
+    """Each run's replay: every measured statistic, the prediction and the signed error."""
+    for name, again in zip(names, replays, strict=True):
+        if again.skipped is not None:
+            stdout.print(f"{name}: not replayed: {again.skipped}", markup=False)
+            continue
+        rows = again.rows
+        unit = ["tokens/s" if r.metric == "output_tokens_per_s" else "ms" for r in rows]
+        columns = [
+            Column("statistic", [f"{r.metric} ({u})" for r, u in zip(rows, unit, strict=True)]),
+            Column("measured", [_number(r.measured, 1) for r in rows], justify="right"),
+            Column("predicted", [_number(r.predicted, 1) for r in rows], justify="right"),
+            Column(
+                "error",
+                ["-" if r.error is None else f"{r.error:+.1%}" for r in rows],
+                justify="right",
+            ),
+        ]
+        print_table(
+            columns,
+            title=f"{name} replayed: {again.load_model}; {again.deployment}, profile "
+            f"{again.profile}",
+        )
+        median = again.median_abs_error
+        if median is not None:
+            compared = sum(r.error is not None for r in rows)
+            stdout.print(
+                f"{name}: median absolute error {median:.1%} over {compared} statistics "
+                "(error = predicted / measured - 1)",
+                markup=False,
+            )
 
 
 def _count_unknown(run: BenchRun) -> bool:
@@ -173,6 +207,17 @@ def import_command(
             "infinite and negative values are always refused.",
         ),
     ] = False,
+    replay: Annotated[
+        bool,
+        typer.Option(
+            "--replay",
+            help="Also replay each run through the simulator as it ran (a closed loop of its "
+            "clients, in waves for GenAI-Perf and AIPerf, or its rate's arrivals; its mean "
+            "lengths), timed by the bundled profile of its engine and GPU, and print each "
+            "measured statistic beside the prediction with the signed error (needs catalog "
+            "names: --gpu, --model, --precision, --engine where the file lacks them).",
+        ),
+    ] = False,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import benchmark results from guidellm, `vllm bench serve`, GenAI-Perf, AIPerf or
@@ -196,21 +241,25 @@ def import_command(
         store=store,
         name=run_name,
         allow_extreme=allow_extreme,
+        replay=replay,
     )
     with sessions_from(ctx) as sessions:
         result = import_bench(request, sessions, progress=_Notes())
     runs = result.runs
+    replays = [r.to_dict() for r in result.replays] if replay else [None] * len(runs)
     if as_json:
         print_json(
             [
-                {**run.to_dict(), "load_model": load}
-                for run, load in zip(runs, result.load_models, strict=True)
+                {**run.to_dict(), "load_model": load, **({"replay": again} if again else {})}
+                for run, load, again in zip(runs, result.load_models, replays, strict=True)
             ]
         )
     else:
         _print_runs(runs)
         for name, load in zip(_run_names(runs), result.load_models, strict=True):
             stderr.print(f"{name}: load model: {load}", markup=False, soft_wrap=True)
+        if replay:
+            _print_replays(_run_names(runs), result.replays)
     for run in runs:
         if run.completed == 0 and not _count_unknown(run):
             stderr.print(
