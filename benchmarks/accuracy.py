@@ -30,7 +30,8 @@ from planner.latency.profile import (
     choose_profile,
     load_bundled_profiles,
 )
-from planner.latency.serving_points import ServingRun, bundled_runs
+from planner.latency.serving_data import bundled_runs
+from planner.latency.serving_points import ServingRun
 from planner.latency.uncertainty import gpu_class
 from planner.paths import data_dir
 from planner.simulate.accuracy import (

@@ -228,10 +228,3 @@ def vllm_h100_runs(path: Path | None = None) -> list[ServingRun]:
             )
         )
     return runs
-
-
-def bundled_runs() -> list[ServingRun]:
-    """Every bundled run, used or excluded."""
-    from planner.latency.mlperf_points import mlperf_runs  # it builds on this module
-
-    return [*published_runs(), *vllm_h100_runs(), *mlperf_runs()]

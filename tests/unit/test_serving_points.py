@@ -9,7 +9,8 @@ import pytest
 
 from planner.errors import InputFileError
 from planner.latency.catalog import load_catalog
-from planner.latency.serving_points import bundled_runs, published_runs, vllm_h100_runs
+from planner.latency.serving_data import bundled_runs
+from planner.latency.serving_points import published_runs, vllm_h100_runs
 
 
 def test_every_row_is_read_and_named_in_the_catalog() -> None:
