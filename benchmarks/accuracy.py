@@ -19,6 +19,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
@@ -39,10 +40,11 @@ from planner.simulate.accuracy import (
     accuracy_groups,
     capacity_errors,
     fitted_runs,
+    fold_groups,
     folds_path,
     held_out_errors,
     load_folds,
-    refit_folds,
+    refit_group,
     refit_profile,
     save_folds,
     summary_rows,
@@ -109,38 +111,80 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def fold_starts() -> dict[str, Profile]:
+    """The profiles every fold starts from, per engine, as the folds file keeps them."""
+    if not folds_path().exists():
+        return {}
+    payload = json.loads(folds_path().read_text(encoding="utf-8"))
+    return {e: Profile.from_dict(p) for e, p in payload.get("starts", {}).items()}
+
+
+FOLDS = {"trtllm": 4, "vllm": 2}  # folds of configurations held out together, per engine
+
+
+def _fit_job(
+    engine: str, held_out: tuple[str, ...], start: dict[str, object], max_evaluations: int
+) -> tuple[tuple[str, ...], list[Fold] | Profile]:
+    """One fit, in a worker process: the engine's whole profile (``held_out`` empty) or one
+    fold. Reads the bundled data itself (cheap), so only names and numbers cross processes."""
+    vendor = REFITS[engine][1]
+    published, _ = read_measurements(data_dir() / "reference" / "published_latency.csv")
+    points = select(published, engine=engine, gpu=None, vendor=vendor)
+    runs = bundled_runs()
+    profile = Profile.from_dict(start)
+    if not held_out:
+        train = fitted_runs(runs, engine)
+        return held_out, refit_profile(train, profile, points, max_evaluations=max_evaluations)
+    return held_out, refit_group(runs, profile, held_out, points, max_evaluations=max_evaluations)
+
+
 def refit_bundled(
     runs: Sequence[ServingRun],
     bundled: list[Profile],
     max_evaluations: int,
     warm: dict[str, dict[str, float]],
 ) -> list[Profile]:
-    """Refit each engine's bundled profile under load (anchored by its offline points), write
-    it into data/calibration/profiles.json, then refit every fold from it."""
+    """Refit each engine's bundled profile under load (anchored by its offline points) and
+    its folds, two fits at a time; write the profiles into data/calibration/profiles.json and
+    the folds into serving_folds.json.
+
+    Every fold starts from the profile as it was before any serving fit (fitted on the offline
+    points only), so nothing a fold holds out reaches it through its start; the whole profile
+    may start from ``warm`` (a previous fit's parameters), as it is never held out."""
+    from concurrent.futures import ProcessPoolExecutor
+
     path = bundled_profiles_path()
     payload = json.loads(path.read_text(encoding="utf-8"))
-    published, _ = read_measurements(data_dir() / "reference" / "published_latency.csv")
+    jobs: list[tuple[str, tuple[str, ...], dict[str, object], int]] = []
+    starts = fold_starts()
+    for engine, (name, _, _) in REFITS.items():
+        # the folds' start: the profile before any serving fit, kept in the folds file
+        before = starts.get(engine) or next(p for p in bundled if p.name == name)
+        whole = before
+        if engine in warm:
+            whole = before.with_params(**{k: warm[engine][k] for k in SERVING_FIT_PARAMS})
+        jobs.append((engine, (), whole.to_dict(), 2 * max_evaluations))
+        configurations = sorted({r.configuration for r in fitted_runs(runs, engine)})
+        for group in fold_groups(configurations, FOLDS[engine]):
+            jobs.append((engine, tuple(group), before.to_dict(), max_evaluations))
     folds: list[Fold] = []
-    for engine, (name, vendor, replaced) in REFITS.items():
-        start = next(p for p in bundled if p.name == name)
-        if engine in warm:  # a previous fit's parameters: the fit is local, start near it
-            start = start.with_params(**{k: warm[engine][k] for k in SERVING_FIT_PARAMS})
-        points = select(published, engine=engine, gpu=None, vendor=vendor)
+    fitted: dict[str, Profile] = {}
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        futures = {pool.submit(_fit_job, *job): job for job in jobs}
+        for future, (engine, held_out, _, _) in futures.items():
+            _, result = future.result()
+            _say(f"fitted {engine} " + (f"without {', '.join(held_out)}" if held_out else "whole"))
+            if isinstance(result, Profile):
+                fitted[engine] = result
+            else:
+                folds += result
+    for engine, (name, _, replaced) in REFITS.items():
         train = fitted_runs(runs, engine)
-        _say(f"fitting {name} on {len(train)} serving runs and {len(points)} offline points")
-        profile = refit_profile(train, start, points, max_evaluations=4 * max_evaluations)
-        folds += refit_folds(
-            runs,
-            profile,
-            points,
-            max_evaluations=max_evaluations,
-            progress=lambda c: _say(f"fitting without {c}"),
-        )
         entries = [e for e in payload["profiles"] if e["profile"]["name"] not in replaced]
         for entry in entries:
             if entry["profile"]["name"] == name:
                 entry.update(
-                    profile=profile.to_dict(),
+                    profile=replace(fitted[engine], name=name).to_dict(),
                     fitted_at=str(date.today()),
                     sources=[
                         *sorted({f"data/reference/{_file_of(r)}" for r in train}),
@@ -148,13 +192,18 @@ def refit_bundled(
                     ],
                     fitted=list(SERVING_FIT_PARAMS),
                     bounds={k: list(FIT_BOUNDS[k]) for k in SERVING_FIT_PARAMS},
-                    points=len(train) + len(points),
+                    points=len(train),
                 )
         payload["profiles"] = entries
     save_folds(
         folds_path(),
         folds,
-        f"leave-one-configuration-out serving fits, {date.today()}, benchmarks/accuracy.py --refit",
+        {
+            engine: starts.get(engine) or next(p for p in bundled if p.name == REFITS[engine][0])
+            for engine in REFITS
+        },
+        f"serving fits holding configurations out ({FOLDS} folds per engine, each from the "
+        f"profile before any serving fit), {date.today()}, benchmarks/accuracy.py --refit",
     )
     errors = held_out_errors(runs, {f.held_out: f for f in folds}, [])
     for entry in payload["profiles"]:
@@ -210,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write-doc", action="store_true", help="update docs/accuracy.md")
     parser.add_argument("--before", type=Path, help="also predict every run with these profiles")
     parser.add_argument("--refit", action="store_true", help="refit every fold first")
-    parser.add_argument("--max-evaluations", type=int, default=100)
+    parser.add_argument("--max-evaluations", type=int, default=200)
     parser.add_argument(
         "--warm-start",
         type=Path,

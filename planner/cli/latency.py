@@ -105,11 +105,19 @@ def latency(
     profile_name: str | None = typer.Option(
         None, "--profile", help="Calibration profile (default: best for GPU and engine)."
     ),
+    confidence: str = typer.Option(
+        "0.9",
+        "--confidence",
+        help="With --qps or --concurrency: each simulated percentile with its interval at this "
+        "confidence (the engine's held-out error on this GPU class, plus the sampling error); "
+        "default 0.9; 0 or none: no intervals.",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Predict TTFT, time per output token and end-to-end latency, memory, KV capacity and
     throughput; with --qps or --concurrency, also latency percentiles from the simulator."""
     from planner.latency.predict import LatencyQuery, check_numbers
+    from planner.latency.uncertainty import parse_confidence
     from planner.simulate.inputs import parse_duration
     from planner.usecases.predict import ClientOptions, predict_latency
 
@@ -138,9 +146,13 @@ def latency(
     if client_start is not None or think_time is not None:
         think = parse_duration("--think-time", think_time) or 0.0
         clients = ClientOptions((client_start or "synchronized").strip().lower(), think)
+    level = parse_confidence(confidence)
     with sessions_from(ctx) as sessions:
         prediction = predict_latency(
-            replace(query, memory_utilization=utilization), sessions, clients=clients
+            replace(query, memory_utilization=utilization),
+            sessions,
+            clients=clients,
+            confidence=level,
         )
     if as_json:
         print_json(prediction.result)
@@ -244,10 +256,12 @@ def _print_percentiles(result: dict[str, Any], loaded: dict[str, Any]) -> None:
         if key not in sim:
             continue
         row = sim[key]
+        bands = row.get("interval", {})
         spread.add_row(
             label,
             f"{loaded[f'{key}_ms']:,.1f}",
-            *(f"{row[q]:,.1f}" for q in ("mean", "p50", "p90", "p99")),
+            f"{row['mean']:,.1f}",
+            *(_with_band(row[q], bands.get(q)) for q in ("p50", "p90", "p99")),
         )
     print_whole(spread)
     if sim["arrivals"] == "closed loop":
@@ -264,6 +278,18 @@ def _print_percentiles(result: dict[str, Any], loaded: dict[str, Any]) -> None:
         f"percentiles from the discrete-event simulator: {load}; {sim['wall_s']:.2f} s; "
         f"admission {sim['admission']} (from {escape(sim['admission_source'])})"
     )
+    if sim.get("confidence"):
+        stdout.print(
+            f"(low\u2013high): the {sim['confidence']:.0%} interval, from the engine's "
+            "held-out error on this GPU class (docs/accuracy.md) and the requests simulated"
+        )
+
+
+def _with_band(value: float, band: dict[str, Any] | None) -> str:
+    """A percentile with its interval, e.g. ``812.0 (704.1 to 951.3)`` with an en dash."""
+    if not band:
+        return f"{value:,.1f}"
+    return f"{value:,.1f} ({band['low']:,.1f}\u2013{band['high']:,.1f})"
 
 
 def _memory(gpu: GPU) -> str:

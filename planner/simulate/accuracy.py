@@ -89,31 +89,36 @@ def refit_profile(
     )
 
 
-def refit_folds(
+def fold_groups(configurations: Sequence[str], groups: int) -> list[list[str]]:
+    """``configurations`` dealt round robin (sorted) into at most ``groups`` folds: each fold
+    holds its configurations out together, so a fold sees none of its data; with as many
+    groups as configurations, leave-one-configuration-out."""
+    ordered = sorted(configurations)
+    count = max(1, min(groups, len(ordered)))
+    return [ordered[i::count] for i in range(count)]
+
+
+def refit_group(
     runs: Sequence[ServingRun],
     start: Profile,
+    held_out: Sequence[str],
     points: Sequence[Measurement] = (),
     *,
     max_evaluations: int | None = None,
-    progress: Callable[[str], None] | None = None,
 ) -> list[Fold]:
-    """Leave-one-configuration-out fits of ``start``'s engine on its bundled data sets (each
-    anchored by the same offline ``points``, which hold none of the serving runs)."""
-    train_all = fitted_runs(runs, start.engine)
-    folds = []
-    for configuration in sorted({r.configuration for r in train_all}):
-        if progress is not None:
-            progress(configuration)
-        train = [r for r in train_all if r.configuration != configuration]
-        profile = refit_profile(train, start, points, max_evaluations=max_evaluations)
-        trained = tuple(sorted({r.configuration for r in train}))
-        folds.append(Fold(configuration, profile, trained))
-    return folds
+    """One fold: ``start`` fitted on the engine's runs outside ``held_out`` (anchored by the
+    offline ``points``, which hold none of the serving runs), for each configuration held out."""
+    train = [r for r in fitted_runs(runs, start.engine) if r.configuration not in held_out]
+    profile = refit_profile(train, start, points, max_evaluations=max_evaluations)
+    trained = tuple(sorted({r.configuration for r in train}))
+    return [Fold(configuration, profile, trained) for configuration in held_out]
 
 
-def save_folds(path: Path, folds: Sequence[Fold], note: str) -> None:
+def save_folds(path: Path, folds: Sequence[Fold], starts: dict[str, Profile], note: str) -> None:
+    """The folds, with the profile each engine's folds started from (refits start there)."""
     payload = {
         "note": note,
+        "starts": {engine: profile.to_dict() for engine, profile in starts.items()},
         "folds": [
             {
                 "held_out": f.held_out,

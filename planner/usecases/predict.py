@@ -167,12 +167,50 @@ def _percentiles(
     }, None
 
 
+INTERVAL_LEVELS = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+
+def add_intervals(
+    percentiles: dict[str, Any], engine: str, gpu: str, confidence: float
+) -> None:
+    """Each simulated percentile's interval at ``confidence`` (``percentiles[metric]
+    ["interval"][pNN]``: low, high, upper, group), from the engine's held-out error on this GPU
+    class and the order-statistic bounds of the requests measured, as ``planner simulate``
+    gives them (planner.latency.uncertainty)."""
+    from planner.latency.uncertainty import accuracy_for, percentile_interval, summary_quantile
+
+    accuracy = accuracy_for(confidence)
+    requests = int(percentiles.get("measured_requests") or 0)
+    for metric in ("ttft", "tpot", "e2e"):
+        values = percentiles.get(metric)
+        if not isinstance(values, dict) or not requests:
+            continue
+
+        def quantile(q: float, values: dict[str, Any] = values) -> float | None:
+            return summary_quantile(values, q)
+
+        values["interval"] = {
+            name: percentile_interval(
+                values[name],
+                level,
+                confidence,
+                accuracy.lookup(engine, gpu, metric, name),
+                requests=requests,
+                quantile=quantile,
+            ).to_dict()
+            for name, level in INTERVAL_LEVELS
+            if values.get(name) is not None
+        }
+    percentiles["confidence"] = confidence
+
+
 def predict_latency(
     query: LatencyQuery,
     sessions: SessionScope,
     *,
     batch_must_fit: bool = True,
     clients: ClientOptions | None = None,
+    confidence: float | None = None,
 ) -> LatencyPrediction:
     """TTFT, time per output token and end-to-end latency of ``query``'s deployment, its
     memory, KV capacity and throughput; under ``qps`` or ``concurrency`` also the steady-state
@@ -186,7 +224,8 @@ def predict_latency(
     opens the store the profiles are read from (stored ones win over the bundled defaults; None
     inside: the bundled ones only), after the inputs are checked. ``clients``: how
     ``concurrency``'s clients send in the simulated closed loop (default: synchronized, no
-    think time); refused without a concurrency."""
+    think time); refused without a concurrency. ``confidence``: the simulated percentiles
+    get their intervals at it (:func:`add_intervals`; None: none)."""
     if clients is not None:
         if query.concurrency is None:
             raise UsageError(
@@ -205,6 +244,9 @@ def predict_latency(
     if loaded is None:
         return prediction
     percentiles, note = _percentiles(prediction, query, loaded["saturated"], clients)
+    if percentiles is not None and confidence is not None:
+        gpu = prediction.deployment.gpu.name
+        add_intervals(percentiles, prediction.result["engine"], gpu, confidence)
     under_load = {
         **loaded,
         "percentiles": percentiles,
