@@ -68,8 +68,11 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/simulate_bench.py --week
 	$(BIN)/python benchmarks/forecast_bench.py
 
-# Refit the bundled default calibration profiles on the published measurements (each engine's
-# own; the operator timings, measured on NVIDIA GPUs, join the NVIDIA fits).
+# Refit the bundled default calibration profiles: first on the published offline measurements
+# (each engine's own; the operator timings, measured on NVIDIA GPUs, join the NVIDIA fits), then
+# TensorRT-LLM's and vLLM's under load, by replaying the bundled serving runs (anchored by those
+# offline points), with their held-out folds, docs/accuracy.md and accuracy.json (about half an
+# hour on two cores; see docs/accuracy.md).
 REFERENCE := data/reference/published_latency.csv
 OPERATORS := --operators data/reference/operator_timings.csv
 CALIBRATE := PLANNER_HOME=$$(mktemp -d) $(BIN)/planner calibrate $(REFERENCE) --force \
@@ -77,10 +80,10 @@ CALIBRATE := PLANNER_HOME=$$(mktemp -d) $(BIN)/planner calibrate $(REFERENCE) --
 profiles: $(VENV)/.installed
 	rm -f data/calibration/profiles.json
 	$(CALIBRATE) --name trtllm-default --engine trtllm $(OPERATORS)
-	$(CALIBRATE) --name trtllm-h100-sxm --engine trtllm --gpu H100-SXM $(OPERATORS)
 	$(CALIBRATE) --name vllm-default --engine vllm --vendor NVIDIA --holdout 0 $(OPERATORS)
 	$(CALIBRATE) --name vllm-mi300x --engine vllm --gpu MI300X
 	$(CALIBRATE) --name sglang-default --engine sglang $(OPERATORS)
+	$(BIN)/python benchmarks/accuracy.py --refit --write-json --write-doc
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build planner/simulate/*.so

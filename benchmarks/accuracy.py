@@ -23,7 +23,7 @@ from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
-from planner.latency.calibration import read_measurements, select
+from planner.latency.calibration import Measurement, read_measurements, select
 from planner.latency.profile import (
     FIT_BOUNDS,
     Profile,
@@ -241,6 +241,39 @@ def heldout_summary(errors: Sequence[RunError]) -> dict[str, object]:
     }
 
 
+def _offline_median(points: Sequence[Measurement], profiles: list[Profile], engine: str) -> float:
+    """Median absolute relative error of ``points``, each under its GPU's profile."""
+    import numpy as np
+
+    from planner.latency.calibration import log_errors
+
+    errors = [
+        float(np.expm1(log_errors([p], choose_profile(profiles, p.gpu, engine))[0])) for p in points
+    ]
+    return float(np.median(np.abs(errors)))
+
+
+def offline_table(bundled: list[Profile], before: Path | None) -> str:
+    """The offline published points (published_latency.csv) under the bundled profiles, which
+    are anchored by them (in sample), and under the older profiles (``--before``)."""
+    points, _ = read_measurements(data_dir() / "reference" / "published_latency.csv")
+    old = None
+    if before is not None:
+        payload = json.loads(before.read_text(encoding="utf-8"))
+        old = [Profile.from_dict(e["profile"]) for e in payload["profiles"]]
+    lines = [
+        "#### Offline published points (published_latency.csv; the anchor, so in sample)\n",
+        "| engine | points | median abs now | median abs before |",
+        "|---|--:|--:|--:|",
+    ]
+    for engine in ("trtllm", "vllm", "sglang"):
+        chosen = [p for p in points if p.engine == engine]
+        now = _offline_median(chosen, bundled, engine)
+        then = _pct(_offline_median(chosen, old, engine)) if old else "—"
+        lines.append(f"| {engine} | {len(chosen)} | {_pct(now)} | {then} |")
+    return "\n".join(lines)
+
+
 DOC = ROOT / "docs" / "accuracy.md"
 BEGIN, END = "<!-- accuracy.py:begin -->", "<!-- accuracy.py:end -->"
 
@@ -296,6 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "\n#### Capacity before\n",
             capacity_table(before, runs),
         ]
+    report += ["\n" + offline_table(bundled, args.before)]
     text = "\n".join(report)
     print(text)
     if args.write_doc:
