@@ -36,6 +36,7 @@ from planner.latency.serving_points import ServingRun
 from planner.latency.uncertainty import gpu_class
 from planner.paths import data_dir
 from planner.simulate.accuracy import (
+    FITTED_ON,
     Fold,
     accuracy_groups,
     capacity_errors,
@@ -143,6 +144,7 @@ def refit_bundled(
     bundled: list[Profile],
     max_evaluations: int,
     warm: dict[str, dict[str, float]],
+    keep_folds: bool = False,
 ) -> list[Profile]:
     """Refit each engine's bundled profile under load (anchored by its offline points) and
     its folds, two fits at a time; write the profiles into data/calibration/profiles.json and
@@ -165,9 +167,9 @@ def refit_bundled(
             whole = before.with_params(**{k: warm[engine][k] for k in SERVING_FIT_PARAMS})
         jobs.append((engine, (), whole.to_dict(), 2 * max_evaluations))
         configurations = sorted({r.configuration for r in fitted_runs(runs, engine)})
-        for group in fold_groups(configurations, FOLDS[engine]):
+        for group in fold_groups(configurations, FOLDS[engine]) if not keep_folds else []:
             jobs.append((engine, tuple(group), before.to_dict(), max_evaluations))
-    folds: list[Fold] = []
+    folds: list[Fold] = list(load_folds().values()) if keep_folds else []
     fitted: dict[str, Profile] = {}
     with ProcessPoolExecutor(max_workers=2) as pool:
         futures = {pool.submit(_fit_job, *job): job for job in jobs}
@@ -205,7 +207,8 @@ def refit_bundled(
         f"serving fits holding configurations out ({FOLDS} folds per engine, each from the "
         f"profile before any serving fit), {date.today()}, benchmarks/accuracy.py --refit",
     )
-    errors = held_out_errors(runs, {f.held_out: f for f in folds}, [])
+    fitted_sets = [r for r in runs if r.dataset in FITTED_ON.get(r.engine, ())]
+    errors = held_out_errors(fitted_sets, {f.held_out: f for f in folds}, bundled)
     for entry in payload["profiles"]:
         engine = entry["profile"]["engine"]
         if entry["profile"]["name"] in {v[0] for v in REFITS.values()}:
@@ -292,6 +295,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write-doc", action="store_true", help="update docs/accuracy.md")
     parser.add_argument("--before", type=Path, help="also predict every run with these profiles")
     parser.add_argument("--refit", action="store_true", help="refit every fold first")
+    parser.add_argument(
+        "--keep-folds",
+        action="store_true",
+        help="with --refit: refit only the bundled profiles, keeping the stored folds",
+    )
     parser.add_argument("--max-evaluations", type=int, default=200)
     parser.add_argument(
         "--warm-start",
@@ -309,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in args.warm_start:
             params = json.loads(path.read_text(encoding="utf-8"))
             warm[params["engine"]] = params
-        bundled = refit_bundled(runs, bundled, args.max_evaluations, warm)
+        bundled = refit_bundled(runs, bundled, args.max_evaluations, warm, args.keep_folds)
     folds_by = load_folds()
     errors = held_out_errors(runs, folds_by, bundled)
     report = [

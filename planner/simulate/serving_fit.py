@@ -107,13 +107,16 @@ def replay(run: ServingRun, profile: Profile, *, seed: int = 0) -> dict[str, flo
     predicted["itl_p50"] = predicted.get("tpot_p50", math.nan)
     predicted["output_tokens_per_s"] = summary["output_tokens_per_s"]
     if run.load_kind != "concurrency":
-        # a rate benchmark's throughput is measured while requests arrive: tokens finished
-        # in the arrival window over that window (the drain after the last arrival is not in it)
-        start, end = float(result.arrival.min()), float(result.arrival.max())
-        inside = (result.finish >= start) & (result.finish <= end)
-        if end > start:
-            tokens = float(result.output_tokens[inside].sum())
-            predicted["output_tokens_per_s"] = tokens / (end - start)
+        # a rate run's throughput: its tokens over the span from the first arrival to the last
+        # finish less one typical request's time (the drain after the last arrival), which is
+        # the offered load while the engine keeps up and its service rate when it does not
+        served = np.isfinite(result.finish)
+        if served.any():
+            drain = float(np.median((result.finish - result.arrival)[served]))
+            span = float(result.finish[served].max() - result.arrival.min()) - drain
+            if span > 0:
+                tokens = float(result.output_tokens[served].sum())
+                predicted["output_tokens_per_s"] = tokens / span
     return predicted
 
 
@@ -164,7 +167,13 @@ def fit_serving(
     high = np.array([FIT_BOUNDS[p][1] for p in params])
     x0 = np.clip([getattr(start, p) for p in params], low, high)
     x0 = np.minimum(np.maximum(x0, low + 1e-6 * (high - low)), high - 1e-6 * (high - low))
-    pairs = [(run, m, v) for run in runs for m, v in run.measured.items() if m in metrics]
+    pairs = [
+        (run, m, v)
+        for run in runs
+        for m, v in run.measured.items()
+        # a rate run's throughput is its offered load while it keeps up: nothing to fit
+        if m in metrics and not (m == "output_tokens_per_s" and run.load_kind != "concurrency")
+    ]
     measured = np.log([v for _, _, v in pairs])
     # each data set weighs the same in all, however many statistics it has (795 NIM runs
     # would otherwise drown 23 MLPerf systems)
