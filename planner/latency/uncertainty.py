@@ -460,3 +460,33 @@ def percentile_interval(
         requests,
         exact,
     )
+
+
+def stats_intervals(
+    values: Mapping[str, Any],
+    metric: str,
+    requests: int,
+    confidence: float,
+    accuracy: Accuracy,
+    engine: str,
+    gpu: str,
+) -> dict[str, dict[str, Any]]:
+    """The intervals of the percentiles a simulation summary keeps for ``metric`` (p50, p90,
+    p95, p99, whichever it has: ``values``), from ``requests`` simulated requests, as the JSON
+    results give them (``planner simulate`` and ``planner latency`` both)."""
+
+    def quantile(q: float) -> float | None:
+        return summary_quantile(values, q)
+
+    return {
+        name: percentile_interval(
+            float(values[name]),
+            level,
+            confidence,
+            accuracy.lookup(engine, gpu, metric, name),
+            requests=requests,
+            quantile=quantile,
+        ).to_dict()
+        for name, level in SUMMARY_LEVELS
+        if values.get(name) is not None
+    }

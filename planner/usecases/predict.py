@@ -167,40 +167,21 @@ def _percentiles(
     }, None
 
 
-INTERVAL_LEVELS = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
-
-
-def add_intervals(
-    percentiles: dict[str, Any], engine: str, gpu: str, confidence: float
-) -> None:
+def add_intervals(percentiles: dict[str, Any], engine: str, gpu: str, confidence: float) -> None:
     """Each simulated percentile's interval at ``confidence`` (``percentiles[metric]
     ["interval"][pNN]``: low, high, upper, group), from the engine's held-out error on this GPU
     class and the order-statistic bounds of the requests measured, as ``planner simulate``
     gives them (planner.latency.uncertainty)."""
-    from planner.latency.uncertainty import accuracy_for, percentile_interval, summary_quantile
+    from planner.latency.uncertainty import accuracy_for, stats_intervals
 
     accuracy = accuracy_for(confidence)
     requests = int(percentiles.get("measured_requests") or 0)
     for metric in ("ttft", "tpot", "e2e"):
         values = percentiles.get(metric)
-        if not isinstance(values, dict) or not requests:
-            continue
-
-        def quantile(q: float, values: dict[str, Any] = values) -> float | None:
-            return summary_quantile(values, q)
-
-        values["interval"] = {
-            name: percentile_interval(
-                values[name],
-                level,
-                confidence,
-                accuracy.lookup(engine, gpu, metric, name),
-                requests=requests,
-                quantile=quantile,
-            ).to_dict()
-            for name, level in INTERVAL_LEVELS
-            if values.get(name) is not None
-        }
+        if isinstance(values, dict) and requests:
+            values["interval"] = stats_intervals(
+                values, metric, requests, confidence, accuracy, engine, gpu
+            )
     percentiles["confidence"] = confidence
 
 

@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from planner.common.files import check_output_path
 from planner.common.text import printable, shown
@@ -32,8 +32,7 @@ from planner.latency.uncertainty import (
     Accuracy,
     accuracy_for,
     gpu_class,
-    percentile_interval,
-    summary_quantile,
+    stats_intervals,
 )
 from planner.simulate.closed_loop import MAX_CLIENTS, START_MODES
 from planner.simulate.closed_loop import MAX_REQUESTS as MAX_LOOP_REQUESTS
@@ -136,9 +135,6 @@ def simulate(
     return SimulateResult(result, prepared.workload.start)
 
 
-INTERVAL_PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))
-
-
 def add_intervals(
     result: SimulationResult, engine: str, confidence: float, accuracy: Accuracy
 ) -> None:
@@ -155,22 +151,9 @@ def add_intervals(
             values = stats[metric]
             if not finished or values.get("p50") is None:
                 continue
-
-            def quantile(q: float, values: dict[str, Any] = values) -> float | None:
-                return summary_quantile(values, q)
-
-            values["interval"] = {
-                name: percentile_interval(
-                    values[name],
-                    level,
-                    confidence,
-                    accuracy.lookup(engine, gpu, metric, name),
-                    requests=finished,
-                    quantile=quantile,
-                ).to_dict()
-                for name, level in INTERVAL_PERCENTILES
-                if values.get(name) is not None
-            }
+            values["interval"] = stats_intervals(
+                values, metric, finished, confidence, accuracy, engine, gpu
+            )
     summary["error_bars"] = {
         "confidence": confidence,
         "accuracy_file": accuracy.source,
