@@ -165,7 +165,7 @@ def test_the_profile_in_use_and_its_stated_error(demo_home: Path, page: Page) ->
     at = page("latency")
     _set(at, gpu="H100-SXM")
     result = _library(LatencyQuery(gpu="H100-SXM", model="llama-3.1-8b", sim_requests=0))
-    assert result["profile"] == "trtllm-h100-sxm"  # the GPU's own bundled profile
+    assert result["profile"] == "trtllm-default"  # fitted under load (docs/accuracy.md)
     profile = predict_latency(
         LatencyQuery(gpu="H100-SXM", model="llama-3.1-8b"), _store_session
     ).profile
@@ -173,7 +173,7 @@ def test_the_profile_in_use_and_its_stated_error(demo_home: Path, page: Page) ->
         accuracy = profile_accuracy(profile, stored_accuracy(session, profile.name))
     assert accuracy is not None and accuracy["origin"] == "bundled"
     said = " ".join(m.value for m in at.markdown)
-    assert "Profile **trtllm-h100-sxm** (trtllm), bundled with planner" in said
+    assert "Profile **trtllm-default** (trtllm), bundled with planner" in said
     shown = _metrics(at)
     assert shown["Held-out MAPE"] == f"{accuracy['heldout_test']['mape']:.1%}"
     assert shown["Fitted MAPE"] == f"{accuracy['after_all']['mape']:.1%}"

@@ -42,7 +42,7 @@ def test_latency_as_json(home: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["profile"] == "trtllm-h100-sxm"  # the GPU's own bundled profile wins
+    assert data["profile"] == "trtllm-default"  # fitted under load on both GPUs (docs/accuracy.md)
     assert 0 < data["tpot_ms"] < data["ttft_ms"] < data["e2e_ms"]
     assert data["e2e_ms"] == pytest.approx(data["ttft_ms"] + 255 * data["tpot_ms"])
     # TensorRT-LLM (the default engine) keeps an FP8 KV cache under FP8 weights: 64 KiB a token

@@ -14,7 +14,7 @@ import pytest
 
 from planner.latency.calibration import predict, read_measurements
 from planner.latency.catalog import load_catalog
-from planner.latency.profile import load_bundled_profiles
+from planner.latency.profile import choose_profile, load_bundled_profiles
 from tests.conftest import ROOT
 from tests.e2e.test_cli import run
 
@@ -238,7 +238,7 @@ def contradictory_points(path: Path) -> Path:
     """The H100 points at exactly what the bundled H100 profile predicts, each also measured
     100x slower: the log fit settles between the two, worse in MAPE than the bundled profile."""
     catalog = load_catalog()
-    (profile,) = [p for p in load_bundled_profiles() if p.gpu == "H100-SXM"]
+    profile = choose_profile(load_bundled_profiles(), "H100-SXM", "trtllm")
     points, _ = read_measurements(PUBLISHED, catalog)
     chosen = {p.row for p in points if p.gpu == "H100-SXM" and p.load_kind == "batch"}
     by_row = {p.row: p for p in points}
@@ -258,16 +258,16 @@ def test_a_fit_worse_than_the_profile_in_use_is_not_stored_without_force(
     export = tmp_path / "profiles.json"
     args = ["calibrate", str(path), "--name", "bad", "--gpu", "H100-SXM", "--holdout", "0"]
     stderr = clean_error(run(home, *args, "--export", str(export)), 1)
-    assert "worse than trtllm-h100-sxm" in stderr and "--force" in stderr
+    assert "worse than trtllm-default" in stderr and "--force" in stderr
     assert not export.exists()
     assert run(home, "latency", *H100, "--profile", "bad").returncode == 2
 
     forced = run(home, *args, "--force", "--json")
     assert forced.returncode == 0, forced.stderr
-    assert "worse than trtllm-h100-sxm" in forced.stderr
+    assert "worse than trtllm-default" in forced.stderr
     summary = json.loads(forced.stdout)
     assert summary["after_all"]["mape"] > summary["baseline_all"]["mape"]
-    assert summary["baseline_profile"] == "trtllm-h100-sxm"
+    assert summary["baseline_profile"] == "trtllm-default"
     used = json.loads(run(home, "latency", *H100, "--profile", "bad", "--json").stdout)
     assert used["profile"] == "bad"
 

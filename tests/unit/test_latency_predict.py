@@ -45,7 +45,7 @@ def test_the_prediction_is_the_library_model_at_the_batch() -> None:
         catalog.precisions.get("fp8"),
     )
     assert prediction.deployment == deployment
-    assert prediction.profile.name == result["profile"] == "trtllm-h100-sxm"
+    assert prediction.profile.name == result["profile"] == "trtllm-default"
     expected = at_batch(LatencyModel(deployment, prediction.profile), 1024, 256, 32)
     assert (result["ttft_ms"], result["tpot_ms"], result["e2e_ms"]) == (
         expected.ttft_ms,
@@ -127,8 +127,8 @@ def test_the_memory_breakdown_adds_up_to_the_device() -> None:
 
 def test_a_bundled_profile_states_its_fit_errors() -> None:
     payload = json.loads(bundled_profiles_path().read_text())
-    entry = next(p for p in payload["profiles"] if p["profile"]["name"] == "trtllm-h100-sxm")
-    profile = next(p for p in load_bundled_profiles() if p.name == "trtllm-h100-sxm")
+    entry = next(p for p in payload["profiles"] if p["profile"]["name"] == "trtllm-default")
+    profile = next(p for p in load_bundled_profiles() if p.name == "trtllm-default")
     accuracy = profile_accuracy(profile)
     assert accuracy is not None
     assert accuracy["origin"] == "bundled"
