@@ -175,9 +175,9 @@ def test_months_have_their_real_hours(demo_db: Path) -> None:
         & (leap.projection["scenario"] == "expected")
     ].set_index("month")["instance_hours"]
     assert committed.to_dict() == {
-        date(2028, 1, 1): 6 * 744,
-        date(2028, 2, 1): 6 * 696,
-        date(2028, 3, 1): 6 * 744,
+        date(2028, 1, 1): 7 * 744,
+        date(2028, 2, 1): 7 * 696,
+        date(2028, 3, 1): 7 * 744,
     }
 
 
@@ -186,7 +186,7 @@ def test_february_has_672_hours(report: Report) -> None:
         (report.projection["purchase_option"] == "committed-3y")
         & (report.projection["month"] == date(2027, 2, 1))
     ]
-    assert set(rows["instance_hours"]) == {6 * 672}
+    assert set(rows["instance_hours"]) == {7 * 672}
 
 
 def test_the_summary_is_the_recommendation(report: Report, stored: dict[str, Any]) -> None:
@@ -204,9 +204,9 @@ def test_the_summary_is_the_recommendation(report: Report, stored: dict[str, Any
     assert s["slo_attainment"] == min(attainment.values())
     assert s["p99_ttft_ms"] == pytest.approx(winner["p99_ttft_s"] * 1000)
     assert (s["target_ttft_ms"], s["target_tpot_ms"], s["target_e2e_ms"]) == (2000.0, 200.0, None)
-    assert s["purchase"] == "committed-3y for 6 instances, the rest on demand"
+    assert s["purchase"] == "committed-3y for 7 instances, the rest on demand"
     assert s["fleet"] == "gcp/us-east4/g2-standard-4, 1 x L4, llama-3.1-8b fp8, TP 1"
-    assert s["peak_instances"] == 8 and s["mean_instances"] == pytest.approx(6.0774, abs=1e-4)
+    assert s["peak_instances"] == 9 and s["mean_instances"] == pytest.approx(7.3036, abs=1e-4)
 
 
 def test_key_assumptions_name_their_sources(report: Report) -> None:
@@ -217,7 +217,7 @@ def test_key_assumptions_name_their_sources(report: Report) -> None:
     )  # the demo plans for a hundredth of the forecast
     assert "lower 80% band" in text and "upper 95% band" in text
     assert "price-sheet version 1" in text and "effective 2026-07-30" in text
-    assert "trtllm-default" in text and "held-out median error 9.0%" in text
+    assert "trtllm-default" in text and "held-out median error 13.3%" in text
     assert "No spot capacity" in text and "Not included" in text
     items = dict(zip(report.assumptions["item"], report.assumptions["value"], strict=True))
     assert items["recommendation"].startswith("#1, made ")
@@ -231,8 +231,8 @@ def test_commitment_schedule(report: Report, stored: dict[str, Any]) -> None:
     row = report.commitments.iloc[0]
     assert row["purchase_option"] == "committed-3y" and row["term_years"] == 3
     assert (row["start"], row["end"]) == (date(2027, 1, 1), date(2030, 1, 1))
-    assert row["instances"] == 6 and row["upfront_usd"] == 0
-    assert row["hourly_commitment_usd"] == pytest.approx(6 * 0.317033)
+    assert row["instances"] == 7 and row["upfront_usd"] == 0
+    assert row["hourly_commitment_usd"] == pytest.approx(7 * 0.317033)
     assert row["break_even_utilization"] == stored["plan"]["chosen"]["break_even_utilization"]
     assert 0 <= row["expected_utilization"] <= 1 and 0 <= row["coverage"] <= 1
     # the recommendation's own week: 96.2% of the committed hours busy
@@ -256,7 +256,7 @@ def test_sensitivity(report: Report) -> None:
     assert kept["load -20%"] <= monthly
     for case in ("load -20%", "load +20%"):
         assert replanned[case] <= kept[case]
-    assert cases["load +20%"]["replanned_purchase"] == "committed-3y, 7 instances"
+    assert cases["load +20%"]["replanned_purchase"] == "committed-3y, 9 instances"
     # no spot in the plan: interruptions change nothing
     for case in ("spot interruptions x0.5", "spot interruptions x2"):
         assert kept[case] == pytest.approx(monthly)
@@ -332,13 +332,13 @@ def test_an_upfront_is_paid_once_and_amortized_over_the_term(own_db: Path, tmp_p
         (report.projection["purchase_option"] == "committed-3y")
         & (report.projection["scenario"] == "expected")
     ].reset_index()
-    assert committed.loc[0, "upfront_usd"] == pytest.approx(6 * upfront)
+    assert committed.loc[0, "upfront_usd"] == pytest.approx(7 * upfront)
     assert (committed.loc[1:, "upfront_usd"] == 0).all()
     first = committed.to_dict("records")[0]
     assert first["cash_usd"] > first["amortized_usd"]
     row = report.commitments.iloc[0]
-    assert row["upfront_usd"] == pytest.approx(6 * upfront)
-    assert row["hourly_commitment_usd"] == pytest.approx(6 * (0.317033 - upfront / 26280))
+    assert row["upfront_usd"] == pytest.approx(7 * upfront)
+    assert row["hourly_commitment_usd"] == pytest.approx(7 * (0.317033 - upfront / 26280))
     assert "paid upfront per term" in " ".join(report.key_assumptions)
 
 
