@@ -171,16 +171,17 @@ class Accuracy:
 
     def lookup(self, engine: str, gpu: str, metric: str, stat: str = "p99") -> ErrorChoice:
         """The group for ``engine`` on GPU class ``gpu`` (a catalog name is reduced to its
-        class): engine and class, then any class, then any engine; for each statistic in
-        ``STAT_FALLBACK[stat]``; else the conservative default."""
+        class): engine and class, then any class, then any engine, each trying the statistics
+        of ``STAT_FALLBACK[stat]`` in turn (the engine's own errors on a nearby statistic say
+        more than another engine's on this one); else the conservative default."""
         family = gpu_class(gpu) if gpu != "*" else "*"
-        for fallback in STAT_FALLBACK.get(stat, (stat,)):
-            for eng, cls, how in (
-                (engine, family, "exact"),
-                (engine, "*", "any GPU class"),
-                ("*", family, "any engine"),
-                ("*", "*", "any engine or GPU class"),
-            ):
+        for eng, cls, how in (
+            (engine, family, "exact"),
+            (engine, "*", "any GPU class"),
+            ("*", family, "any engine"),
+            ("*", "*", "any engine or GPU class"),
+        ):
+            for fallback in STAT_FALLBACK.get(stat, (stat,)):
                 group = self._index.get((eng, cls, metric, fallback))
                 if group is not None and group.errors:
                     if fallback != stat:
