@@ -34,6 +34,7 @@ FITTED_ON: dict[str, tuple[str, ...]] = {
     "trtllm": ("nim-genaiperf", "nim-docs", "mlperf-llama2-70b"),
     "vllm": ("vllm-h100",),
 }
+TAIL_STATS = ("p90", "p95", "p99")  # pooled in the error bars' groups (accuracy_groups)
 HIGH_LOAD = 0.9  # a run at or above this share of its sweep's measured capacity is "high load"
 MAX_FOLDS_BYTES = 4 * 1024 * 1024
 ANCHOR_SHARE = 0.25  # weight of the offline measurements against the serving runs in a fit
@@ -253,7 +254,11 @@ def accuracy_groups(
     errors: Sequence[RunError], gpu_class: Callable[[str], str]
 ) -> list[dict[str, Any]]:
     """The error groups of data/calibration/accuracy.json (see planner.latency.uncertainty):
-    per engine and GPU class, per engine, and overall, for each latency metric and statistic."""
+    per engine and GPU class, per engine, and overall, for each latency metric and statistic.
+
+    The tail percentiles are pooled: each of the P90, P95 and P99 groups holds the errors of
+    every tail percentile measured (the data sets state different ones: NIM P95, MLPerf and
+    vLLM P90 and P99), so a P99 is not judged by the one data set that happens to report it."""
     keyed: dict[tuple[str, str, str, str], list[RunError]] = {}
     for e in errors:
         metric, stat = metric_and_stat(e.metric)
@@ -261,7 +266,8 @@ def accuracy_groups(
             continue
         engine, klass = e.run.engine, gpu_class(e.run.gpu)
         for key in ((engine, klass), (engine, "*"), ("*", "*")):
-            keyed.setdefault((*key, metric, stat), []).append(e)
+            for pooled in TAIL_STATS if stat in TAIL_STATS else (stat,):
+                keyed.setdefault((*key, metric, pooled), []).append(e)
     groups = []
     for (engine, klass, metric, stat), items in sorted(keyed.items()):
         values = [round(e.error, 5) for e in items]
