@@ -256,14 +256,13 @@ def _print_percentiles(result: dict[str, Any], loaded: dict[str, Any]) -> None:
         if key not in sim:
             continue
         row = sim[key]
-        bands = row.get("interval", {})
         spread.add_row(
             label,
             f"{loaded[f'{key}_ms']:,.1f}",
-            f"{row['mean']:,.1f}",
-            *(_with_band(row[q], bands.get(q)) for q in ("p50", "p90", "p99")),
+            *(f"{row[q]:,.1f}" for q in ("mean", "p50", "p90", "p99")),
         )
     print_whole(spread)
+    _print_intervals(sim)
     if sim["arrivals"] == "closed loop":
         load = (
             f"{sim['requests']:,} requests of a closed loop of {sim['clients']:,} clients "
@@ -278,18 +277,30 @@ def _print_percentiles(result: dict[str, Any], loaded: dict[str, Any]) -> None:
         f"percentiles from the discrete-event simulator: {load}; {sim['wall_s']:.2f} s; "
         f"admission {sim['admission']} (from {escape(sim['admission_source'])})"
     )
-    if sim.get("confidence"):
-        stdout.print(
-            f"(low\u2013high): the {sim['confidence']:.0%} interval, from the engine's "
-            "held-out error on this GPU class (docs/accuracy.md) and the requests simulated"
-        )
 
 
-def _with_band(value: float, band: dict[str, Any] | None) -> str:
-    """A percentile with its interval, e.g. ``812.0 (704.1 to 951.3)`` with an en dash."""
-    if not band:
-        return f"{value:,.1f}"
-    return f"{value:,.1f} ({band['low']:,.1f}\u2013{band['high']:,.1f})"
+def _print_intervals(sim: dict[str, Any]) -> None:
+    """Each simulated percentile's interval, a table of its own (whole at 80 columns)."""
+    if not sim.get("confidence"):
+        return
+    bands = Table(f"{sim['confidence']:.0%} interval (ms)", "P50", "P90", "P99")
+    for key, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "end-to-end")):
+        interval = sim.get(key, {}).get("interval", {})
+        if interval:
+            bands.add_row(
+                label,
+                *(
+                    f"{interval[q]['low']:,.1f}\u2013{interval[q]['high']:,.1f}"
+                    if q in interval
+                    else "-"
+                    for q in ("p50", "p90", "p99")
+                ),
+            )
+    print_whole(bands)
+    stdout.print(
+        "intervals: the engine's held-out error on this GPU class (docs/accuracy.md) and the "
+        "sampling error of the requests simulated (--confidence 0: none)"
+    )
 
 
 def _memory(gpu: GPU) -> str:

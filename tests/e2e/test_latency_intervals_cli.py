@@ -47,5 +47,6 @@ def test_no_confidence_no_intervals_and_a_bad_one_is_refused(home: Path) -> None
 def test_the_table_shows_the_intervals(home: Path) -> None:
     result = run(home, *H100_8B, *SHAPE, "--qps", "20")
     assert result.returncode == 0, result.stderr
-    assert "the 90% interval, from the engine's held-out error" in result.stdout
+    assert "90% interval (ms)" in result.stdout
+    assert "intervals: the engine's held-out error on this GPU class" in result.stdout
     assert "\u2013" in result.stdout
