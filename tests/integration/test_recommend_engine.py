@@ -14,7 +14,6 @@ were measured under when the bundled ones are refitted, as issue 37 did).
 from __future__ import annotations
 
 import copy
-import json
 import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ from numpy.typing import NDArray
 
 from planner.latency.catalog import load_catalog
 from planner.latency.model import LatencyModel
-from planner.latency.profile import Profile, choose_profile, profiles_in
+from planner.latency.profile import Profile, choose_profile
 from planner.recommend.engine import Recommendation, recommend
 from planner.recommend.inputs import Constraints, Demand, Request, SearchOptions, Targets
 from planner.recommend.screen import Lengths, replica_capacity
@@ -36,7 +35,7 @@ from planner.recommend.verify import Runner
 from planner.simulate.metrics import SLO
 from planner.workload.rates import RateCurve
 from pricing.model import PricePoint, Provider, PurchaseOption
-from tests.conftest import ROOT
+from tests.conftest import profiles_2026_12_01
 from tests.workloads import uniform_workload
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -105,8 +104,7 @@ def request(
     )
 
 
-PROFILES_FILE = ROOT / "tests" / "fixtures" / "profiles_2026-12-01.json"
-PROFILES = profiles_in(json.loads(PROFILES_FILE.read_text()), PROFILES_FILE)
+PROFILES = profiles_2026_12_01()
 
 
 def profile_for(gpu: str) -> Profile:

@@ -28,7 +28,8 @@ from planner.latency.operators import (
     predict_ms,
     read_operator_points,
 )
-from planner.latency.profile import Profile, load_bundled_profiles
+from planner.latency.profile import Profile
+from tests.conftest import profiles_2026_12_01
 
 REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference"
 BUNDLE = REFERENCE / "operator_timings.csv"
@@ -51,7 +52,9 @@ def catalog() -> Catalog:
 
 @pytest.fixture(scope="module")
 def default_profile() -> Profile:
-    return next(p for p in load_bundled_profiles() if p.name == "trtllm-default")
+    # the offline trtllm-default of 2026-12-01, which these stated operator errors describe;
+    # the profile refitted under load (issue 37) trades some of them away (docs/accuracy.md)
+    return next(p for p in profiles_2026_12_01() if p.name == "trtllm-default")
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from scipy.stats import poisson
 
 from planner.errors import UsageError
 from planner.latency.model import LatencyModel
-from planner.latency.profile import Profile, choose_profile, load_bundled_profiles
+from planner.latency.profile import Profile, choose_profile
 from planner.recommend.inputs import Constraints
 from planner.recommend.screen import (
     COUNT_SCALE,
@@ -40,7 +40,7 @@ from planner.simulate.run import ServingSpec, simulate
 from planner.simulate.workload import synthetic
 from planner.workload.rates import HOUR_S, RateCurve
 from pricing.model import PricePoint, Provider, PurchaseOption
-from tests.conftest import DEMO_SAMPLE
+from tests.conftest import DEMO_SAMPLE, profiles_2026_12_01
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 MODEL = "llama-3.1-8b"
@@ -58,33 +58,10 @@ def demo_lengths() -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     )
 
 
-# The screen's approximations below were measured against the simulator under this profile
-# (the bundled trtllm-h100-sxm of 2026-12-01): they test the screen's queueing, not the
-# calibration, so they keep it when the bundled profiles are refitted (issue 37).
-SCREEN_PROFILE = Profile(
-    name="trtllm-h100-sxm-2026-12-01",
-    engine="trtllm",
-    gpu=GPU,
-    compute_eff=0.6574781220072108,
-    gemm_half_tokens=84.77318119619206,
-    attn_prefill_eff=0.30437484858072095,
-    attn_decode_eff=0.9016319083215082,
-    attn_layer_us=15.453710793888158,
-    fp8_gemm_scale=0.9133033947959805,
-    int8_gemm_scale=1.0,
-    int4_gemm_scale=1.0,
-    fp4_gemm_scale=1.0,
-    memory_eff=0.7124271631155513,
-    iteration_overhead_ms=0.8149881331360586,
-    request_overhead_ms=5.947751504356384,
-    allreduce_us=24.912687450468525,
-    comm_eff=0.7,
-)
-
-
 @cache
 def profile(gpu: str = GPU) -> Profile:
-    return SCREEN_PROFILE if gpu == GPU else choose_profile(load_bundled_profiles(), gpu)
+    # the profiles the screen's approximations were measured under (see tests/conftest.py)
+    return choose_profile(profiles_2026_12_01(), gpu)
 
 
 def serving(chunked_prefill: bool = True, max_seqs: int = 128) -> ServingSpec:

@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from planner.latency.catalog import load_catalog
 from planner.latency.engines import deploy
 from planner.latency.model import Deployment, LatencyModel
-from planner.latency.profile import Profile, choose_profile, load_bundled_profiles
+from planner.latency.profile import Profile, choose_profile
 from planner.latency.serving import mixed_iteration, saturation_qps, steady_state
 from planner.simulate.engine import (
     BLOCK_TOKENS,
@@ -42,6 +42,7 @@ from planner.simulate.engine import (
 from planner.simulate.fleet import Fleet, FleetConfig
 from planner.simulate.steady import steady_load
 from planner.simulate.workload import Workload
+from tests.conftest import profiles_2026_12_01
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 # Every admission policy the property tests run under: (admission, watermark). A 10% watermark
@@ -61,7 +62,7 @@ def roofline() -> RooflineStepTimes:
         model=catalog.models.get("llama-3.1-8b"),
         precision=catalog.precisions.get("fp8"),
     )
-    profile = choose_profile(load_bundled_profiles(), "H100-SXM")
+    profile = choose_profile(profiles_2026_12_01(), "H100-SXM")
     return RooflineStepTimes(LatencyModel(deployment, profile), max_batch=256)
 
 
@@ -806,7 +807,7 @@ def bundled_model(engine: str, precision: str) -> tuple[Deployment, Profile, Lat
         catalog.models.get("llama-3.1-8b"),
         catalog.precisions.get(precision),
     )
-    profile = choose_profile(load_bundled_profiles(), "H100-SXM")
+    profile = choose_profile(profiles_2026_12_01(), "H100-SXM")
     return deployment, profile, LatencyModel(deployment, profile)
 
 
