@@ -41,9 +41,9 @@ from planner.simulate.accuracy import (
     accuracy_groups,
     capacity_errors,
     fitted_runs,
+    fold_errors,
     fold_groups,
     folds_path,
-    held_out_errors,
     load_folds,
     refit_group,
     refit_profile,
@@ -208,7 +208,7 @@ def refit_bundled(
         f"profile before any serving fit), {date.today()}, benchmarks/accuracy.py --refit",
     )
     fitted_sets = [r for r in runs if r.dataset in FITTED_ON.get(r.engine, ())]
-    errors = held_out_errors(fitted_sets, {f.held_out: f for f in folds}, bundled)
+    errors = fold_errors(fitted_sets, {f.held_out: f for f in folds}, bundled)
     for entry in payload["profiles"]:
         engine = entry["profile"]["engine"]
         if entry["profile"]["name"] in {v[0] for v in REFITS.values()}:
@@ -319,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             warm[params["engine"]] = params
         bundled = refit_bundled(runs, bundled, args.max_evaluations, warm, args.keep_folds)
     folds_by = load_folds()
-    errors = held_out_errors(runs, folds_by, bundled)
+    errors = fold_errors(runs, folds_by, bundled)
     report = [
         "### Held out (planner's profiles after issue 37)\n",
         table(summary_rows(errors, runs)),

@@ -4,7 +4,8 @@ docs/accuracy.md and the error bars (planner.latency.uncertainty) read them.
 
 The fold profiles are stored (``data/calibration/serving_folds.json``) with the configurations
 each was fitted on, so the check is quick (one replay of every run) and anyone can see that no
-point used in a fit is counted as held out; ``refit_folds`` recomputes them.
+point used in a fit is counted as held out; ``refit_group`` recomputes one fold
+(``benchmarks/accuracy.py --refit``, all of them).
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ def load_folds(path: Path | None = None) -> dict[str, Fold]:
     return {f.held_out: f for f in folds}
 
 
-def held_out_errors(
+def fold_errors(
     runs: Sequence[ServingRun], folds: dict[str, Fold], bundled: Sequence[Profile]
 ) -> list[RunError]:
     """Every used run predicted by the fold that left its configuration out, or, where its

@@ -18,7 +18,7 @@ from planner.simulate.accuracy import (
     accuracy_groups,
     capacity_errors,
     fitted_runs,
-    held_out_errors,
+    fold_errors,
     load_folds,
     summary_rows,
 )
@@ -72,7 +72,7 @@ PINNED: dict[tuple[str, str, str, str], float] = {
 
 @cache
 def _errors() -> tuple[RunError, ...]:
-    return tuple(held_out_errors(bundled_runs(), load_folds(), load_bundled_profiles()))
+    return tuple(fold_errors(bundled_runs(), load_folds(), load_bundled_profiles()))
 
 
 def test_no_fold_saw_a_configuration_it_predicts() -> None:
