@@ -51,6 +51,9 @@ class Recommendation:
     # the confidence margin: level, error groups, per target the point P99 and its upper
     # bound, and what the margin costs a month (planner.recommend.margin)
     confidence: dict[str, Any] = field(default_factory=dict)
+    # the winner's sizing and verifications (not in the result dictionary): the fleet search
+    # (planner.recommend.mix) builds its pools from it
+    winner_screened: Screened | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +96,40 @@ def bundled_profile_for(engine: str) -> ProfileFor:
     return lambda gpu: choose_profile(profiles, gpu, engine)
 
 
+@dataclass
+class Screening:
+    """Every candidate of a request, the screened ones sized for its demand, the rejections so
+    far, the calibration profiles by GPU, and the spot share of the load above commitments."""
+
+    candidates: list[Candidate]
+    screened: list[Screened]
+    rejected: list[Rejection]
+    profiles: dict[str, Profile]
+    spot: float
+
+
+def screen(
+    request: Request,
+    prices: list[PricePoint],
+    profile_for: ProfileFor | None = None,
+    progress: StageProgress | None = None,
+) -> Screening:
+    """Enumerate the request's configurations and size each by the analytic screen."""
+    candidates, rejected = enumerate_candidates(prices, request.constraints, load_catalog())
+    spot = spot_share(request.demand, request.constraints)
+    profiles: dict[str, Profile] = {}
+    screened = _screen(
+        request,
+        candidates,
+        profile_for or bundled_profile_for(request.options.engine),
+        profiles,
+        spot,
+        rejected,
+        progress,
+    )
+    return Screening(candidates, screened, rejected, profiles, spot)
+
+
 def recommend(
     request: Request,
     prices: list[PricePoint],
@@ -100,22 +137,22 @@ def recommend(
     *,
     progress: StageProgress | None = None,
     runner: Runner | None = None,
+    screening: Screening | None = None,
 ) -> Recommendation:
-    """The cheapest verified configuration for ``request``; see the package's docstring."""
+    """The cheapest verified configuration for ``request``; see the package's docstring.
+    ``screening``: the request's candidates already screened (:func:`screen`), as the fleet
+    search (:mod:`planner.recommend.mix`) passes them, so they are not screened twice."""
     began = time.perf_counter()
     options, constraints = request.options, request.constraints
-    candidates, rejected = enumerate_candidates(prices, constraints, load_catalog())
-    spot = spot_share(request.demand, constraints)
-    profiles: dict[str, Profile] = {}
-    screened = _screen(
-        request,
-        candidates,
-        profile_for or bundled_profile_for(options.engine),
-        profiles,
-        spot,
-        rejected,
-        progress,
+    if screening is None:
+        screening = screen(request, prices, profile_for, progress)
+    candidates, screened, profiles, spot = (
+        screening.candidates,
+        screening.screened,
+        screening.profiles,
+        screening.spot,
     )
+    rejected = list(screening.rejected)
     budget = constraints.budget_usd_per_month
     affordable = []
     for s in screened:
@@ -175,8 +212,8 @@ def recommend(
                 s.candidate.describe(),
             )
         )
-    tokens = _monthly_tokens(request)
-    ranked = [_row(s, request, tokens) for s in (*passed, *failed)]
+    tokens = monthly_tokens(request)
+    ranked = [ranked_row(s, request, tokens) for s in (*passed, *failed)]
     return Recommendation(
         request={
             "targets": request.targets.to_dict(),
@@ -186,7 +223,7 @@ def recommend(
         },
         demand=request.demand.summary(),
         winner=ranked[0] if winner is not None else None,
-        plan=_plan(winner, request, spot),
+        plan=winner_plan(winner, request, spot),
         ranked=ranked,
         pareto=_pareto(passed),
         rejected=[r.to_dict() for r in rejected],
@@ -207,6 +244,7 @@ def recommend(
         hourly=_hourly(winner, request),
         notes=_notes(winner, screened, affordable, request),
         confidence=_confidence(request, winner, sweep),
+        winner_screened=winner,
     )
 
 
@@ -233,7 +271,7 @@ def _screen(
         slo = margin.shrink(request.targets.strictest(), gpu)
         key = (*cand.deployment_key(), cand.max_seqs, cand.chunked_prefill)
         if key not in capacities:
-            capacities[key] = _capacity(cand, constraints, profiles[gpu], lengths, slo)
+            capacities[key] = capacity_of(cand, constraints, profiles[gpu], lengths, slo)
         capacity = capacities[key]
         if capacity.rps > 0:
             screened.append(size(cand, capacity, capacity.rps, request, spot))
@@ -268,7 +306,7 @@ def _screen_miss(miss: tuple[str, float, float], given: SLO, confidence: float |
     )
 
 
-def _capacity(
+def capacity_of(
     cand: Candidate, constraints: Constraints, profile: Profile, lengths: Lengths, slo: SLO
 ) -> Capacity:
     """One replica's capacity under ``slo`` by the analytic screen."""
@@ -288,7 +326,7 @@ def _point_capacity(request: Request, leader: Screened, profiles: dict[str, Prof
     """The leader's replica capacity under the targets as given (no margin)."""
     demand, cand = request.demand, leader.candidate
     lengths = Lengths.sample(demand.inputs, demand.outputs, POOL_SAMPLE, request.options.seed)
-    return _capacity(
+    return capacity_of(
         cand,
         request.constraints,
         profiles[cand.offer.gpu],
@@ -344,7 +382,7 @@ def _over_budget(s: Screened, budget: float, when: str) -> Rejection:
     )
 
 
-def _plan(winner: Screened | None, request: Request, spot: float) -> dict[str, Any] | None:
+def winner_plan(winner: Screened | None, request: Request, spot: float) -> dict[str, Any] | None:
     """The winner's commitment plan, with the fleet re-sized for the sensitivity loads."""
     if winner is None:
         return None
@@ -416,7 +454,7 @@ def dollars(value: float) -> str:
     return f"${value:,.0f}" if value >= 1 else f"${value:.2g}"
 
 
-def _monthly_tokens(request: Request) -> tuple[float, float]:
+def monthly_tokens(request: Request) -> tuple[float, float]:
     """(all tokens, output tokens) a 730-hour month of this demand carries."""
     d = request.demand
     per_month = d.curve.total_requests / d.hours * 730.0
@@ -424,7 +462,7 @@ def _monthly_tokens(request: Request) -> tuple[float, float]:
     return per_month * (mean_in + mean_out), per_month * mean_out
 
 
-def _row(s: Screened, request: Request, tokens: tuple[float, float]) -> dict[str, Any]:
+def ranked_row(s: Screened, request: Request, tokens: tuple[float, float]) -> dict[str, Any]:
     v = s.verified
     slo = request.targets.strictest()
     targets = {"ttft": slo.ttft_s, "tpot": slo.tpot_s, "e2e": slo.e2e_s}
