@@ -238,7 +238,7 @@ class ConstraintOptions:
     scheduler: str | None = None
 
 
-def _constraints(given: ConstraintOptions, engine: str) -> Constraints:
+def _constraints(given: ConstraintOptions, engine: str, every_model: bool = False) -> Constraints:
     from planner.latency.predict import check_kv_cache
     from planner.recommend.inputs import (
         DEFAULT_MAX_SEQS,
@@ -248,8 +248,9 @@ def _constraints(given: ConstraintOptions, engine: str) -> Constraints:
     )
 
     models = _items([given.model])
-    if not models:
+    if not models and not every_model:
         raise UsageError("--model: name the model to serve (`planner catalog models`)")
+    models = models or [""]  # every model of the log: each replaces it in its own search
     spot_classes = tuple(_items(given.spot_class, "--spot-class"))
     if spot_classes and given.max_spot_share <= 0:
         raise UsageError(
@@ -280,6 +281,27 @@ def _constraints(given: ConstraintOptions, engine: str) -> Constraints:
         budget_usd_per_month=given.budget,
         min_replicas=given.min_replicas,
     )
+
+
+def _size_buckets(value: str | None, every_model: bool) -> tuple[int, ...] | None:
+    """--size-buckets: boundaries, `default`, or `none` (None: the search's default for the
+    number of models)."""
+    from planner.recommend.mix import DEFAULT_SIZE_BUCKETS
+
+    text = (value or "").strip().lower()
+    if not text:
+        return DEFAULT_SIZE_BUCKETS if every_model else None
+    if text == "default":
+        return DEFAULT_SIZE_BUCKETS
+    if text == "none":
+        return () if every_model else None
+    bounds = _ints("--size-buckets", [text], (), 10_000_000)
+    if list(bounds) != sorted(set(bounds)):
+        raise UsageError(
+            f"--size-buckets {shown(value or '')}: expected increasing input-token boundaries, "
+            "e.g. 512,2048,8192"
+        )
+    return bounds
 
 
 def _check_runner(dask: str | None, workers: int) -> None:
@@ -336,11 +358,31 @@ def recommend_command(
     load_scale: float = typer.Option(1.0, "--load-scale", help="Scale the load (1.5: +50%)."),
     start: str | None = typer.Option(None, "--start", help="With --dataset: from this time."),
     end: str | None = typer.Option(None, "--end", help="With --dataset: until this time."),
-    model: str = typer.Option(
-        ...,
+    model: str | None = typer.Option(
+        None,
         "--model",
         help="Model to serve (`planner catalog models`); a comma list allows alternatives "
-        "(the first is preferred on a cost tie).",
+        "(the first is preferred on a cost tie). With --dataset of a log naming several models: "
+        "only this model's requests; left out, every model of the log, each on its own pools.",
+    ),
+    model_map: list[str] = typer.Option(
+        [],
+        "--model-map",
+        help="LOGNAME=CATALOG: the catalog model a log's model name is (repeatable; names "
+        "and common aliases map by themselves).",
+    ),
+    unmapped: str = typer.Option(
+        "error",
+        "--unmapped",
+        help="Log model names that map to no catalog model: error (list them) or skip (leave "
+        "their requests out, the share stated).",
+    ),
+    size_buckets: str | None = typer.Option(
+        None,
+        "--size-buckets",
+        help="Input-token boundaries splitting each model's requests across GPU types, e.g. "
+        "512,2048,8192 (`default`: those; `none`: one pool per model). Default: none for one "
+        "model, default for a log of several.",
     ),
     slo_ttft: str | None = typer.Option(
         None, "--slo-ttft-p99", help="P99 time to first token target, e.g. 2s."
@@ -351,7 +393,11 @@ def recommend_command(
     slo_e2e: str | None = typer.Option(
         None, "--slo-e2e-p99", help="P99 end-to-end latency target, e.g. 60s."
     ),
-    slo: list[str] = typer.Option([], "--slo", help="Per-class targets: CLASS:ttft=1s,tpot=50ms."),
+    slo: list[str] = typer.Option(
+        [],
+        "--slo",
+        help="Per-model or per-class targets: MODEL:ttft=1s,tpot=50ms or CLASS:ttft=1s.",
+    ),
     min_attainment: float | None = typer.Option(
         None, "--min-attainment", help="Share of requests that must meet every target (0.99)."
     ),
@@ -479,8 +525,9 @@ def recommend_command(
     outputs.check()
     _check_runner(dask, workers)
     default_slo = _default_slo(slo_ttft, slo_tpot, slo_e2e)
+    every_model = not (model or "").strip() and dataset is not None
     given = ConstraintOptions(
-        model=model,
+        model=model or "",
         provider=provider,
         region=region,
         gpu=gpu,
@@ -501,7 +548,7 @@ def recommend_command(
         min_replicas=min_replicas,
         scheduler=scheduler,
     )
-    constraints = _constraints(given, spec.name)
+    constraints = _constraints(given, spec.name, every_model)
     options = SearchOptions(
         verify_top=verify_top,
         verify_hours=verify_hours,
@@ -525,6 +572,10 @@ def recommend_command(
         options=options,
         max_requests=max_requests,
         save=save,
+        all_models=every_model,
+        model_map=tuple(model_map),
+        unmapped=unmapped.strip().lower(),
+        size_buckets=_size_buckets(size_buckets, every_model),
     )
     with sessions_from(ctx) as sessions, _stop_on_sigterm(), _progress_bar(quiet) as progress:
         found = recommend(request, sessions, progress=progress)
@@ -558,7 +609,7 @@ def _progress_bar(quiet: bool) -> Iterator[StageProgress]:
 def _emit(found: RecommendResult, outputs: Outputs) -> None:
     """The result printed and written; the result is never lost: every output is attempted,
     whatever failed before it."""
-    from planner.recommend.engine import why_no_fleet
+    from planner.recommend.engine import Recommendation, why_no_fleet
 
     data, out, plot = found.data, outputs.out, outputs.plot
     problems: list[str] = []
@@ -575,9 +626,13 @@ def _emit(found: RecommendResult, outputs: Outputs) -> None:
             write_text_atomic(out, json.dumps(data, indent=2, default=str) + "\n", "--out")
         except PlannerError as exc:
             problems.append(str(exc))
+    fleet = data.get("kind") == "fleet"
     if outputs.as_json:
         print_json(data)
+    elif fleet:
+        _print_fleet(data)
     else:
+        assert isinstance(found.recommendation, Recommendation)
         _print(found.recommendation, data.get("id"), outputs.rows)
     if found.not_stored is not None:
         kept = "printed" + (f" and written to {out}" if out is not None and not problems else "")
@@ -588,7 +643,14 @@ def _emit(found: RecommendResult, outputs: Outputs) -> None:
     if problems:
         stored = f" (stored as recommendation #{data['id']})" if "id" in data else ""
         raise UsageError("; ".join(problems) + stored)
-    if found.recommendation.winner is None:
+    if fleet and data["winner"] is None:
+        missing = [m["model"] for m in data["models"] if not m["pools"]]
+        raise NoFleetError(
+            "no fleet meets every model's targets: none for "
+            + ", ".join(missing)
+            + " (each model's search: --json, models[].single_pool and how)"
+        )
+    if isinstance(found.recommendation, Recommendation) and found.recommendation.winner is None:
         raise NoFleetError(why_no_fleet(found.recommendation.rejected))
 
 
@@ -729,6 +791,85 @@ def _print_confidence(conf: dict[str, Any]) -> None:
             f"{_usd(base['monthly_usd'])} ({base['peak_instances']} x "
             f"{_cell(base['instance_type'])} at peak; {_cell(base['found'])})"
         )
+
+
+def _print_fleet(data: dict[str, Any]) -> None:
+    """A fleet of pools: the demand by model, a line per pool, each model's cost against one
+    pool, and the savings plans across pools."""
+    d = data["demand"]
+    shares = ", ".join(f"{_cell(m['model'])} {m['share_of_requests']:.1%}" for m in data["models"])
+    stdout.print(
+        f"demand: {_cell(d['source'])}: {d['hours']} h, peak {d['peak_requests_per_s']:,.2f} "
+        f"req/s; requests by model: {shares}"
+    )
+    if d.get("skipped"):
+        stdout.print(f"  {_cell(d['skipped'])}")
+    w = data["winner"]
+    if w is not None:
+        pools = w["pools"]
+        single = w["single_pool_monthly_usd"]
+        saving = w["saving_vs_single_pool_usd"] or 0.0
+        versus = (
+            f"; one pool per model: {_usd(single)}, saving {_usd(saving)} ({saving / single:.1%})"
+            if single
+            else ""
+        )
+        stdout.print(
+            f"[bold]recommended fleet[/]: {len(pools)} pool{'s' if len(pools) != 1 else ''}, "
+            f"{_usd(w['monthly_usd'])}/month{versus}"
+        )
+        print_table(
+            [
+                Column("pool", [_text(p["pool"]) for p in pools]),
+                Column("inputs", [_tokens(p["input_tokens_ranges"]) for p in pools]),
+                Column("share", [f"{p['share_of_requests']:.1%}" for p in pools], 3, "right"),
+                Column("instance", [_text(f"{p['provider']} {p['instance_type']}") for p in pools]),
+                Column("GPUs", [_text(f"{p['gpus_per_instance']} x {p['gpu']}") for p in pools], 5),
+                Column("run", [_text(f"{p['precision']} TP{p['tp']}") for p in pools], 2),
+                Column("peak", [str(p["instances_peak"]) for p in pools], 4, "right"),
+                Column("buy", [_text(p["purchase"] or "-") for p in pools], 4),
+                Column("$/month", [_usd(p["monthly_usd"]) for p in pools], justify="right"),
+                Column(
+                    "TTFT/TPOT",
+                    [f"{_ms(p['p99_ttft_s'])}/{_ms(p['p99_tpot_s'])}" for p in pools],
+                    3,
+                ),
+            ],
+            title="pools, each verified by simulation on its requests: P99 TTFT/TPOT in ms",
+        )
+    print_table(
+        [
+            Column("model", [_text(m["model"]) for m in data["models"]]),
+            Column("$/month", [_usd(m["monthly_usd"]) for m in data["models"]], justify="right"),
+            Column(
+                "one pool", [_usd(m["single_pool_monthly_usd"]) for m in data["models"]], 2, "right"
+            ),
+            Column(
+                "saving", [_usd(m["saving_vs_single_pool_usd"]) for m in data["models"]], 1, "right"
+            ),
+            Column("how", [_text(m["how"]) for m in data["models"]], 3, wrap=True),
+        ],
+        title="cost per model, against its best single pool",
+    )
+    for plan in (w or {}).get("fleet_savings_plans", []):
+        if plan["saving_usd"] > 0:
+            stdout.print(
+                f"one {_text(plan['option'])} across the {_text(plan['provider'])} pools: "
+                f"{_usd(plan['usd_per_hour'] * 1)}/hour committed, {_usd(plan['monthly_usd'])}"
+                f"/month against {_usd(plan['pools_apart_monthly_usd'])} with each pool's own plan"
+            )
+    for note in data.get("notes", []):
+        stdout.print(f"note: {_cell(note)}")
+    if data.get("id") is not None:
+        stdout.print(f"stored as recommendation #{data['id']}")
+
+
+def _tokens(ranges: list[list[int | None]]) -> str:
+    """Input-token ranges ([low, high) each) as 0-511, 2,048+."""
+    parts = []
+    for low, high in ranges:
+        parts.append(f"{low:,}+" if high is None else f"{low:,}-{int(high) - 1:,}")
+    return ", ".join(parts) if parts != ["0+"] else "all"
 
 
 def _print_alternatives(result: Recommendation, rows: int) -> None:

@@ -59,7 +59,7 @@ class Recommendation:
         return {
             "request": self.request,
             "demand": self.demand,
-            "winner": self.winner,
+            "winner": _with_pool(self.winner, self.demand),
             "plan": self.plan,
             "ranked": self.ranked,
             "pareto": self.pareto,
@@ -70,6 +70,48 @@ class Recommendation:
             "notes": self.notes,
             "confidence": self.confidence,
         }
+
+
+def _with_pool(winner: dict[str, Any] | None, demand: dict[str, Any]) -> dict[str, Any] | None:
+    """The winner with its one pool listed as a fleet of pools lists them (``pools[]``), so
+    a script reads every recommendation the same way."""
+    if winner is None:
+        return None
+    pool = {
+        "pool": winner["model"],
+        "models": [winner["model"]],
+        **{k: winner.get(k) for k in POOL_FIELDS},
+        "input_tokens_range": [0, None],
+        "share_of_requests": 1.0,
+        "requests": demand.get("requests"),
+        "instances_peak": winner["peak_instances"],
+        "monthly_usd": winner["monthly_usd"],
+    }
+    return {**winner, "pools": [pool], "saving_vs_single_pool_usd": 0.0}
+
+
+POOL_FIELDS = (
+    "provider",
+    "region",
+    "instance_type",
+    "gpu",
+    "gpus_per_instance",
+    "precision",
+    "tp",
+    "replicas_per_instance",
+    "max_seqs",
+    "chunked_prefill",
+    "engine",
+    "kv_cache",
+    "purchase",
+    "p99_ttft_s",
+    "p99_tpot_s",
+    "p99_e2e_s",
+    "verified",
+    "attempts",
+    "usd_per_million_tokens",
+    "usd_per_million_output_tokens",
+)
 
 
 def why_no_fleet(rejected: Sequence[Mapping[str, Any]]) -> str:

@@ -79,6 +79,7 @@ class FleetRequest:
     template: Request
     size_buckets: tuple[int, ...] = DEFAULT_SIZE_BUCKETS
     skipped_note: str | None = None  # requests of unmapped log names left out, when any
+    source: str = ""  # where the demand comes from, e.g. "dataset multi"
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -341,9 +342,6 @@ def recommend_fleet(
     hourly_start = [curve.start.timestamp() + h * HOUR_S for h in range(curve.hours)]
     stats["wall_s"] = time.perf_counter() - began
     notes = [request.skipped_note] if request.skipped_note else []
-    for m in plans:
-        if m.how and not m.how.startswith("mixed"):
-            notes.append(f"{m.model}: {m.how}")
     return FleetRecommendation(plans, hourly_start, stats, notes, request)
 
 
@@ -567,29 +565,6 @@ def fleet_savings_plans(pools: Sequence[Pool]) -> list[dict[str, Any]]:
 
 # --- the result ---------------------------------------------------------------------------------
 
-POOL_KEYS = (
-    "provider",
-    "region",
-    "instance_type",
-    "gpu",
-    "gpus_per_instance",
-    "precision",
-    "tp",
-    "replicas_per_instance",
-    "max_seqs",
-    "chunked_prefill",
-    "engine",
-    "kv_cache",
-    "purchase",
-    "p99_ttft_s",
-    "p99_tpot_s",
-    "p99_e2e_s",
-    "verified",
-    "attempts",
-    "usd_per_million_tokens",
-    "usd_per_million_output_tokens",
-)
-
 
 def pool_dict(pool: Pool, total_requests: float, single_usd: float | None) -> dict[str, Any]:
     s = pool.screened
@@ -600,7 +575,7 @@ def pool_dict(pool: Pool, total_requests: float, single_usd: float | None) -> di
     return {
         "pool": pool.name,
         "models": [pool.model],
-        **{k: row.get(k) for k in POOL_KEYS},
+        **{k: row.get(k) for k in engine.POOL_FIELDS},
         "input_tokens_range": [low, high],
         "input_tokens_ranges": [list(r) for r in pool.ranges],
         "requests": pool.requests,
@@ -660,11 +635,22 @@ def fleet_result(rec: FleetRecommendation) -> dict[str, Any]:
             "verified": all(p["verified"] for p in pools),
             "fleet_savings_plans": fleet_plans,
         }
+    requests = np.asarray(_sum_curves(rec))
     return {
         "kind": "fleet",
+        "demand": {
+            "source": rec.request.source,
+            "hours": hours,
+            "requests": float(requests.sum()),
+            "peak_requests_per_s": float(requests.max()) / HOUR_S if hours else 0.0,
+            "mean_requests_per_s": float(requests.mean()) / HOUR_S if hours else 0.0,
+            "models": {m.model: m.demand.summary() for m in rec.request.models},
+            "skipped": rec.request.skipped_note,
+        },
         "request": {
             "models": [m.model for m in rec.request.models],
             "size_buckets": list(rec.request.size_buckets),
+            "targets": {m.model: m.targets.to_dict() for m in rec.request.models},
             "constraints": rec.request.template.constraints.to_dict(),
             "options": rec.request.template.options.to_dict(),
         },
@@ -672,7 +658,7 @@ def fleet_result(rec: FleetRecommendation) -> dict[str, Any]:
         "winner": winner,
         "hourly": {
             "hour_start": rec.hourly_start,
-            "requests": _sum_curves(rec),
+            "requests": requests.tolist(),
             "instances": instances.tolist(),
             "instances_by_pool": {
                 p.name: p.screened.instances.astype(float).tolist() for p in rec.pools

@@ -13,6 +13,7 @@ from planner.store.recommend_models import RecommendationRun
 
 if TYPE_CHECKING:
     from planner.recommend.engine import Recommendation
+    from planner.recommend.mix import FleetRecommendation
 
 
 def _json_ready(data: dict[str, Any]) -> dict[str, Any]:
@@ -32,13 +33,17 @@ def _json_ready(data: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-def save_recommendation(session: Session, result: Recommendation) -> RecommendationRun:
+def save_recommendation(
+    session: Session, result: Recommendation | FleetRecommendation
+) -> RecommendationRun:
     data = _json_ready(result.to_dict())
-    winner = result.winner
-    plan = result.plan
-    constraints = result.request["constraints"]
+    if data.get("kind") == "fleet":
+        return _save_fleet(session, data)
+    winner = data["winner"]
+    plan = data["plan"]
+    constraints = data["request"]["constraints"]
     run = RecommendationRun(
-        demand_source=str(result.demand["source"]),
+        demand_source=str(data["demand"]["source"]),
         model=", ".join([constraints["model"], *constraints["alternative_models"]]),
         winner=(
             f"{winner['provider']}/{winner['region']}/{winner['instance_type']} "
@@ -48,6 +53,30 @@ def save_recommendation(session: Session, result: Recommendation) -> Recommendat
         ),
         monthly_usd=plan["chosen"]["monthly_usd"] if plan else None,
         purchase=plan["chosen"]["option"] if plan else None,
+        request=data["request"],
+        result=data,
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+def _save_fleet(session: Session, data: dict[str, Any]) -> RecommendationRun:
+    """A fleet of pools: its models, its pools in a line, its monthly cost."""
+    winner = data["winner"]
+    pools = winner["pools"] if winner else []
+    options = sorted({p["purchase"] for p in pools if p.get("purchase")})
+    run = RecommendationRun(
+        demand_source=str(data["demand"]["source"]),
+        model=", ".join(data["request"]["models"])[:200],
+        winner=(
+            f"{len(pools)} pool{'s' if len(pools) != 1 else ''}: "
+            + "; ".join(f"{p['instance_type']} {p['precision']} TP{p['tp']}" for p in pools)
+        )[:300]
+        if winner
+        else None,
+        monthly_usd=winner["monthly_usd"] if winner else None,
+        purchase=", ".join(options)[:32] if options else None,
         request=data["request"],
         result=data,
     )

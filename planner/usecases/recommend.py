@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,15 +36,28 @@ from planner.recommend.limits import (
     WindowLimit,
     check_load_scale,
 )
+from planner.recommend.mix import (
+    FleetRecommendation,
+    FleetRequest,
+    ModelDemand,
+    recommend_fleet,
+)
 from planner.recommend.sweep import StageProgress
 from planner.simulate.inputs import class_slos
 from planner.simulate.metrics import SLO
+from planner.simulate.workload import EPOCH, Workload
 from planner.store.calibrations import known_profiles
 from planner.store.models import Request as RequestRow
 from planner.store.queries import get_dataset
 from planner.store.recommendations import save_recommendation
 from planner.usecases import SessionScope
-from planner.usecases.load import from_dataset, stored_demand, token_pool
+from planner.usecases.load import dataset_models, from_dataset, stored_demand, token_pool
+from planner.workload.model_names import (
+    UNMAPPED_CHOICES,
+    ModelResolution,
+    catalog_model_of,
+    parse_model_map,
+)
 from planner.workload.rates import HOUR_S, RateCurve, read_rate_curve
 from pricing.model import PricePoint
 from pricing.sheets import check_filters, ensure_list_prices, latest_prices
@@ -98,15 +111,33 @@ class RecommendRequest:
     # the held-out errors the confidence margin comes from (None: $PLANNER_ACCURACY, else the
     # bundled data/calibration/accuracy.json, else the stated default error)
     accuracy_file: Path | None = None
+    # a log of several models: every model it holds (no --model), how its names map to catalog
+    # models (--model-map LOGNAME=CATALOG) and what to do with names that map to none
+    all_models: bool = False
+    model_map: tuple[str, ...] = ()
+    unmapped: str = "error"
+    # input-token boundaries splitting each model's requests across GPU types (the fleet
+    # search); None: one pool per model (several models) or the single-pool search (one)
+    size_buckets: tuple[int, ...] | None = None
 
     def check(self) -> None:
         """What can be refused before any work: no target, a bad load scale."""
         if not self.class_slos:
             Targets({"default": self.slo}, self.min_attainment)
         check_load_scale(self.demand.load_scale, self.names.load_scale)
+        if self.all_models and self.demand.dataset is None:
+            raise UsageError(
+                "--model: name the model to serve; only a dataset's log names its models"
+            )
+        if self.unmapped not in UNMAPPED_CHOICES:
+            raise UsageError(
+                f"--unmapped {shown(self.unmapped)}: expected {' or '.join(UNMAPPED_CHOICES)}"
+            )
+        parse_model_map(self.model_map)
 
     def describe(self) -> str:
-        return f"{self.constraints.model} for {self.demand.describe()}"
+        what = "every model" if self.all_models else self.constraints.model
+        return f"{what} for {self.demand.describe()}"
 
 
 @dataclass(frozen=True)
@@ -114,7 +145,7 @@ class RecommendResult:
     """The search's result, its ``to_dict()`` (``data``, with its ``"id"`` once stored), and
     why it could not be stored (None when stored or not to be stored)."""
 
-    recommendation: engine.Recommendation
+    recommendation: engine.Recommendation | FleetRecommendation
     data: dict[str, Any]
     not_stored: str | None = None
 
@@ -144,10 +175,32 @@ def recommend(
     with sessions() as session:
         if session is None:
             raise StoreError("a recommendation reads its demand and prices from a store")
-        demand = load_demand(session, request.demand, seed=request.options.seed, limit=limit)
-        limit.check(demand)
+        fleet = fleet_inputs(session, request, limit)
+        if fleet is None:
+            demand = load_demand(
+                session,
+                request.demand,
+                seed=request.options.seed,
+                limit=limit,
+                log_models=_log_models(session, request),
+            )
+            limit.check(demand)
         said("reading prices")
         prices, profiles = search_inputs(session, request.constraints)
+    engine_name = request.options.engine
+    if fleet is not None:
+        said("screen")
+        found = recommend_fleet(
+            fleet,
+            prices,
+            lambda gpu: choose_profile(profiles, gpu, engine_name),
+            progress=progress,
+        )
+        data = found.to_dict()
+        if not request.save:
+            return RecommendResult(found, data)
+        said("storing")
+        return RecommendResult(found, data, save_retrying(sessions, found, data))
     search = Request(
         demand,
         _targets(request, demand),
@@ -156,7 +209,6 @@ def recommend(
         accuracy_for(request.options.confidence, request.accuracy_file),
     )
     said("screen")
-    engine_name = request.options.engine
     result = engine.recommend(
         search,
         prices,
@@ -170,15 +222,169 @@ def recommend(
     return RecommendResult(result, data, save_retrying(sessions, result, data))
 
 
-def _targets(request: RecommendRequest, demand: Demand) -> Targets:
+def _targets(request: RecommendRequest, demand: Demand, model: str | None = None) -> Targets:
+    """The targets of ``demand``'s classes: the default, then the model's own
+    (``--slo MODEL:ttft=...``), then each class's (``--slo CLASS:...``)."""
     unknown = [c for c in request.constraints.spot_classes if c not in demand.classes]
     if unknown:
         raise UsageError(
             f"--spot-class: the demand has no class {shown(unknown[0])}; its classes "
             f"(closest first): {closest(unknown[0], demand.classes)}"
         )
-    slos = class_slos(demand.classes, request.class_slos, request.slo)
+    per_model, per_class = split_model_slos(request.class_slos)
+    default = request.slo
+    for name, spec in per_model:
+        if model is None or name == model:
+            default = class_slos(("model",), [f"model:{spec}"], default)["model"]
+    slos = class_slos(demand.classes, per_class, default)
     return Targets(slos, request.min_attainment)
+
+
+def split_model_slos(items: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[str]]:
+    """``--slo`` items naming a catalog model (by name or alias): (model, targets); the rest
+    name request classes."""
+    per_model: list[tuple[str, str]] = []
+    per_class: list[str] = []
+    for item in items:
+        name, sep, spec = item.partition(":")
+        model = catalog_model_of(name) if sep and name else None
+        if model is not None:
+            per_model.append((model, spec))
+        else:
+            per_class.append(item)
+    return per_model, per_class
+
+
+# ---------------------------------------------------------------------------------------------
+# A log of several models
+
+
+def _log_models(session: Session, request: RecommendRequest) -> list[str | None] | None:
+    """The log names of the model asked for when a dataset logs several (None: take every
+    request, as for a log of one model)."""
+    if request.demand.dataset is None:
+        return None
+    resolution = _resolution(session, request)
+    wanted = resolution.only(request.constraints.model)
+    names = wanted.log_names(wanted.models()[0])
+    return None if set(names) == set(resolution.counts) else names
+
+
+def _resolution(session: Session, request: RecommendRequest) -> ModelResolution:
+    assert request.demand.dataset is not None
+    resolution = dataset_models(
+        session,
+        request.demand.dataset,
+        model_map=parse_model_map(request.model_map),
+        unmapped=request.unmapped,
+        default=None if request.all_models else request.constraints.model,
+        start=request.demand.window[0],
+        end=request.demand.window[1],
+    )
+    if request.all_models and set(resolution.counts) <= {None}:
+        raise UsageError(
+            f"dataset {shown(request.demand.dataset)} logs no model names: name the model "
+            "its requests are for with --model"
+        )
+    return resolution
+
+
+def fleet_inputs(
+    session: Session, request: RecommendRequest, limit: WindowLimit
+) -> FleetRequest | None:
+    """The fleet search's inputs when the request needs one: a dataset of several models
+    planned together (no --model), or --size-buckets; None: the single-pool search."""
+    demand = request.demand
+    several = request.all_models
+    if not several and request.size_buckets is None:
+        return None
+    accuracy = accuracy_for(request.options.confidence, request.accuracy_file)
+    if demand.dataset is None:  # a demand curve: one model, split by size
+        one = load_demand(session, demand, seed=request.options.seed, limit=limit)
+        limit.check(one)
+        model = request.constraints.model
+        models = [ModelDemand(model, one, _targets(request, one, model))]
+        note = None
+    else:
+        resolution = _resolution(session, request)
+        wanted = (
+            resolution.models()
+            if several
+            else [resolution.only(request.constraints.model).models()[0]]
+        )
+        models = _model_demands(session, request, resolution, wanted, limit)
+        note = resolution.skipped_note()
+    first = models[0]
+    template = Request(
+        first.demand,
+        first.targets,
+        replace(request.constraints, model=first.model, alternative_models=()),
+        request.options,
+        accuracy,
+    )
+    buckets = request.size_buckets if request.size_buckets is not None else ()
+    return FleetRequest(tuple(models), template, buckets, note, demand.describe())
+
+
+def _model_demands(
+    session: Session,
+    request: RecommendRequest,
+    resolution: ModelResolution,
+    models: list[str],
+    limit: WindowLimit,
+) -> list[ModelDemand]:
+    """Each model's requests replayed over the same hours (time zero: the window's start, or
+    the dataset's first request in it)."""
+    choice = request.demand
+    assert choice.dataset is not None
+    counted = hourly_counts(session, choice.dataset, choice.window)
+    if counted is None:
+        raise UsageError(f"dataset {shown(choice.dataset)} has no requests in the window")
+    limit.check_replay(choice.dataset, counted[0], counted[1], choice.load_scale)
+    zero = choice.window[0] or _first_arrival(session, choice.dataset, choice.window)
+    hours = len(counted[0])
+    found = []
+    for model in models:
+        names = resolution.log_names(model)
+        workload = from_dataset(
+            session,
+            choice.dataset,
+            load_scale=choice.load_scale,
+            start=zero,
+            end=choice.window[1],
+            seed=request.options.seed,
+            log_models=names,
+        )
+        scale = f" x {choice.load_scale:g}" if choice.load_scale != 1 else ""
+        demand = demand_over_hours(workload, hours, f"dataset {choice.dataset} {model}{scale}")
+        limit.check(demand)
+        found.append(ModelDemand(model, demand, _targets(request, demand, model), tuple(names)))
+    return found
+
+
+def _first_arrival(session: Session, name: str, window: Window) -> datetime:
+    dataset = get_dataset(session, name)
+    where = [RequestRow.dataset_id == dataset.id]
+    if window[1] is not None:
+        where.append(RequestRow.arrival_us < _micros(window[1]))
+    first = session.execute(select(func.min(RequestRow.arrival_us)).where(*where)).scalar_one()
+    return EPOCH + timedelta(microseconds=int(first))
+
+
+def demand_over_hours(workload: Workload, hours: int, source: str) -> Demand:
+    """A replayed workload's demand counted over ``hours`` hours from its time zero (every
+    model of a fleet over the same hours, whenever its own requests end)."""
+    if len(workload) == 0:
+        raise UsageError(f"{source}: no requests to plan for")
+    hour = np.minimum((workload.arrival_s // HOUR_S).astype(np.intp), hours - 1)
+    counts = np.bincount(hour, minlength=hours).astype(np.float64)
+    return Demand(
+        RateCurve(workload.start, counts),
+        workload.input_tokens,
+        np.maximum(workload.output_tokens, 1),
+        source,
+        workload,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,9 +392,15 @@ def _targets(request: RecommendRequest, demand: Demand) -> Targets:
 
 
 def load_demand(
-    session: Session, choice: DemandChoice, *, seed: int = 0, limit: WindowLimit | None = None
+    session: Session,
+    choice: DemandChoice,
+    *,
+    seed: int = 0,
+    limit: WindowLimit | None = None,
+    log_models: list[str | None] | None = None,
 ) -> Demand:
-    """The demand ``choice`` names (see :func:`demand_for`)."""
+    """The demand ``choice`` names (see :func:`demand_for`; a dataset's requests only of the
+    models logged as ``log_models`` when given)."""
     names = {"load_scale": limit.names.load_scale} if limit is not None else None
     return demand_for(
         session,
@@ -198,6 +410,7 @@ def load_demand(
         tokens_from=choice.tokens_from,
         load_scale=choice.load_scale,
         window=choice.window,
+        log_models=log_models,
         seed=seed,
         limit=limit,
         names=names,
@@ -216,6 +429,7 @@ def demand_for(
     seed: int = 0,
     limit: WindowLimit | None = None,
     names: Mapping[str, str] | None = None,
+    log_models: list[str | None] | None = None,
 ) -> Demand:
     """The demand to plan for: exactly one of an ingested ``dataset`` (replayed, optionally
     only its requests in ``window``), a stored forecast (``forecast_id``) or a demand-curve
@@ -240,7 +454,13 @@ def demand_for(
                 "requests, lengths included"
             )
         return dataset_demand(
-            session, dataset, load_scale=load_scale, window=window, seed=seed, limit=limit
+            session,
+            dataset,
+            load_scale=load_scale,
+            window=window,
+            seed=seed,
+            limit=limit,
+            log_models=log_models,
         )
     if window != (None, None):
         raise UsageError("a window picks requests of a dataset; a demand curve is planned whole")
@@ -260,15 +480,23 @@ def dataset_demand(
     window: Window = (None, None),
     seed: int = 0,
     limit: WindowLimit | None = None,
+    log_models: list[str | None] | None = None,
 ) -> Demand:
-    """The demand of an ingested dataset: its requests, replayed (lengths included); with a
-    ``limit``, its busiest hours and its size are checked before it is read."""
+    """The demand of an ingested dataset: its requests (only those of ``log_models`` when
+    given), replayed (lengths included); with a ``limit``, its busiest hours and its size are
+    checked before it is read."""
     if limit is not None:
         counted = hourly_counts(session, name, window)
         if counted is not None:  # none: from_dataset says what is missing
             limit.check_replay(name, counted[0], counted[1], load_scale)
     workload = from_dataset(
-        session, name, load_scale=load_scale, start=window[0], end=window[1], seed=seed
+        session,
+        name,
+        load_scale=load_scale,
+        start=window[0],
+        end=window[1],
+        seed=seed,
+        log_models=log_models,
     )
     scale = f" x {load_scale:g}" if load_scale != 1 else ""
     return Demand.from_workload(workload, f"dataset {name}{scale}")
@@ -408,7 +636,7 @@ def search_choices(sessions: SessionScope) -> SearchChoices:
 
 def save_retrying(
     sessions: SessionScope,
-    result: engine.Recommendation,
+    result: engine.Recommendation | FleetRecommendation,
     data: dict[str, Any],
     *,
     wait_s: float = 1.0,
