@@ -585,6 +585,11 @@ def pool_dict(pool: Pool, total_requests: float, single_usd: float | None) -> di
         "replicas_peak": int(s.replicas.max()),
         "monthly_usd": pool.monthly_usd,
         "hourly_instances": s.instances.astype(float).tolist(),
+        # what a report needs to project the pool on its own (its load, replicas and tokens)
+        "hourly_requests": pool.request.demand.curve.requests_per_hour.astype(float).tolist(),
+        "hourly_replicas": s.replicas.astype(float).tolist(),
+        "mean_input_tokens": float(pool.request.demand.inputs.mean()),
+        "mean_output_tokens": float(pool.request.demand.outputs.mean()),
         "plan": pool.plan,
         "targets": pool.request.targets.to_dict(),
         "single_pool_monthly_usd": single_usd,
