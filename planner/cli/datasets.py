@@ -15,7 +15,11 @@ from planner.cli.tables import Column, print_table, print_whole
 from planner.common.text import duration_text, printable
 
 if TYPE_CHECKING:
+    from planner.usecases.datasets import DatasetView
     from planner.workload.summary import DatasetSummary
+
+# the longest shortened model name a column header shows (longer: #k, named in the models table)
+SHORT_LABEL = 20
 
 
 app = typer.Typer(help="Ingested datasets: list, inspect, delete.", no_args_is_help=True)
@@ -71,10 +75,19 @@ def show_command(
         f"{summary.end_at:%Y-%m-%d %H:%M:%S} UTC ({duration_text(summary.duration_s)})"
     )
     groups = [summary, *summary.by_model]
+    labels = _model_labels(dataset)
+    if summary.by_model:
+        _print_models(dataset, labels)
+    else:
+        catalog = dataset.catalog_model(summary.model)
+        stdout.print(
+            f"model: {_safe(summary.model or '(none logged)')}, catalog model "
+            f"{_safe(catalog or 'unmapped')}"
+        )
     table = Table(
         "",
         "all models" if summary.by_model else _safe(summary.model or "all requests"),
-        *(_safe(g.model or "(none)") for g in summary.by_model),
+        *(_safe(label) for label in labels),
     )
     hourly_note = "" if summary.per_hour.span_covers_window else " *"
     metrics: list[tuple[str, Callable[[DatasetSummary], str]]] = [
@@ -119,6 +132,49 @@ def delete_command(
         print_json({"deleted": name, "rows": removed})
     else:
         stdout.print(f"deleted dataset {_safe(name)} ({removed:,} rows)")
+
+
+def _model_labels(dataset: DatasetView) -> list[str]:
+    """A column header for each model of a log of several, never ambiguous: its catalog model
+    where no other log name maps to it, else its name without the ``org/`` prefix where that is
+    short and unique, else ``#k`` (the models table gives each one's whole name)."""
+    names = [g.model for g in dataset.summary.by_model]
+    catalogs = [dataset.catalog_model(None if n == "(none)" else n) for n in names]
+    labels: list[str] = []
+    for index, (name, catalog) in enumerate(zip(names, catalogs, strict=True), 1):
+        tail = (name or "").rsplit("/", 1)[-1]
+        tails = [(n or "").rsplit("/", 1)[-1] for n in names]
+        if catalog is not None and catalogs.count(catalog) == 1:
+            labels.append(catalog)
+        elif 0 < len(tail) <= SHORT_LABEL and tails.count(tail) == 1:
+            labels.append(tail)
+        else:
+            labels.append(f"#{index}")
+    # a catalog label may equal another model's shortened name: both become #k
+    return [
+        label if labels.count(label) == 1 else f"#{index}" for index, label in enumerate(labels, 1)
+    ]
+
+
+def _print_models(dataset: DatasetView, labels: list[str]) -> None:
+    """The log's models as rows, each name whole (folded, never cut): the column header the
+    table below gives it, the catalog model it maps to, its requests and share."""
+    summary = dataset.summary
+    table = Table("column", "model as logged", "catalog model", "requests", "share")
+    for label, group in zip(labels, summary.by_model, strict=True):
+        name = None if group.model == "(none)" else group.model
+        catalog = dataset.catalog_model(name)
+        share = group.rows / summary.rows if summary.rows else 0.0
+        table.add_row(
+            _safe(label),
+            _safe(group.model or "(none)"),
+            _safe(catalog or "unmapped"),
+            f"{group.rows:,}",
+            f"{share:.1%}",
+        )
+    for column in table.columns[3:]:
+        column.justify = "right"
+    print_whole(table)
 
 
 def _safe(text: str) -> str:

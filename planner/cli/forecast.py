@@ -133,7 +133,11 @@ def forecast_command(
         help="Or: an hourly series CSV (ds,y), or ServeGen's 10-minute rates file.",
     ),
     model: str | None = typer.Option(
-        None, "--model", help="One model of a multi-model log (default: all models summed)."
+        None,
+        "--model",
+        help="One model of a multi-model log: its name as logged, or a catalog model (every "
+        "log name that maps to it, e.g. llama-3.1-8b finds meta-llama/Llama-3.1-8B-Instruct); "
+        "default: all models summed.",
     ),
     metric: str = typer.Option(
         "requests", "--metric", help=f"What to forecast per hour: {', '.join(METRICS)}."

@@ -27,6 +27,7 @@ from planner.cli.options import (
 )
 from planner.cli.tables import Column, compact_width, print_table
 from planner.common.files import atomic_output, check_output_path, write_text_atomic
+from planner.common.text import shown
 from planner.errors import UsageError
 
 if TYPE_CHECKING:
@@ -96,7 +97,24 @@ def simulate_command(
     start: str | None = typer.Option(None, "--start", help="Replay from this time (ISO 8601)."),
     end: str | None = typer.Option(None, "--end", help="Replay until this time (ISO 8601)."),
     gpu: str = typer.Option(..., "--gpu", help="GPU type of each replica."),
-    model: str = typer.Option(..., "--model", help="Model served."),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        help="Model served (a catalog name or alias). With --dataset (or --tokens-from) of a "
+        "log of several models: only the requests logged under this model are used.",
+    ),
+    model_map: list[str] = typer.Option(
+        [],
+        "--model-map",
+        help="LOGNAME=CATALOG: a model name as the log has it and the catalog model it is "
+        "(repeat, or comma-separate); names the catalog knows need none.",
+    ),
+    unmapped: str = typer.Option(
+        "error",
+        "--unmapped",
+        help="Log model names that map to no catalog model: error (list them) or skip (leave "
+        "their requests out; the share is stated).",
+    ),
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp8, int8, int4-awq."),
     tp: int = typer.Option(1, "--tp", help="GPUs per replica (tensor parallelism)."),
     kv_cache: str | None = KV_CACHE_OPTION,
@@ -339,8 +357,24 @@ def _whatif(p: dict[str, Any]) -> WhatIf:
     dataset, rates = p["dataset"], p["rates"]
     cv, constant = inputs.arrival_process(p["arrival"], p["cv"], has_rates=rates is not None)
     window = _window(p["start"], p["end"]) if dataset is not None else (None, None)
+    from planner.workload.model_names import UNMAPPED_CHOICES, parse_model_map
+
+    unmapped = (p["unmapped"] or "").strip().lower()
+    if unmapped not in UNMAPPED_CHOICES:
+        raise UsageError(
+            f"--unmapped {shown(p['unmapped'])}: expected {' or '.join(UNMAPPED_CHOICES)}"
+        )
     demand = inputs.DemandSource(
-        dataset, rates, None, p["tokens_from"], cv, p["load_scale"], *window, constant
+        dataset,
+        rates,
+        None,
+        p["tokens_from"],
+        cv,
+        p["load_scale"],
+        *window,
+        constant,
+        model_map=parse_model_map(p["model_map"] or []),
+        unmapped=unmapped,
     )
     return inputs.WhatIf(
         serving=serving,

@@ -110,6 +110,20 @@ def _longest_word(column: RichColumn, *, markup: bool) -> int:
     return max(words)
 
 
+def _natural_width(column: RichColumn, *, markup: bool) -> int:
+    """The widest line of a column's header and cells (markup aside): its width unwrapped."""
+    widest = [0]
+    for text in (column.header, *column.cells):
+        if not isinstance(text, str):
+            continue
+        try:
+            plain = Text.from_markup(text) if markup else Text(text)
+        except MarkupError:
+            plain = Text(text)
+        widest.extend(Text(line).cell_len for line in plain.plain.split("\n"))
+    return max(widest)
+
+
 def _least_width(table: Table, floors: list[int]) -> int:
     padding = sum(table._get_padding_width(i) for i in range(len(table.columns)))
     return sum(floors) + padding + table._extra_width
@@ -135,4 +149,16 @@ def print_whole(table: Table) -> None:
             break
         table.columns[i].min_width = None  # the longest words fold, every character shown
         floors[i] = 1
+    naturals = [
+        max(_natural_width(c, markup=True), f) for c, f in zip(table.columns, floors, strict=True)
+    ]
+    slack = width - _least_width(table, floors)
+    if _least_width(table, naturals) > width and slack >= 0:
+        # Rich narrows the widest columns first, then widens any below its floor again, and
+        # the table can come out wider than the terminal: give each column its floor and a
+        # share of the room left, in proportion to how much wider it would be unwrapped
+        room = [n - f for n, f in zip(naturals, floors, strict=True)]
+        total = sum(room)
+        for column, floor, more in zip(table.columns, floors, room, strict=True):
+            column.width = floor + (slack * more // total if total else 0)
     stdout.print(table)

@@ -346,12 +346,19 @@ def series_from_hours(
     models = sorted({m for m in table["model"] if m is not None})
     notes: list[str] = []
     if model is not None:
-        if model not in models:
+        picked = _log_names_of(model, table, models)
+        if not picked:
             known = closest(model, models) if models else "none (the log names no models)"
             raise NotFoundError(
-                f"dataset {shown(name)} has no model {shown(model)}; its models: {known}"
+                f"dataset {shown(name)} has no model {shown(model)} (as logged, or a catalog "
+                f"model one of its names maps to); its models: {known}"
             )
-        table = table[table["model"] == model]
+        if picked != [model]:
+            notes.append(
+                f"--model {model}: the log's requests of {', '.join(picked)} (catalog model "
+                f"{_catalog_of(model)})"
+            )
+        table = table[table["model"].isin(picked)]
     elif len(models) > 1:
         notes.append(f"all {len(models)} models summed ({', '.join(models)}); --model picks one")
     per_hour = table.groupby("hour")[metric].sum()
@@ -381,6 +388,31 @@ def series_from_hours(
         dataset_id=dataset_id,
         notes=tuple(notes),
     )
+
+
+def _catalog_of(model: str) -> str | None:
+    """The canonical catalog name of ``model`` (a name or alias), None if it is none."""
+    from planner.workload.model_names import catalog_model_of
+
+    return catalog_model_of(model)
+
+
+def _log_names_of(model: str, table: pd.DataFrame, models: list[str]) -> list[str]:
+    """The log's model names ``--model`` picks: the exact name as logged, else every name that
+    maps to the same catalog model (``--model llama-3.1-8b`` finds
+    ``meta-llama/Llama-3.1-8B-Instruct``; see planner.workload.model_names)."""
+    if model in models:
+        return [model]
+    from planner.workload.model_names import resolve_models
+
+    wanted = _catalog_of(model)
+    if wanted is None:
+        return []
+    counts = table.groupby("model")["requests"].sum() if "requests" in table else None
+    resolution = resolve_models(
+        {m: int(counts[m]) if counts is not None else 1 for m in models}, unmapped="skip"
+    )
+    return sorted(n for n in resolution.log_names(wanted) if n is not None)
 
 
 def _from_hour(hour: int) -> datetime:

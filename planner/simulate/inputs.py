@@ -310,7 +310,9 @@ class DemandSource:
     """What arrives: a stored dataset replayed (``dataset``, at ``load_scale``, optionally the
     window ``[start, end)``), or arrivals drawn on an hourly rate curve (``rates``: a curve in
     memory, already at the load wanted, or a CSV ``ds,y`` file) with request lengths drawn from
-    dataset ``tokens_from`` and inter-arrival coefficient of variation ``cv``."""
+    dataset ``tokens_from`` and inter-arrival coefficient of variation ``cv``. Of a dataset that
+    logs several models, only the served model's requests are taken (``model_map`` and
+    ``unmapped`` say how its names map to catalog models: planner.usecases.load.pick_models)."""
 
     dataset: str | None = None
     rates: RateCurve | Path | None = None
@@ -321,6 +323,10 @@ class DemandSource:
     start: datetime | None = None
     end: datetime | None = None
     constant_rate: bool = False  # with rates: evenly spaced arrivals (cv unused)
+    # a log of several models: its names as logged -> catalog models (--model-map), and what
+    # to do with names that map to none (--unmapped: error, or skip their requests)
+    model_map: Mapping[str, str] = field(default_factory=dict)
+    unmapped: str = "error"
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from planner.store.queries import dataset_models as stored_dataset_models
 from planner.store.queries import delete_dataset as delete_stored_dataset
 from planner.store.queries import get_dataset
 from planner.store.queries import list_datasets as stored_datasets
+from planner.store.requests import model_counts
 from planner.store.summaries import (
     arrivals_per_bucket,
     dataset_records,
@@ -23,6 +24,7 @@ from planner.store.summaries import (
 )
 from planner.usecases import SessionScope
 from planner.workload.charts import TokenColumn
+from planner.workload.model_names import ModelResolution, resolve_models
 from planner.workload.summary import DatasetSummary
 
 if TYPE_CHECKING:
@@ -32,8 +34,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DatasetView:
-    """What ``planner datasets show`` prints of one dataset: where it came from and its
-    summary (span, token lengths, request rates, per model too)."""
+    """What ``planner datasets show`` prints of one dataset: where it came from, its
+    summary (span, token lengths, request rates, per model too) and the catalog model each
+    of its model names maps to (``models``; unmapped ones in ``models.skipped``)."""
 
     name: str
     format: str
@@ -41,6 +44,11 @@ class DatasetView:
     sha256: str
     skipped_rows: int
     summary: DatasetSummary
+    models: ModelResolution | None = None
+
+    def catalog_model(self, log_name: str | None) -> str | None:
+        """The catalog model log name ``log_name`` maps to (None: unmapped, or not known)."""
+        return None if self.models is None else self.models.catalog_of.get(log_name)
 
     def to_dict(self) -> dict[str, Any]:
         header = {
@@ -50,7 +58,16 @@ class DatasetView:
             "sha256": self.sha256,
             "skipped_rows": self.skipped_rows,
         }
-        return {**header, **self.summary.to_dict()}
+        data = {**header, **self.summary.to_dict()}
+        for group in data["by_model"]:
+            # the summary names requests without a model "(none)"
+            name = None if group["model"] == "(none)" else group["model"]
+            group["catalog_model"] = self.catalog_model(name)
+        if self.summary.model is not None or not self.summary.by_model:
+            data["catalog_model"] = self.catalog_model(self.summary.model)
+        if self.models is not None:
+            data["models"] = self.models.to_dict()["log_names"]
+        return data
 
 
 def list_datasets(sessions: SessionScope, *, with_key: bool = False) -> list[dict[str, Any]]:
@@ -79,6 +96,7 @@ def show_dataset(name: str, sessions: SessionScope) -> DatasetView:
     with sessions() as opened:
         session = _needed(opened)
         dataset = get_dataset(session, name)
+        counts = model_counts(session, dataset.id)
         return DatasetView(
             dataset.name,
             dataset.format,
@@ -86,6 +104,8 @@ def show_dataset(name: str, sessions: SessionScope) -> DatasetView:
             dataset.sha256,
             dataset.skipped_rows,
             dataset_summary(session, dataset),
+            # shown, not used: an unmapped name is listed as such, never an error
+            resolve_models(counts, unmapped="skip", source=f"dataset {dataset.name}"),
         )
 
 

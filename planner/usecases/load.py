@@ -6,7 +6,9 @@ Each function takes an open :class:`~sqlalchemy.orm.Session` (a use case opens i
 
 - :func:`from_dataset`: a stored dataset's requests replayed, as a
   :class:`~planner.simulate.workload.Workload` (optionally a window, at a load scale);
+- :func:`dataset_models`: a dataset's model names as logged, mapped to catalog models;
 - :func:`token_pool`: a dataset's (input, output) token counts, to draw synthetic lengths from;
+- :func:`pick_models`: which of a dataset's requests are one model's (a log of several);
 - :func:`workload_for`: the workload a :class:`~planner.simulate.inputs.DemandSource` describes
   (either of the above, or arrivals on a rate curve);
 - :func:`stored_demand`: a stored forecast's demand curve (a
@@ -17,6 +19,7 @@ Each function takes an open :class:`~sqlalchemy.orm.Session` (a use case opens i
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy.orm import Session
 
-from planner.common.text import shown
+from planner.common.text import printable, shown
 from planner.errors import UsageError
 from planner.simulate.inputs import DemandSource, InstancePrices, sheet_instances
 from planner.simulate.workload import (
@@ -38,10 +41,47 @@ from planner.simulate.workload import (
     synthetic,
 )
 from planner.store.queries import get_dataset
-from planner.store.requests import REPLAY_COLUMNS, request_frame, request_span, token_pairs
+from planner.store.requests import (
+    REPLAY_COLUMNS,
+    model_counts,
+    request_frame,
+    request_span,
+    token_pairs,
+)
+from planner.workload.model_names import ModelResolution, resolve_models, shown_name
 from planner.workload.rates import RateCurve, read_rate_curve
 
 # --- a stored dataset's requests ----------------------------------------------------------------
+
+
+def dataset_models(
+    session: Session,
+    name: str,
+    *,
+    model_map: Mapping[str, str] | None = None,
+    unmapped: str = "error",
+    default: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> ModelResolution:
+    """Dataset ``name``'s model names as logged (its requests in ``[start, end)`` when given),
+    mapped to catalog models (:func:`~planner.workload.model_names.resolve_models`: ``model_map``
+    first, ``default`` for a log that names no model, ``unmapped`` names an error or left out)."""
+    dataset = get_dataset(session, name)
+    start_us = None if start is None else _micros(start, "start")
+    end_us = None if end is None else _micros(end, "end")
+    counts = model_counts(session, dataset.id, start_us, end_us)
+    return resolve_models(
+        counts,
+        model_map=model_map,
+        unmapped=unmapped,
+        default=default,
+        source=f"dataset {shown(name)}",
+    )
+
+
+def _models_text(log_models: Sequence[str | None]) -> str:
+    return ", ".join(shown_name(m) for m in log_models) or "(none)"
 
 
 def from_dataset(
@@ -53,10 +93,13 @@ def from_dataset(
     end: datetime | None = None,
     seed: int = 0,
     max_requests: int | None = None,
+    log_models: Sequence[str | None] | None = None,
 ) -> Workload:
-    """The requests of dataset ``name`` (optionally those in ``[start, end)``) at ``load_scale``.
+    """The requests of dataset ``name`` (optionally those in ``[start, end)``, and only those
+    whose model as logged is one of ``log_models``: see :func:`dataset_models`) at
+    ``load_scale``.
 
-    Time zero is ``start`` when given, otherwise the dataset's first arrival. More than
+    Time zero is ``start`` when given, otherwise the (kept) requests' first arrival. More than
     ``max_requests`` requests (the window's count times ``load_scale``) is an error, raised
     before any request is read.
     """
@@ -71,18 +114,27 @@ def from_dataset(
             f"the window end {end.isoformat()} is not after its start {start.isoformat()}"
         )
     dataset = get_dataset(session, name)
-    span = request_span(session, dataset.id, start_us, end_us)
+    span = request_span(session, dataset.id, start_us, end_us, log_models=log_models)
+    of_models = "" if log_models is None else f" of model {_models_text(log_models)}"
     if not span.count or span.first_us is None or span.last_us is None:
-        raise UsageError(f"dataset {shown(name)} has no requests")
+        raise UsageError(f"dataset {shown(name)} has no requests{of_models}")
     check_request_count(
         span.inside * load_scale,
         max_requests,
-        f"dataset {shown(name)}: {span.inside:,} requests at --load-scale {load_scale:g}",
+        f"dataset {shown(name)}: {span.inside:,} requests{of_models} at --load-scale "
+        f"{load_scale:g}",
     )
-    frame = request_frame(session, dataset.id, REPLAY_COLUMNS, start_us=start_us, end_us=end_us)
+    frame = request_frame(
+        session,
+        dataset.id,
+        REPLAY_COLUMNS,
+        start_us=start_us,
+        end_us=end_us,
+        log_models=log_models,
+    )
     if frame.empty:
         raise UsageError(
-            f"dataset {shown(name)} has no requests in the window from "
+            f"dataset {shown(name)} has no requests{of_models} in the window from "
             f"{_when(start) or 'its start'} to {_when(end) or 'its end'} "
             f"(its requests arrive from {_when(from_micros(span.first_us))} "
             f"to {_when(from_micros(span.last_us))})"
@@ -102,12 +154,18 @@ def from_dataset(
     return scaled
 
 
-def token_pool(session: Session, name: str) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The (input, output) token counts of dataset ``name``'s requests, in arrival order."""
+def token_pool(
+    session: Session, name: str, log_models: Sequence[str | None] | None = None
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The (input, output) token counts of dataset ``name``'s requests (only those whose model
+    as logged is one of ``log_models`` when given), in arrival order."""
     dataset = get_dataset(session, name)
-    pairs = token_pairs(session, dataset.id)
+    pairs = token_pairs(session, dataset.id, log_models=log_models)
     if not len(pairs):
-        raise UsageError(f"dataset {shown(name)} has no requests to draw token lengths from")
+        of_models = "" if log_models is None else f" of model {_models_text(log_models)}"
+        raise UsageError(
+            f"dataset {shown(name)} has no requests{of_models} to draw token lengths from"
+        )
     return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
 
 
@@ -127,12 +185,109 @@ def _when(moment: datetime | None) -> str | None:
 # --- the workload a run describes ---------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ModelPick:
+    """The requests of one catalog model a run takes from a dataset that logs several: the
+    dataset, how it is used (``replayed``, or ``token lengths`` drawn from it), the model, the
+    log names of its requests (None: every request is the model's, no filter) and the whole
+    log's resolution (what else it holds, what was left out)."""
+
+    dataset: str
+    use: str
+    model: str
+    log_models: list[str | None] | None
+    resolution: ModelResolution
+
+    @property
+    def names(self) -> list[str | None]:
+        """The log names whose requests the run takes."""
+        return self.resolution.log_names(self.model)
+
+    def to_dict(self) -> dict[str, object]:
+        taken = self.resolution.requests_of(self.model)
+        return {
+            "dataset": self.dataset,
+            "use": self.use,
+            "model": self.model,
+            "log_names": self.names,
+            "requests": taken,
+            "log_requests": self.resolution.total,
+            "share": taken / self.resolution.total if self.resolution.total else 0.0,
+            "skipped": [{"log_name": n, "requests": c} for n, c in self.resolution.skipped.items()],
+            "skipped_requests": self.resolution.skipped_requests,
+            "skipped_share": self.resolution.skipped_share,
+        }
+
+    def notes(self) -> list[str]:
+        """The run's notes: which log names it took, and what was left out."""
+        if self.log_models is None and not self.resolution.skipped:
+            return []
+        taken = self.resolution.requests_of(self.model)
+        total = self.resolution.total
+        share = f"{taken / total:.1%}" if total else "0.0%"
+        notes = [
+            f"dataset {printable(self.dataset)} {self.use}: only the {taken:,} of {total:,} "
+            f"requests ({share}) of {self.model}, logged as {_models_text(self.names)}"
+        ]
+        skipped = self.resolution.skipped_note()
+        if skipped is not None:
+            notes.append(f"dataset {printable(self.dataset)}: {skipped} (--unmapped skip)")
+        return notes
+
+
+def pick_models(session: Session, demand: DemandSource, model: str) -> ModelPick | None:
+    """Which requests of ``demand``'s dataset are model ``model``'s (a catalog name or alias):
+    the replayed dataset's always (a log without a model column is all ``model``'s), the
+    ``tokens_from`` dataset's only when it logs several models (one model's lengths serve any
+    model, as before). None: no dataset, or lengths drawn from a log of one model.
+    ``demand.model_map`` and ``demand.unmapped`` say how log names map (see
+    :func:`dataset_models`)."""
+    name = demand.dataset if demand.dataset is not None else demand.tokens_from
+    if name is None:
+        return None
+    replay = demand.dataset is not None
+    if not replay:
+        counts = model_counts(session, get_dataset(session, name).id)
+        if len([n for n in counts if n]) <= 1:
+            return None
+    resolution = dataset_models(
+        session,
+        name,
+        model_map=demand.model_map,
+        unmapped=demand.unmapped,
+        default=model,
+        start=demand.start if replay else None,
+        end=demand.end if replay else None,
+    )
+    if not resolution.total:
+        return None  # no request in the window: from_dataset says so, with the log's span
+    if not replay and len(resolution.models()) <= 1 and not resolution.skipped:
+        return None
+    wanted = resolution.only(model)
+    names = wanted.log_names(wanted.models()[0])
+    # every request the model's: read them all, as a log of one model always was
+    whole = set(names) == set(resolution.counts)
+    return ModelPick(
+        name,
+        "replayed" if replay else "token lengths",
+        wanted.models()[0],
+        None if whole else names,
+        resolution,
+    )
+
+
 def workload_for(
-    session: Session, demand: DemandSource, *, seed: int = 0, max_requests: int | None = None
+    session: Session,
+    demand: DemandSource,
+    *,
+    seed: int = 0,
+    max_requests: int | None = None,
+    log_models: Sequence[str | None] | None = None,
 ) -> Workload:
     """The requests ``demand`` describes (a stored dataset replayed, or arrivals on a rate
-    curve with a dataset's request lengths); more than ``max_requests`` is refused before
-    any is read or drawn."""
+    curve with a dataset's request lengths; only the requests whose model as logged is one of
+    ``log_models`` when given, see :func:`pick_models`); more than ``max_requests`` is refused
+    before any is read or drawn."""
     if demand.dataset is not None:
         return from_dataset(
             session,
@@ -142,6 +297,7 @@ def workload_for(
             end=demand.end,
             seed=seed,
             max_requests=max_requests,
+            log_models=log_models,
         )
     if demand.rates is None:
         raise UsageError("give exactly one of --dataset (replay) or --rates (synthetic arrivals)")
@@ -150,7 +306,7 @@ def workload_for(
     rates = demand.rates
     curve = read_rate_curve(rates) if isinstance(rates, Path) else rates
     label = demand.rates_label or str(rates)
-    inputs, outputs = token_pool(session, demand.tokens_from)
+    inputs, outputs = token_pool(session, demand.tokens_from, log_models)
     workload = synthetic(
         curve,
         inputs,

@@ -56,7 +56,14 @@ from planner.simulate.run import simulate as simulate_workload
 from planner.simulate.workload import Workload, limit_prompts
 from planner.store.calibrations import known_profiles
 from planner.usecases import SessionScope
-from planner.usecases.load import StoredDemand, instance_prices, stored_demand, workload_for
+from planner.usecases.load import (
+    ModelPick,
+    StoredDemand,
+    instance_prices,
+    pick_models,
+    stored_demand,
+    workload_for,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -131,7 +138,7 @@ def simulate(
         confidence=request.confidence,
         accuracy=accuracy,
     )
-    result.load_model = open_load_model(request.whatif.demand)
+    result.load_model = open_load_model(request.whatif.demand, prepared.models)
     return SimulateResult(result, prepared.workload.start)
 
 
@@ -198,6 +205,8 @@ class PreparedRun:
     over_length: int = 0  # prompts over --max-model-len: cut or refused
     max_model_len: int | None = None
     over_length_mode: str = "truncate"
+    # a dataset that logs several models: the requests of the served model taken from it
+    models: ModelPick | None = None
 
 
 def prepare_whatif(whatif: WhatIf, sessions: SessionScope) -> PreparedRun:
@@ -212,8 +221,13 @@ def prepare_whatif(whatif: WhatIf, sessions: SessionScope) -> PreparedRun:
     check_fleet(size, whatif.max_requests)  # a fleet too big fails before any request is read
     prices = replica_prices(fleet, whatif.prices, whatif.price_names)
     with _store(sessions)() as session:
+        models = pick_models(session, whatif.demand, serving.model)
         workload = workload_for(
-            session, whatif.demand, seed=whatif.seed, max_requests=whatif.max_requests
+            session,
+            whatif.demand,
+            seed=whatif.seed,
+            max_requests=whatif.max_requests,
+            log_models=None if models is None else models.log_models,
         )
         profiles = known_profiles(session)
     profile = engine_profile(profiles, serving.deployment().gpu.name, spec, whatif.profile)
@@ -242,6 +256,7 @@ def prepare_whatif(whatif: WhatIf, sessions: SessionScope) -> PreparedRun:
         over_length=limited.affected,
         max_model_len=whatif.max_model_len,
         over_length_mode=whatif.over_length,
+        models=models,
     )
 
 
@@ -269,6 +284,7 @@ def run_whatif(
         refused=prepared.refused,
     )
     result.available_requests = max(prepared.available_requests, result.requests)
+    _note_models(prepared, result)
     _note_prompt_limit(prepared, result)
     if confidence is not None:
         errors = accuracy if accuracy is not None else accuracy_for(confidence)
@@ -277,6 +293,15 @@ def run_whatif(
 
 
 # --- what a what-if can be built from (the dashboard's choices) -----------------------------------
+
+
+def _note_models(prepared: PreparedRun, result: SimulationResult) -> None:
+    """A dataset of several models: which log names the run took (``summary["log_models"]``,
+    in ``--json`` too) and the share left out, in its notes."""
+    if prepared.models is None:
+        return
+    result.summary["log_models"] = prepared.models.to_dict()
+    result.notes.extend(prepared.models.notes())
 
 
 def _note_prompt_limit(prepared: PreparedRun, result: SimulationResult) -> None:
@@ -345,11 +370,18 @@ def _store(sessions: SessionScope) -> Callable[[], AbstractContextManager[Sessio
 # --- load models: open-loop arrivals in words, and a closed loop of clients ---------------------
 
 
-def open_load_model(demand: DemandSource) -> str:
-    """How an open-loop what-if's requests arrive, in words."""
+def open_load_model(demand: DemandSource, models: ModelPick | None = None) -> str:
+    """How an open-loop what-if's requests arrive, in words (``models``: the one model's
+    requests taken from a dataset of several)."""
+    only = ""
+    if models is not None and models.log_models is not None:
+        only = f" ({printable(models.model)}'s requests only)"
     if demand.dataset is not None:
         scale = "" if demand.load_scale == 1.0 else f" at {demand.load_scale:g}x its load"
-        return f"open loop: dataset {printable(demand.dataset)} replayed{scale}, its own arrivals"
+        return (
+            f"open loop: dataset {printable(demand.dataset)}{only} replayed{scale}, "
+            "its own arrivals"
+        )
     if isinstance(demand.rates, Path):
         curve = demand.rates_label or str(demand.rates)
     else:
@@ -361,7 +393,8 @@ def open_load_model(demand: DemandSource) -> str:
     else:
         kind = "bursty" if demand.cv > 1 else "smoother than Poisson"
         process = f"gamma arrivals ({kind}, inter-arrival CV {demand.cv:g})"
-    return f"open loop: {process} on the rate curve {printable(curve)}"
+    lengths = f", lengths from dataset {printable(demand.tokens_from or '')}{only}" if only else ""
+    return f"open loop: {process} on the rate curve {printable(curve)}{lengths}"
 
 
 def check_client_load(load: ClientLoad) -> None:
@@ -473,6 +506,7 @@ def run_clients(
         available_requests=prepared.available_requests,
         load_model=load.describe(),
     )
+    _note_models(prepared, result)
     _note_prompt_limit(prepared, result)
     return result
 
