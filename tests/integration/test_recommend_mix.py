@@ -6,6 +6,7 @@ meets its P99 targets in simulation."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pytest
@@ -88,7 +89,7 @@ def _fleet(
     short_share: float | None = None,
     long: tuple[int, int] = (2000, 6000),
     prices: list[PricePoint] = PRICES,
-) -> dict:
+) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     n = 600
     share = rng.uniform(0.3, 0.9) if short_share is None else short_share
