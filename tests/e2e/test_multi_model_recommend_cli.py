@@ -1,0 +1,109 @@
+"""``planner recommend`` on a gateway log of two models, as a user runs it: without --model
+every model gets its own pools (each with its own targets), with --model only that model's
+requests are planned, and names the catalog lacks are an error that says how to map or skip
+them (the share left out stated when skipped)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_cli import run
+from tests.e2e.test_multi_model_log import home as home
+from tests.e2e.test_multi_model_log import rows
+
+# one configuration per model keeps each search to a few simulations
+FAST = [
+    "--gpu",
+    "H100-SXM",
+    "--precision",
+    "fp8",
+    "--tp",
+    "1,2",
+    "--max-seqs",
+    "64",
+    "--chunked-prefill",
+    "on",
+    "--confidence",
+    "0",
+    "--no-growth-check",
+    "--no-compare-gpus",
+    "--tighten-steps",
+    "0",
+    "--verify-top",
+    "1",
+    "--workers",
+    "1",
+    "--no-save",
+    "--json",
+    "-q",
+]
+TARGETS = ["--slo-ttft-p99", "2s", "--slo-tpot-p99", "100ms"]
+
+
+def recommend(home: Path, *args: str) -> dict[str, Any]:
+    done = run(home, "recommend", *TARGETS, *FAST, *args)
+    assert done.returncode == 0, done.stderr
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def test_every_model_of_the_log_gets_its_own_pools_and_targets(home: Path) -> None:
+    data = recommend(
+        home, "--dataset", "multi", "--size-buckets", "none", "--slo", "llama-3.1-70b:ttft=5s"
+    )
+    winner = data["winner"]
+    assert data["kind"] == "fleet" and winner is not None
+    by_model = {p["models"][0]: p for p in winner["pools"]}
+    assert set(by_model) == {"llama-3.1-8b", "llama-3.1-70b"}
+    # 400 requests, every fourth one the 70B's
+    assert by_model["llama-3.1-70b"]["requests"] == pytest.approx(100)
+    assert by_model["llama-3.1-8b"]["share_of_requests"] == pytest.approx(0.75)
+    for pool in winner["pools"]:
+        for key in (
+            "provider",
+            "region",
+            "instance_type",
+            "gpu",
+            "precision",
+            "tp",
+            "input_tokens_range",
+            "instances_peak",
+            "monthly_usd",
+        ):
+            assert pool[key] is not None, key
+        assert pool["verified"]
+    assert winner["monthly_usd"] == pytest.approx(sum(p["monthly_usd"] for p in winner["pools"]))
+    assert winner["saving_vs_single_pool_usd"] == pytest.approx(0.0, abs=1e-6)
+    targets = data["request"]["targets"]
+    assert targets["llama-3.1-70b"]["slos"]["default"]["ttft_s"] == 5.0
+    assert targets["llama-3.1-8b"]["slos"]["default"]["ttft_s"] == 2.0
+    assert by_model["llama-3.1-70b"]["p99_ttft_s"] <= 5.0
+    assert by_model["llama-3.1-8b"]["p99_ttft_s"] <= 2.0
+
+
+def test_model_plans_only_that_models_requests(home: Path) -> None:
+    data = recommend(home, "--dataset", "multi", "--model", "llama-3.1-70b")
+    assert data.get("kind") != "fleet"
+    assert data["demand"]["requests"] == pytest.approx(100)
+    assert data["demand"]["mean_input_tokens"] >= 2000  # the 70B's prompts, never the 8B's
+    assert data["winner"]["pools"][0]["models"] == ["llama-3.1-70b"]
+
+
+def test_unmapped_names_are_listed_or_skipped_with_their_share(home: Path) -> None:
+    refused = run(home, "recommend", "--dataset", "odd", *TARGETS, *FAST)
+    assert refused.returncode == 2
+    message = " ".join(refused.stderr.split())
+    assert "--model-map LOGNAME=CATALOG" in message and "--unmapped skip" in message
+    assert "Traceback" not in refused.stderr
+    data = recommend(home, "--dataset", "odd", "--size-buckets", "none", "--unmapped", "skip")
+    skipped = data["demand"]["skipped"]
+    assert skipped is not None and "%" in skipped
+    total = sum(p["requests"] for p in data["winner"]["pools"])
+    # every tenth request (all of them the 8B's) is logged under a name the catalog lacks
+    renamed = sum(1 for i in range(len(rows())) if i % 10 == 1)
+    assert total == pytest.approx(len(rows()) - renamed)
+    assert f"{renamed:,} requests" in skipped
