@@ -1,10 +1,11 @@
-"""The report's projection as a FinOps FOCUS 1.1 cost and usage CSV, for finance systems.
+"""The report's projection as a FinOps FOCUS 1.2 cost and usage CSV, for finance systems.
 
-FOCUS (FinOps Open Cost and Usage Specification, https://focus.finops.org) version **1.1** is
-pinned: it is the first version that defines the metadata this writer supplies beside the data
-(``<name>.focus-metadata.json``: FocusVersion, DataGenerator, SchemaId, CreationDate and a
-ColumnDefinition per column). The file is a *projection*: the planned charges, month by month and
-scenario by scenario (``x_Scenario``), not a bill; filter on one scenario before adding up.
+FOCUS (FinOps Open Cost and Usage Specification, https://focus.finops.org) version **1.2** is
+pinned: the newest version the FinOps Foundation's validator (focus-validator 2.2.1, rules
+1.2.0.1) checks, and a test runs that validator on a written file. Beside the data goes the
+metadata (``<name>.focus-metadata.json``: FocusVersion, DataGenerator, SchemaId, CreationDate and
+a ColumnDefinition per column). The file is a *projection*: the planned charges, month by month
+and scenario by scenario (``x_Scenario``), not a bill; filter on one scenario before adding up.
 
 Rows per projection row (month, scenario, provider, region, instance type, purchase option):
 
@@ -18,6 +19,13 @@ Rows per projection row (month, scenario, provider, region, instance type, purch
   - the committed hours as Usage rows, PricingCategory Committed, BilledCost = 0, EffectiveCost =
     the month's amortized cost (fee plus the month's share of the upfront), split between
     CommitmentDiscountStatus Used and Unused by the commitment's expected utilization.
+
+Columns FOCUS 1.2 makes conditional on a concept are written because planner has the concept:
+RegionName (from :mod:`pricing.regions`, else the id), Tags (planner's tags as a JSON object),
+SkuId / SkuPriceId (planner's own ids, :func:`sku_id`: price sheets carry no provider SKU),
+CommitmentDiscountQuantity / Unit, SubAccountId / Name (null: a report has no account) and
+InvoiceId (null: a projection has no invoice). ``x_Model`` / ``x_Pool`` come from the
+projection's optional ``model`` / ``pool`` columns (multi-pool fleets), null without them.
 
 So per month and scenario, BilledCost adds up to the report's cash view and EffectiveCost to its
 amortized view. ListCost is the on-demand price times the hours (what the same hours cost with
@@ -46,15 +54,16 @@ from planner.common.files import atomic_output, check_output_path, writes_in_pla
 from planner.common.text import shown
 from planner.errors import UsageError
 from planner.report.model import SCENARIOS, Report, first_of_next_month
+from pricing.regions import region_name
 
-FOCUS_VERSION = "1.1"
+FOCUS_VERSION = "1.2"
 METADATA_SUFFIX = ".focus-metadata.json"
 HOURS_PER_YEAR = 8760  # the term hours planner's prices use (pricing.loaders: 8760 h a year)
 DECIMAL_PLACES = 10
 
-STRING, DECIMAL, DATETIME, INTEGER = "STRING", "DECIMAL", "DATETIME", "INTEGER"
+STRING, DECIMAL, DATETIME, INTEGER, JSON = "STRING", "DECIMAL", "DATETIME", "INTEGER", "JSON"
 
-#: FOCUS 1.1 columns written, in the specification's (alphabetical) order, with their types
+#: FOCUS 1.2 columns written, in the specification's (alphabetical) order, with their types
 FOCUS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("BilledCost", DECIMAL),
     ("BillingAccountId", STRING),
@@ -71,13 +80,16 @@ FOCUS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("CommitmentDiscountCategory", STRING),
     ("CommitmentDiscountId", STRING),
     ("CommitmentDiscountName", STRING),
+    ("CommitmentDiscountQuantity", DECIMAL),
     ("CommitmentDiscountStatus", STRING),
     ("CommitmentDiscountType", STRING),
+    ("CommitmentDiscountUnit", STRING),
     ("ConsumedQuantity", DECIMAL),
     ("ConsumedUnit", STRING),
     ("ContractedCost", DECIMAL),
     ("ContractedUnitPrice", DECIMAL),
     ("EffectiveCost", DECIMAL),
+    ("InvoiceId", STRING),
     ("InvoiceIssuerName", STRING),
     ("ListCost", DECIMAL),
     ("ListUnitPrice", DECIMAL),
@@ -87,11 +99,20 @@ FOCUS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ProviderName", STRING),
     ("PublisherName", STRING),
     ("RegionId", STRING),
+    ("RegionName", STRING),
     ("ResourceId", STRING),
     ("ResourceName", STRING),
     ("ResourceType", STRING),
     ("ServiceCategory", STRING),
     ("ServiceName", STRING),
+    ("ServiceSubcategory", STRING),
+    ("SkuId", STRING),
+    ("SkuMeter", STRING),
+    ("SkuPriceDetails", JSON),
+    ("SkuPriceId", STRING),
+    ("SubAccountId", STRING),
+    ("SubAccountName", STRING),
+    ("Tags", JSON),
 )
 #: planner's own columns (FOCUS: custom columns are prefixed ``x_`` and come last)
 CUSTOM_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -101,6 +122,8 @@ CUSTOM_COLUMNS: tuple[tuple[str, str], ...] = (
     ("x_TokensMillions", DECIMAL),  # tokens served by the row's hours, millions
     ("x_CostPerMillionTokens", DECIMAL),  # the month's amortized $ / million tokens (scenario)
     ("x_P99TtftMs", DECIMAL),  # the plan's P99 time to first token, ms
+    ("x_Model", STRING),  # the projection row's model, when it carries one (multi-pool fleets)
+    ("x_Pool", STRING),  # the projection row's pool, when it carries one
 )
 COLUMNS = tuple(name for name, _ in FOCUS_COLUMNS + CUSTOM_COLUMNS)
 MONEY_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost")
@@ -109,6 +132,14 @@ CHARGE_CATEGORIES = ("Usage", "Purchase")  # the FOCUS values this writer uses
 PRICING_CATEGORIES = ("Standard", "Dynamic", "Committed")
 COMMITMENT_STATUSES = ("Used", "Unused")
 CHARGE_FREQUENCIES = ("One-Time", "Recurring", "Usage-Based")
+
+#: the FOCUS 1.2 service subcategory of a GPU virtual machine: planner buys instances of the
+#: providers' VM services (ServiceCategory Compute); "AI Platforms" belongs to the category "AI
+#: and Machine Learning", the managed AI services (SageMaker, Vertex AI), not their VMs
+SERVICE_SUBCATEGORY = "Virtual Machines"
+SKU_METER = "Instance Hours"
+#: planner's tag keys: FOCUS wants provider-defined tag keys behind a prefix of their own
+TAG_PREFIX = "planner:"
 
 PROVIDER_NAMES = {"aws": "AWS", "gcp": "Google Cloud", "azure": "Microsoft"}
 SERVICE_NAMES = {
@@ -133,6 +164,7 @@ class _Commitment:
     break_even: float | None
     instances: float | None
     term_years: int
+    hourly_usd: float | None  # $ an hour committed (a savings plan's commitment)
 
 
 def write_focus_csv(
@@ -142,7 +174,7 @@ def write_focus_csv(
     scenarios: Sequence[str] = SCENARIOS,
     option: str = "--out",
 ) -> Path:
-    """Write the report's projection as a FOCUS 1.1 CSV to ``path`` and its metadata beside it
+    """Write the report's projection as a FOCUS 1.2 CSV to ``path`` and its metadata beside it
     (:func:`metadata_path`; not for a device or pipe such as /dev/stdout), both whole or not at
     all. Returns ``path``."""
     check_output_path(path, option)
@@ -233,8 +265,11 @@ def _rows(
     commitment = commitments.get((option, *place))
     utilization = commitment.utilization if commitment else 1.0
     kind = "savings-plan" if option.startswith("savings-plan") else _kind(option)
+    spend = kind == "savings-plan"  # committed dollars an hour, not instance-hours
     commit = {
-        "CommitmentDiscountCategory": "Spend" if kind == "savings-plan" else "Usage",
+        "CommitmentDiscountCategory": "Spend" if spend else "Usage",
+        # CommitmentDiscountQuantity counts instance-hours, or a savings plan's dollars
+        "CommitmentDiscountUnit": report.currency if spend else "Hours",
         "CommitmentDiscountId": f"planner/recommendation-{report.recommendation_id}/"
         f"{provider}/{place[1]}/{place[2]}/{option}",
         "CommitmentDiscountName": f"{option} for {place[2]} in {place[1]}",
@@ -246,12 +281,16 @@ def _rows(
         term = commitment.term_years if commitment else _term_years(option)
         instances = commitment.instances if commitment and commitment.instances else 1.0
         quantity = instances * term * HOURS_PER_YEAR
+        hourly = commitment.hourly_usd if commitment and commitment.hourly_usd else None
+        # the term's committed instance-hours, or dollars (the hourly commitment over the term)
+        committed = (hourly * term * HOURS_PER_YEAR if hourly else upfront) if spend else quantity
         rows.append(
             base
             | commit
             | commit_resource
             | _priced(quantity, upfront / quantity)
             | {
+                "CommitmentDiscountQuantity": committed,
                 "BilledCost": upfront,
                 "EffectiveCost": 0.0,
                 "ChargeCategory": "Purchase",
@@ -268,6 +307,8 @@ def _rows(
             | commit_resource
             | _priced(hours, fee / hours)
             | {
+                # the month's committed instance-hours, or dollars (fee and upfront share)
+                "CommitmentDiscountQuantity": amortized if spend else hours,
                 "BilledCost": fee,
                 "EffectiveCost": 0.0,
                 "ChargeCategory": "Purchase",
@@ -290,6 +331,7 @@ def _rows(
                 "ChargeDescription": f"{label}, {option} usage ({status.lower()} committed hours)",
                 "PricingCategory": "Committed",
                 "CommitmentDiscountStatus": status,
+                "CommitmentDiscountQuantity": amortized * share if spend else quantity,
             }
         )
         if status == "Used":
@@ -314,6 +356,12 @@ def _base(report: Report, record: dict[str, Any], per_million: float | None) -> 
     provider = str(record["provider"])
     name = PROVIDER_NAMES.get(provider, provider)
     p99 = report.summary.get("p99_ttft_ms")
+    region = str(record["region"])
+    model, pool = _text(record.get("model")), _text(record.get("pool"))
+    sku = sku_id(provider, region, str(record["instance_type"]))
+    tags = {"scenario": str(record["scenario"]), "model": model, "pool": pool}
+    resource = f"planner/recommendation-{report.recommendation_id}/{provider}/{region}/"
+    resource += str(record["instance_type"]) + (f"/{pool}" if pool else "")
     return dict.fromkeys(COLUMNS) | {
         "BillingAccountId": f"planner-recommendation-{report.recommendation_id}",
         "BillingAccountName": report.title,
@@ -328,20 +376,48 @@ def _base(report: Report, record: dict[str, Any], per_million: float | None) -> 
         "ProviderName": name,
         "PublisherName": name,
         "PricingUnit": "Hours",
-        "RegionId": str(record["region"]),
-        "ResourceId": f"planner/recommendation-{report.recommendation_id}/{provider}/"
-        f"{record['region']}/{record['instance_type']}",
-        "ResourceName": f"planned {record['instance_type']} fleet in {record['region']}",
+        "RegionId": region,
+        "RegionName": region_name(provider, region) or region,  # FOCUS: a name beside every id
+        "ResourceId": resource,
+        "ResourceName": f"planned {record['instance_type']} fleet in {region}"
+        + (f" (pool {pool})" if pool else ""),
         "ResourceType": str(record["instance_type"]),
         "ServiceCategory": "Compute",
         "ServiceName": SERVICE_NAMES.get(provider, "Compute"),
+        "ServiceSubcategory": SERVICE_SUBCATEGORY,
+        "SkuId": sku,
+        "SkuMeter": SKU_METER,
+        "SkuPriceId": f"{sku}/{record['purchase_option']}",
+        "Tags": json.dumps(
+            {TAG_PREFIX + key: value for key, value in tags.items() if value is not None},
+            sort_keys=True,
+            separators=(",", ":"),
+        ),
         "x_Scenario": str(record["scenario"]),
         "x_RecommendationId": report.recommendation_id,
         "x_PurchaseOption": str(record["purchase_option"]),
         "x_TokensMillions": float(record["tokens_millions"]),
         "x_CostPerMillionTokens": per_million,
         "x_P99TtftMs": None if p99 is None else float(p99),
+        "x_Model": model,
+        "x_Pool": pool,
     }
+
+
+def sku_id(provider: str, region: str, instance_type: str) -> str:
+    """planner's SkuId of an instance type in a region (price sheets carry no provider SKU):
+    ``planner-sku/<provider>/<region>/<instance type>``, the same whatever the purchase option
+    (FOCUS: a SkuId stays the same across pricing categories). The SkuPriceId adds the option:
+    ``<SkuId>/<purchase option>``, one price of that SKU."""
+    return f"planner-sku/{provider}/{region}/{instance_type}"
+
+
+def _text(value: object) -> str | None:
+    """A projection cell as text; None for a missing, null, NaN or blank one."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    text = str(value).strip()
+    return text or None
 
 
 def _usage(hours: float, list_rate: float) -> dict[str, Any]:
@@ -386,6 +462,7 @@ def _commitments(report: Report) -> dict[tuple[str, ...], _Commitment]:
             break_even=_positive(c.get("break_even_utilization")),
             instances=_positive(c.get("instances")),
             term_years=int(_number(c.get("term_years"), _term_years(key[0]))),
+            hourly_usd=_positive(c.get("hourly_commitment_usd")),
         )
     return found
 
@@ -443,9 +520,10 @@ def _positive(value: object) -> float | None:
 
 
 def csv_text(frame: pd.DataFrame) -> str:
-    """The CSV: a header of :data:`COLUMNS`, numbers as plain decimals (no exponent, no
-    thousands separator, 10 decimal places at most), null as an empty field, text a spreadsheet
-    would run as a formula quoted (:func:`planner.common.csvsafe.safe_text`)."""
+    """The CSV: a header of :data:`COLUMNS`, decimals as plain decimals with a decimal point
+    (``744.0``, ``0.5``: no exponent, no thousands separator, 10 decimal places at most), null as
+    an empty field, JSON columns (Tags, SkuPriceDetails) as compact JSON objects, text a
+    spreadsheet would run as a formula quoted (:func:`planner.common.csvsafe.safe_text`)."""
     types = dict(FOCUS_COLUMNS + CUSTOM_COLUMNS)
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -459,8 +537,13 @@ def _cell(value: object, kind: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if kind == DECIMAL:
-        text = f"{float(value):.{DECIMAL_PLACES}f}".rstrip("0").rstrip(".")  # type: ignore[arg-type]
-        return "0" if text in ("", "-0") else text
+        text = f"{float(value):.{DECIMAL_PLACES}f}".rstrip("0")  # type: ignore[arg-type]
+        # always a decimal point: readers that infer types (the FOCUS validator) see a column of
+        # whole numbers ("744") as integers, and FOCUS wants decimals
+        text = text + "0" if text.endswith(".") else text
+        return "0.0" if text == "-0.0" else text
+    if kind == JSON:
+        return str(value)  # JSON text starts with "{": nothing a spreadsheet would run
     return safe_text(str(value))  # "=HYPERLINK(...)" from a price sheet: text, not a formula
 
 
@@ -468,7 +551,7 @@ def _cell(value: object, kind: str) -> str:
 
 
 def focus_metadata(report: Report, file_name: str, rows: int, size: int) -> dict[str, Any]:
-    """The FOCUS 1.1 metadata of one CSV: data generator, schema (id, FOCUS version, creation
+    """The FOCUS 1.2 metadata of one CSV: data generator, schema (id, FOCUS version, creation
     date, column definitions) and where the data is."""
     columns = [_definition(name, kind) for name, kind in FOCUS_COLUMNS + CUSTOM_COLUMNS]
     schema_id = hashlib.sha256(
