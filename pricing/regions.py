@@ -3,7 +3,8 @@ for the FOCUS export's ``RegionName`` (and anywhere a region is shown to people)
 
 It covers the regions of the bundled price snapshot (``data/prices/gpu_prices_snapshot.csv``:
 aws us-east-1, gcp us-central1 and us-east4, azure eastus and eastus2) and a few more GPU
-regions the docs and samples name. Names as each provider publishes them, read 2026-12-07:
+regions the docs and samples name. Names as each provider publishes them, compiled 2026-12-07
+from these public lists (written down here, not fetched: check a new region against them):
 
 * AWS: the "Name" column of "Regions, Availability Zones, and Local Zones" (Amazon EC2 User
   Guide, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-regions-availability-zones.html);
@@ -30,7 +31,7 @@ REGION_NAMES: tuple[tuple[str, str, str], ...] = (
     ("gcp", "us-east4", "Ashburn, Virginia, North America"),
     ("gcp", "us-west1", "The Dalles, Oregon, North America"),
     ("gcp", "europe-west4", "Eemshaven, Netherlands, Europe"),
-    ("gcp", "asia-southeast1", "Jurong West, Singapore, Asia"),
+    ("gcp", "asia-southeast1", "Jurong West, Singapore, APAC"),
     ("azure", "eastus", "East US"),
     ("azure", "eastus2", "East US 2"),
     ("azure", "westus2", "West US 2"),
