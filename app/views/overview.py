@@ -158,10 +158,13 @@ def recommendation_section(rec: RecommendationHeadline | None) -> None:
         if rec.commitment_level is not None
         else "nothing"
     )
+    bought = (
+        f"{committed} {rec.purchase}" if rec.pools == 1 else f"{rec.pools} pools: {rec.purchase}"
+    )
     bottom[2].metric(
         "Commitment coverage",
         share(coverage),
-        f"{committed} {rec.purchase}" if rec.purchase != "on-demand" else "all on demand",
+        bought if rec.purchase != "on-demand" else "all on demand",
         delta_color="off",
         delta_arrow="off",
         help=(

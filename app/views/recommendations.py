@@ -21,7 +21,7 @@ from planner.recommend import tables
 from planner.recommend.engine import why_no_fleet
 from planner.recommend.inputs import DEFAULT_PRECISIONS, Constraints, SearchOptions
 from planner.recommend.limits import LimitNames
-from planner.recommend.plot import cost_vs_p99, fleet_by_purchase
+from planner.recommend.plot import cost_vs_p99, fleet_by_pool, fleet_by_purchase
 from planner.simulate.metrics import SLO
 from planner.usecases.recommend import (
     DemandChoice,
@@ -365,6 +365,9 @@ def _say_outcome() -> dict[str, Any] | None:
 
 def _show_result(data: dict[str, Any], name: str) -> None:
     try:
+        if tables.is_fleet(data):
+            _show_fleet(data, name)
+            return
         _winner(data)
         _confidence(data)
         _alternatives(data, name)
@@ -642,6 +645,203 @@ def _notes(data: dict[str, Any]) -> None:
         f"{s['passed_screen']:,} passed the screen, {s['verified']:,} simulated "
         f"({s['simulations']:,} runs on {s['runner']}) in {s['wall_s']:,.1f} s."
     )
+    with st.expander("Targets, constraints and search settings"):
+        st.json(data["request"], expanded=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# A fleet of pools (several models, or a model's request sizes on several GPU types)
+
+MONEY = st.column_config.NumberColumn(format="dollar")  # $1,234.57
+MILLISECONDS = st.column_config.NumberColumn(format="%.0f")
+SHARE = st.column_config.NumberColumn(format="percent")
+
+
+def _show_fleet(data: dict[str, Any], name: str) -> None:
+    """A fleet of pools: its headline, the pools, the fleet by hour stacked by pool, the cost
+    per model against one pool each, the savings plans across pools; JSON download."""
+    _fleet_headline(data)
+    if data.get("winner") is not None:
+        _fleet_pools(data, name)
+        _fleet_chart(data, name)
+        _fleet_models(data, name)
+        _fleet_plans(data, name)
+    _fleet_notes(data)
+    common.download_json(data, name, key="rec-json")
+
+
+def _fleet_headline(data: dict[str, Any]) -> None:
+    d = data["demand"]
+    shares = ", ".join(
+        f"{m['model']} {m['share_of_requests']:.0%}" for m in data.get("models") or []
+    )
+    st.caption(
+        f"Demand: {d['source']}: {d['hours']:,} h, {d['requests']:,.0f} requests, peak "
+        f"{d['peak_requests_per_s']:,.2f} req/s; requests by model: {shares}"
+    )
+    st.subheader("Recommended fleet of pools")
+    winner = data.get("winner")
+    if winner is None:
+        missing = [m for m in data.get("models") or [] if not m.get("pools")]
+        st.error(
+            "No fleet: "
+            + "; ".join(f"{m['model']}: {m.get('how')}" for m in missing)
+            + ". Every model needs a fleet that meets its targets.",
+            icon=":material/block:",
+        )
+        return
+    pools, models = winner["pools"], winner["models"]
+    single = winner.get("single_pool_monthly_usd")
+    saving = float(winner.get("saving_vs_single_pool_usd") or 0.0)
+    st.markdown(
+        f"**{len(pools)} pool{'s' if len(pools) != 1 else ''}** for "
+        f"**{len(models)} model{'s' if len(models) != 1 else ''}**, each pool verified by "
+        "simulation on its own requests (the router sends a request to the pool of its model "
+        "and input size)."
+    )
+    money = st.columns(4)
+    money[0].metric(
+        "Fleet $ per month",
+        f"${winner['monthly_usd']:,.0f}",
+        help="Every pool's fleet and its own commitment plan, per 730-hour month.",
+    )
+    money[1].metric(
+        "Saved vs one pool per model",
+        f"${saving:,.0f}",
+        delta=f"-{saving / single:.1%} vs ${single:,.0f}" if single and saving > 0.5 else None,
+        delta_color="inverse",
+        help="The cheapest single-pool fleet of each model, added up, minus the pools.",
+    )
+    money[2].metric("Pools", f"{len(pools):,}")
+    money[3].metric("Instances at peak", f"{winner['peak_instances']:,}")
+
+
+def _fleet_pools(data: dict[str, Any], name: str) -> None:
+    st.markdown("**Pools**")
+    frame = tables.fleet_pools(data)
+    st.dataframe(
+        frame,
+        hide_index=True,
+        column_config={
+            "share of requests": SHARE,
+            "$ per month": MONEY,
+            "$ per million tokens": st.column_config.NumberColumn(format="$%.4f"),
+            "P99 TTFT (ms)": MILLISECONDS,
+            "P99 TPOT (ms)": MILLISECONDS,
+        },
+        key="rec-fleet-pools",
+    )
+    common.download_table(frame, f"{name}-pools", key="rec-fleet-pools-dl")
+
+
+def _fleet_chart(data: dict[str, Any], name: str) -> None:
+    st.subheader("The fleet hour by hour, by pool")
+    fig = fleet_by_pool(data)
+    if fig is None:
+        st.info("No hourly fleet is stored.", icon=":material/info:")
+        return
+    common.chart(fig, key="rec-fleet-pool-chart")
+    frame = tables.fleet_hourly(data)
+    common.download_table(frame, f"{name}-hourly", key="rec-hourly-dl")
+
+
+def _fleet_models(data: dict[str, Any], name: str) -> None:
+    st.subheader("Cost per model")
+    frame = tables.fleet_models(data)
+    st.dataframe(
+        frame,
+        hide_index=True,
+        column_config={
+            "share of requests": SHARE,
+            "$ per month": MONEY,
+            "one pool $ per month": MONEY,
+            "saving $ per month": MONEY,
+            "$ per million tokens": st.column_config.NumberColumn(format="$%.4f"),
+        },
+        key="rec-fleet-models",
+    )
+    common.download_table(frame, f"{name}-models", key="rec-fleet-models-dl")
+
+
+def _fleet_plans(data: dict[str, Any], name: str) -> None:
+    """Each pool's own commitment plan, and a savings plan across a cloud's pools when the
+    search found one."""
+    winner = data["winner"]
+    st.subheader("Commitment plans")
+    rows = []
+    for pool in winner["pools"]:
+        plan = pool.get("plan") or {}
+        chosen = plan.get("chosen") or {}
+        option = chosen.get("option", "-")
+        rows.append(
+            {
+                "pool": pool["pool"],
+                "buy": option
+                if option == "on-demand"
+                else f"{option} for {tables.commitment_level(chosen)}",
+                "$ per month": chosen.get("monthly_usd"),
+                "all on-demand $ per month": plan.get("all_on_demand_monthly_usd"),
+                "break-even utilization": chosen.get("break_even_utilization"),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    st.dataframe(
+        frame,
+        hide_index=True,
+        column_config={
+            "$ per month": MONEY,
+            "all on-demand $ per month": MONEY,
+            "break-even utilization": SHARE,
+        },
+        key="rec-fleet-plans",
+    )
+    common.download_table(frame, f"{name}-pool-plans", key="rec-fleet-plans-dl")
+    across = winner.get("fleet_savings_plans") or []
+    if not across:
+        st.caption(
+            "No savings plan across pools: one needs two or more pools of a cloud whose "
+            "instances a savings plan covers."
+        )
+        return
+    st.markdown("One savings plan across a cloud's pools, against the pools' own plans")
+    plans = pd.DataFrame(
+        [
+            {
+                "provider": p["provider"],
+                "plan": p["option"],
+                "$ per hour": p["usd_per_hour"],
+                "pools": ", ".join(p.get("pools") or []),
+                "$ per month": p["monthly_usd"],
+                "pools apart $ per month": p["pools_apart_monthly_usd"],
+                "saving $ per month": p["saving_usd"],
+                "utilization": p.get("utilization"),
+            }
+            for p in across
+        ]
+    )
+    st.dataframe(
+        plans,
+        hide_index=True,
+        column_config={
+            "$ per hour": st.column_config.NumberColumn(format="$%.2f"),
+            "$ per month": MONEY,
+            "pools apart $ per month": MONEY,
+            "saving $ per month": MONEY,
+            "utilization": SHARE,
+        },
+        key="rec-fleet-savings-plans",
+    )
+
+
+def _fleet_notes(data: dict[str, Any]) -> None:
+    for note in data.get("notes") or []:
+        st.info(note, icon=":material/info:")
+    s = data.get("stats") or {}
+    if "wall_s" in s:
+        st.caption(
+            f"Searched in {s['wall_s']:,.1f} s ({s.get('screen_s', 0):,.1f} s screening, "
+            f"{s.get('milp_s', 0):,.2f} s assigning sizes to configurations)."
+        )
     with st.expander("Targets, constraints and search settings"):
         st.json(data["request"], expanded=False)
 

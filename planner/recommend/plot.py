@@ -279,6 +279,52 @@ def fleet_by_purchase(result: dict[str, Any], colours: Mapping[str, str] | None 
     return fig
 
 
+def fleet_by_pool(result: dict[str, Any], colours: Mapping[str, str] | None = None) -> Any:
+    """A fleet of pools' instances hour by hour, stacked by pool, under the demand (requests/s,
+    right axis). None without an hourly fleet."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    hourly = result.get("hourly") or {}
+    by_pool: dict[str, list[float]] = hourly.get("instances_by_pool") or {}
+    if not by_pool or not hourly.get("hour_start"):
+        return None
+    # each hour drawn as a step to the next hour's start: the last hour (or the only one) too
+    starts = [*hourly["hour_start"], hourly["hour_start"][-1] + 3600]
+    hours = [datetime.fromtimestamp(t, UTC) for t in starts]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    for pool, counts in by_pool.items():
+        fig.add_trace(
+            go.Scatter(
+                x=hours,
+                y=[*counts, counts[-1]],
+                mode="lines",
+                stackgroup="fleet",
+                line={"shape": "hv", "width": 0.5, "color": (colours or {}).get(pool)},
+                name=pool,
+                hovertemplate=f"{pool}: %{{y:,.0f}} instances<extra></extra>",
+            ),
+            secondary_y=False,
+        )
+    requests = hourly.get("requests") or []
+    if requests:
+        fig.add_trace(
+            go.Scatter(
+                x=hours,
+                y=[r / 3600 for r in [*requests, requests[-1]]],
+                mode="lines",
+                line={"color": "black", "width": 1, "shape": "hv"},
+                name="demand (requests/s)",
+            ),
+            secondary_y=True,
+        )
+    fig.update_yaxes(title_text="instances", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text="requests/s", rangemode="tozero", showgrid=False, secondary_y=True)
+    fig.update_xaxes(title_text="hour (UTC)")
+    fig.update_layout(template="plotly_white", hovermode="x unified", legend_title_text="pool")
+    return fig
+
+
 def _describe(row: dict[str, Any]) -> str:
     return (
         f"#{row['id']} {row['provider']} {row['instance_type']} ({row['gpus_per_instance']} x "

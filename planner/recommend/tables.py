@@ -198,6 +198,114 @@ def hourly(data: Result) -> pd.DataFrame:
     return frame
 
 
+# --- a fleet of pools (``"kind": "fleet"``, planner.recommend.mix) -------------------------
+
+
+def is_fleet(data: Result) -> bool:
+    """Whether ``data`` is a fleet of pools rather than a one-pool recommendation."""
+    return data.get("kind") == "fleet"
+
+
+def input_range(bounds: Any) -> str:
+    """A pool's ``[low, high)`` input tokens in words: "0 to 1,023", "1,024 and up", "all"."""
+    if not bounds:
+        return "all"
+    low, high = bounds[0], bounds[1] if len(bounds) > 1 else None
+    if high is None:
+        return "all" if not low else f"{int(low):,} and up"
+    return f"{int(low):,} to {int(high) - 1:,}"
+
+
+def fleet_pools(data: Result) -> pd.DataFrame:
+    """One row per pool of a fleet: its model(s), the input sizes it serves, its instance and
+    serving setup, its peak, how it is bought, its cost and simulated P99s."""
+    pools = (data.get("winner") or {}).get("pools") or []
+    return pd.DataFrame(
+        [
+            {
+                "pool": p["pool"],
+                "models": ", ".join(p.get("models") or []),
+                "input tokens": input_range(p.get("input_tokens_range")),
+                "share of requests": p.get("share_of_requests"),
+                "$ per month": p.get("monthly_usd"),
+                "instance": f"{p['provider']}/{p['region']}/{p['instance_type']}",
+                "GPUs": f"{p['gpus_per_instance']} x {p['gpu']}",
+                "precision / TP": f"{p['precision']} TP{p['tp']}",
+                "peak instances": p.get("instances_peak"),
+                "purchase": p.get("purchase"),
+                "P99 TTFT (ms)": _ms(p.get("p99_ttft_s")),
+                "P99 TPOT (ms)": _ms(p.get("p99_tpot_s")),
+                "$ per million tokens": p.get("usd_per_million_tokens"),
+                "met targets": p.get("verified"),
+            }
+            for p in pools
+        ],
+        columns=[
+            "pool", "models", "input tokens", "share of requests", "$ per month", "instance",
+            "GPUs", "precision / TP", "peak instances", "purchase", "P99 TTFT (ms)",
+            "P99 TPOT (ms)", "$ per million tokens", "met targets",
+        ],
+    )  # fmt: skip
+
+
+def fleet_models(data: Result) -> pd.DataFrame:
+    """One row per model of a fleet: its pools' cost against its best single pool's, and its
+    $ per million tokens (its pools' cost over their tokens)."""
+    winner = data.get("winner") or {}
+    pools = {p["pool"]: p for p in winner.get("pools") or []}
+    rows = []
+    for m in data.get("models") or winner.get("models") or []:
+        own = [pools[name] for name in m.get("pools") or [] if name in pools]
+        tokens = [
+            float(p["monthly_usd"]) / float(p["usd_per_million_tokens"])
+            for p in own
+            if p.get("usd_per_million_tokens")
+        ]
+        monthly = m.get("monthly_usd")
+        rows.append(
+            {
+                "model": m["model"],
+                "share of requests": m.get("share_of_requests"),
+                "pools": len(own),
+                "$ per month": monthly,
+                "one pool $ per month": m.get("single_pool_monthly_usd"),
+                "saving $ per month": m.get("saving_vs_single_pool_usd"),
+                "$ per million tokens": monthly / sum(tokens)
+                if monthly is not None and tokens and len(tokens) == len(own)
+                else None,
+                "how": m.get("how"),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "model", "share of requests", "pools", "$ per month", "one pool $ per month",
+            "saving $ per month", "$ per million tokens", "how",
+        ],
+    )  # fmt: skip
+
+
+def fleet_hourly(data: Result) -> pd.DataFrame:
+    """Per hour: the fleet's requests and instances, and each pool's instances."""
+    hours = data["hourly"]
+    frame = pd.DataFrame(
+        {
+            "hour (UTC)": [datetime.fromtimestamp(t, UTC) for t in hours["hour_start"]],
+            "requests": hours["requests"],
+            "instances": hours["instances"],
+        }
+    )
+    for pool, counts in (hours.get("instances_by_pool") or {}).items():
+        frame[f"{pool} instances"] = counts
+    return frame
+
+
+FLEET_TABLES: dict[str, Callable[[Result], pd.DataFrame]] = {
+    "pools": fleet_pools,
+    "models": fleet_models,
+    "hourly": fleet_hourly,
+}
+
 TABLES: dict[str, Callable[[Result], pd.DataFrame]] = {
     "alternatives": alternatives,
     "rejections-by-reason": rejections_by_reason,
@@ -210,4 +318,5 @@ TABLES: dict[str, Callable[[Result], pd.DataFrame]] = {
 
 def result_tables(data: Result) -> dict[str, pd.DataFrame]:
     """Every table of a result, by name (the names of the CSV files a user downloads)."""
-    return {name: build(data) for name, build in TABLES.items()}
+    tables = FLEET_TABLES if is_fleet(data) else TABLES
+    return {name: build(data) for name, build in tables.items()}

@@ -50,6 +50,7 @@ COUNT = "#,##0"
 MEAN_COUNT = "#,##0.0"
 
 DETAIL = "Projection detail"
+SHOWBACK = "Showback"  # a fleet of pools only
 SHEETS = (
     "Summary",
     "Projection",
@@ -102,7 +103,9 @@ def write_workbook(report: Report, path: Path, option: str = "--out") -> Path:
 def build_workbook(report: Report) -> Any:
     """The workbook of ``report`` (an ``openpyxl.Workbook``), not yet saved."""
     workbook = Workbook()
-    names = SHEETS if report.actuals is not None else SHEETS[:-1]
+    names = list(SHEETS if report.actuals is not None else SHEETS[:-1])
+    if report.showback is not None:  # a fleet of pools: its showback after the summary
+        names.insert(1, SHOWBACK)
     sheets = {name: workbook.create_sheet(name) for name in names}
     workbook.remove(workbook["Sheet"])
 
@@ -111,6 +114,8 @@ def build_workbook(report: Report) -> Any:
     _commitments_sheet(sheets["Commitments"], report)
     _sensitivity_sheet(sheets["Sensitivity"], report)
     _assumptions_sheet(sheets["Assumptions"], report)
+    if report.showback is not None:
+        _showback_sheet(sheets[SHOWBACK], report.showback, report.currency)
     actuals = None
     if report.actuals is not None:
         actuals = _plan_vs_actual_sheet(sheets["Plan vs actual"], report.actuals)
@@ -178,32 +183,44 @@ PROJECTION_TABLE = (
     ("tokens_millions", "Tokens served (millions)", MILLIONS),
 )
 VIEWS = (("cash", "cash_usd"), ("amortized", "amortized_usd"))
+# a fleet of pools' rows also name the model and pool they belong to
+POOL_COLUMNS = (("model", "Model", None), ("pool", "Pool", None))
+
+
+def _with_pools(table: tuple[Any, ...], frame: pd.DataFrame) -> tuple[Any, ...]:
+    """``table``'s columns, with the model and pool first when ``frame`` carries them."""
+    if all(name in frame.columns for name, _, _ in POOL_COLUMNS):
+        return POOL_COLUMNS + tuple(table)
+    return tuple(table)
 
 
 def _projection_detail_sheet(ws: Any, report: Report) -> DetailRanges:
     """One row per month, scenario, provider, region, instance type and purchase option."""
     frame = _sorted_projection(report.projection)
+    table = _with_pools(PROJECTION_TABLE, frame)
     _title(
         ws,
         "12-month cost projection: every row",
-        "One row per month, scenario, provider, region, instance type and purchase option; "
-        "the Projection sheet adds them up by formulas. Cash: what is paid in the month, "
+        "One row per month, scenario, "
+        + ("model, pool, " if len(table) > len(PROJECTION_TABLE) else "")
+        + "provider, region, instance type and purchase option; the Projection sheet adds "
+        "them up by formulas. Cash: what is paid in the month, "
         "upfronts when paid. Amortized: usage plus each upfront spread evenly over its term. "
         f"Money in {report.currency}.",
-        last_column=len(PROJECTION_TABLE),
+        last_column=len(table),
     )
-    _headers(ws, HEADER_ROW, 1, [header for _, header, _ in PROJECTION_TABLE])
+    _headers(ws, HEADER_ROW, 1, [header for _, header, _ in table])
     for offset, values in enumerate(_records(frame)):
         row = FIRST_ROW + offset
-        for i, (name, _, number_format) in enumerate(PROJECTION_TABLE):
+        for i, (name, _, number_format) in enumerate(table):
             _put(ws.cell(row, i + 1), values[name], number_format)
     if frame.empty:
         _note(ws, FIRST_ROW, "The projection is empty.")
-    ws.auto_filter.ref = f"A{HEADER_ROW}:{get_column_letter(len(PROJECTION_TABLE))}{HEADER_ROW}"
+    ws.auto_filter.ref = f"A{HEADER_ROW}:{get_column_letter(len(table))}{HEADER_ROW}"
     _fit_columns(ws)
     last = FIRST_ROW + max(len(frame), 1) - 1
     ranges = {}
-    for i, (name, _, _) in enumerate(PROJECTION_TABLE):
+    for i, (name, _, _) in enumerate(table):
         letter = get_column_letter(i + 1)
         ranges[name] = f"'{DETAIL}'!${letter}${FIRST_ROW}:${letter}${last}"
     months = sorted(set(frame["month"]))
@@ -296,6 +313,8 @@ def _sorted_projection(projection: pd.DataFrame) -> pd.DataFrame:
     frame = projection.copy()
     frame["_scenario_order"] = frame["scenario"].map(lambda s: order.get(s, len(order)))
     keys = ["_scenario_order", "month", "provider", "region", "instance_type", "purchase_option"]
+    if "pool" in frame.columns:  # a fleet: each pool's rows together within a month
+        keys = ["_scenario_order", "month", "pool", *keys[2:]]
     return frame.sort_values(keys, kind="stable").drop(columns="_scenario_order")
 
 
@@ -386,6 +405,8 @@ COMMITMENT_TABLE = (
 
 
 def _commitments_sheet(ws: Any, report: Report) -> None:
+    frame = report.commitments
+    table = _with_pools(COMMITMENT_TABLE, frame)
     _title(
         ws,
         "Commitment schedule: what to buy",
@@ -394,32 +415,31 @@ def _commitments_sheet(ws: Any, report: Report) -> None:
         "cost less than on demand (commitment rate / on-demand rate). Unused commitment: "
         "committed dollars a month that buy nothing in the expected scenario. Total over the "
         "term (formula): hourly commitment x hours from start to end, plus the upfront.",
-        last_column=len(COMMITMENT_TABLE) + 1,
+        last_column=len(table) + 1,
     )
-    headers = [header for _, header, _ in COMMITMENT_TABLE] + ["Total over the term ($)"]
+    headers = [header for _, header, _ in table] + ["Total over the term ($)"]
     _headers(ws, HEADER_ROW, 1, headers)
-    frame = report.commitments
-    letters = {name: get_column_letter(i + 1) for i, (name, _, _) in enumerate(COMMITMENT_TABLE)}
+    letters = {name: get_column_letter(i + 1) for i, (name, _, _) in enumerate(table)}
     if frame.empty:
         _note(ws, FIRST_ROW, "No commitments: the plan buys on demand (or spot) only.")
         _fit_columns(ws)
         return
     for offset, values in enumerate(_records(frame)):
         row = FIRST_ROW + offset
-        for i, (name, _, number_format) in enumerate(COMMITMENT_TABLE):
+        for i, (name, _, number_format) in enumerate(table):
             _put(ws.cell(row, i + 1), values[name], number_format)
         hourly, start, end = letters["hourly_commitment_usd"], letters["start"], letters["end"]
         upfront = letters["upfront_usd"]
         term_total = _Formula(f"={hourly}{row}*({end}{row}-{start}{row})*24+{upfront}{row}")
-        _put(ws.cell(row, len(COMMITMENT_TABLE) + 1), term_total, MONEY)
+        _put(ws.cell(row, len(table) + 1), term_total, MONEY)
     total_row = FIRST_ROW + len(frame)
     _total_label(ws.cell(total_row, 1), "Total")
     summed = ["instances", "hourly_commitment_usd", "upfront_usd", "unused_usd_per_month"]
     for name in summed:
         column = list(letters).index(name) + 1
-        _sum_cell(ws, total_row, column, COMMITMENT_TABLE[column - 1][2])
-    _sum_cell(ws, total_row, len(COMMITMENT_TABLE) + 1, MONEY)
-    for column in range(2, len(COMMITMENT_TABLE) + 2):
+        _sum_cell(ws, total_row, column, table[column - 1][2])
+    _sum_cell(ws, total_row, len(table) + 1, MONEY)
+    for column in range(2, len(table) + 2):
         _total_style(ws.cell(total_row, column))
     _fit_columns(ws)
 
@@ -457,6 +477,71 @@ def _sensitivity_sheet(ws: Any, report: Report) -> None:
         _put(ws.cell(row, 8), record["replanned_purchase"])
     if report.sensitivity.empty:
         _note(ws, FIRST_ROW, "No sensitivity cases were computed.")
+    _fit_columns(ws)
+
+
+SHOWBACK_TABLE = (
+    # (column, header, number format)
+    ("model", "Model", None),
+    ("pool", "Pool", None),
+    ("provider", "Provider", None),
+    ("region", "Region", None),
+    ("instance_type", "Instance type", None),
+    ("input_tokens", "Input tokens served", None),
+    ("share_of_requests", "Share of requests (%)", PERCENT),
+    ("purchase", "Purchase", None),
+    ("monthly_usd", "Cost ($ per month)", MONEY),
+    ("share_of_cost", "Share of cost (%)", PERCENT),
+    ("tokens_millions_per_month", "Tokens (millions per month)", MILLIONS),
+    ("usd_per_million_tokens", "Cost per million tokens ($)", "$#,##0.0000"),
+)
+
+
+def _showback_sheet(ws: Any, showback: pd.DataFrame, currency: str) -> None:
+    """A fleet of pools' showback: one row per pool, then a subtotal per model and the fleet's
+    total as formulas ($ per million tokens: the $ over the tokens, so totals agree)."""
+    _title(
+        ws,
+        "Showback: cost per model and pool",
+        "What each pool of the fleet costs in an average month (730 hours) as bought, and per "
+        "million tokens (input + output) it serves; each model's subtotal and the fleet's total "
+        f"are formulas over the pools' rows. Money in {currency}.",
+        last_column=len(SHOWBACK_TABLE),
+    )
+    _headers(ws, HEADER_ROW, 1, [header for _, header, _ in SHOWBACK_TABLE])
+    letters = {name: get_column_letter(i + 1) for i, (name, _, _) in enumerate(SHOWBACK_TABLE)}
+    summed = ("share_of_requests", "monthly_usd", "share_of_cost", "tokens_millions_per_month")
+    money, tokens = letters["monthly_usd"], letters["tokens_millions_per_month"]
+    per_million = list(letters).index("usd_per_million_tokens") + 1
+    row = FIRST_ROW
+    subtotals: list[int] = []
+    for model, pools in showback.groupby("model", sort=False):
+        first = row
+        for values in _records(pools):
+            for i, (name, _, number_format) in enumerate(SHOWBACK_TABLE):
+                _put(ws.cell(row, i + 1), values[name], number_format)
+            row += 1
+        _total_label(ws.cell(row, 1), f"{model}: all pools")
+        for name in summed:
+            column = list(letters).index(name) + 1
+            letter = letters[name]
+            formula = _Formula(f"=SUM({letter}{first}:{letter}{row - 1})")
+            _put(ws.cell(row, column), formula, SHOWBACK_TABLE[column - 1][2])
+        ratio = _Formula(f'=IF({tokens}{row}=0,"n/a",{money}{row}/{tokens}{row})')
+        _put(ws.cell(row, per_million), ratio, "$#,##0.0000")
+        for column in range(1, len(SHOWBACK_TABLE) + 1):
+            _total_style(ws.cell(row, column))
+        subtotals.append(row)
+        row += 1
+    _total_label(ws.cell(row, 1), "Fleet")
+    for name in summed:
+        column = list(letters).index(name) + 1
+        cells = ",".join(f"{letters[name]}{r}" for r in subtotals) or "0"
+        _put(ws.cell(row, column), _Formula(f"=SUM({cells})"), SHOWBACK_TABLE[column - 1][2])
+    ratio = _Formula(f'=IF({tokens}{row}=0,"n/a",{money}{row}/{tokens}{row})')
+    _put(ws.cell(row, per_million), ratio, "$#,##0.0000")
+    for column in range(1, len(SHOWBACK_TABLE) + 1):
+        _total_style(ws.cell(row, column))
     _fit_columns(ws)
 
 
@@ -695,6 +780,18 @@ def _summary_lines(
         Line("Mean instances", get("mean_instances"), "instances",
              "Average instances running over the forecast.", MEAN_COUNT),
     ]  # fmt: skip
+    if get("pools") is not None:  # a fleet of pools
+        fleet += [
+            Line("Pools", get("pools"), "pools",
+                 "Pools of the fleet: each serves one model's requests of some input sizes on "
+                 "its own instances (the Showback sheet).", COUNT),
+            Line("Models", get("models"), "models", "Models the fleet serves.", COUNT),
+            Line("One pool per model, monthly cost", get("single_pool_monthly_usd"),
+                 "$ per month", "The cheapest fleet of one pool per model, when recommended.",
+                 MONEY),
+            Line("Savings vs one pool per model", get("saving_vs_single_pool_usd"),
+                 "$ per month", "One pool per model minus the pools, when recommended.", MONEY),
+        ]  # fmt: skip
     months = projection.months
     totals = [
         Line(f"{scenario.capitalize()} scenario, {view}: {months}-month total",

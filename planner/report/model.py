@@ -68,6 +68,30 @@ ACTUAL_COLUMNS = (
     "variance_usd",  # actual - planned
     "variance_pct",  # (actual - planned) / planned
 )
+# A fleet of pools' showback (planner.report.fleet): one row per pool.
+SHOWBACK_COLUMNS = (
+    "model",
+    "pool",
+    "provider",
+    "region",
+    "instance_type",
+    "input_tokens",  # the input sizes the pool serves, in words ("0 to 1,023", "all")
+    "share_of_requests",  # of the whole fleet's requests
+    "purchase",  # how the pool is bought, in words
+    "monthly_usd",  # an average month (730 h) at the prices in force, as bought
+    "share_of_cost",  # of the fleet's monthly cost
+    "tokens_millions_per_month",  # input + output tokens of an average month, millions
+    "usd_per_million_tokens",  # monthly_usd / tokens_millions_per_month
+)
+SHOWBACK_BY_MODEL_COLUMNS = (
+    "model",
+    "pools",  # how many
+    "share_of_requests",
+    "monthly_usd",
+    "share_of_cost",
+    "tokens_millions_per_month",
+    "usd_per_million_tokens",
+)
 
 
 @dataclass(frozen=True)
@@ -93,6 +117,9 @@ class Report:
     assumptions: pd.DataFrame
     actuals: pd.DataFrame | None = None
     notes: list[str] = field(default_factory=list)
+    # a fleet of pools: $ a month and $ per million tokens per pool (SHOWBACK_COLUMNS); the
+    # projection and commitments then also carry ``model`` and ``pool`` columns
+    showback: pd.DataFrame | None = None
 
     def with_actuals(self, actuals: pd.DataFrame) -> Report:
         return replace(self, actuals=actuals)
@@ -107,3 +134,19 @@ class Report:
 def first_of_next_month(moment: datetime | date) -> date:
     year, month = moment.year + (moment.month == 12), moment.month % 12 + 1
     return date(year, month, 1)
+
+
+def showback_by_model(showback: pd.DataFrame) -> pd.DataFrame:
+    """The showback's pools added up by model (columns :data:`SHOWBACK_BY_MODEL_COLUMNS`), in
+    the order the models first appear: $ per million tokens is the model's $ over its tokens."""
+    grouped = showback.groupby("model", sort=False)
+    frame = grouped.agg(
+        pools=("pool", "count"),
+        share_of_requests=("share_of_requests", "sum"),
+        monthly_usd=("monthly_usd", "sum"),
+        share_of_cost=("share_of_cost", "sum"),
+        tokens_millions_per_month=("tokens_millions_per_month", "sum"),
+    ).reset_index()
+    tokens = frame["tokens_millions_per_month"]
+    frame["usd_per_million_tokens"] = (frame["monthly_usd"] / tokens).where(tokens > 0)
+    return frame[list(SHOWBACK_BY_MODEL_COLUMNS)]

@@ -30,7 +30,7 @@ from planner.report.charts import (
     render_figures,
     report_figures,
 )
-from planner.report.model import SCENARIOS, Report
+from planner.report.model import SCENARIOS, Report, showback_by_model
 from pricing.costs import HOURS_PER_MONTH
 
 MISSING = "n/a"
@@ -433,8 +433,9 @@ def projection_section(report: Report, images: Mapping[str, bytes]) -> Section:
 
 
 def _breakdown_table(report: Report) -> Safe:
-    keys = ["provider", "region", "instance_type", "purchase_option"]
     projection = report.projection
+    pooled = "pool" in projection.columns  # a fleet: a line per pool
+    keys = ["pool"] * pooled + ["provider", "region", "instance_type", "purchase_option"]
     cash = projection.pivot_table(
         index=keys, columns="scenario", values="cash_usd", aggfunc="sum", sort=True
     ).reindex(columns=list(SCENARIOS), fill_value=0.0)
@@ -443,7 +444,7 @@ def _breakdown_table(report: Report) -> Safe:
         .groupby(keys, sort=True)[["instance_hours", "upfront_usd", "amortized_usd"]]
         .sum()
     )
-    columns = [
+    columns = [Column("Pool", nowrap=True)] * pooled + [
         Column("Provider"),
         Column("Region", nowrap=True),
         Column("Instance type", nowrap=True),
@@ -469,6 +470,7 @@ def _breakdown_table(report: Report) -> Safe:
         )
     total = (
         ["Total", "", "", ""]
+        + [""] * pooled
         + [number(expected["instance_hours"].sum()), money(expected["upfront_usd"].sum())]
         + [money(cash[sc].sum()) for sc in SCENARIOS]
         + [money(expected["amortized_usd"].sum())]
@@ -485,7 +487,8 @@ def commitments_section(report: Report, images: Mapping[str, bytes]) -> Section:
             "the load falls."
         )
         return Section("commitments", "Commitment schedule", body)
-    columns = [
+    pooled = "pool" in commitments.columns  # a fleet: each commitment names its pool
+    columns = [Column("Pool", nowrap=True)] * pooled + [
         Column("What to buy", nowrap=True),
         Column("Provider / region", nowrap=True),
         Column("Instance type", nowrap=True),
@@ -501,7 +504,8 @@ def commitments_section(report: Report, images: Mapping[str, bytes]) -> Section:
     rows = []
     for row in commitments.to_dict("records"):
         rows.append(
-            [
+            [str(row["pool"])] * pooled
+            + [
                 str(row["purchase_option"]),
                 f"{row['provider']} / {row['region']}",
                 str(row["instance_type"]),
@@ -519,6 +523,7 @@ def commitments_section(report: Report, images: Mapping[str, bytes]) -> Section:
         )
     total = [
         *("Total", "", "", "", ""),
+        *[""] * pooled,
         money(commitments["upfront_usd"].sum()),
         money(commitments["hourly_commitment_usd"].sum()),
         *("", "", ""),
@@ -761,10 +766,94 @@ def _title_page(report: Report, sections: Sequence[Section]) -> str:
     )
 
 
+def showback_section(report: Report) -> Section | None:
+    """A fleet of pools' showback: a table per model (its $ a month and $ per million tokens)
+    and one per pool; None for a one-pool report."""
+    showback = report.showback
+    if showback is None:
+        return None
+    models = showback_by_model(showback)
+    model_columns = [
+        Column("Model", nowrap=True),
+        Column("Pools", numeric=True),
+        Column("Share of requests", numeric=True),
+        Column(f"Cost {PER_MONTH}", numeric=True),
+        Column("Share of cost", numeric=True),
+        Column("Tokens, millions a month", numeric=True),
+        Column("$ per million tokens", numeric=True),
+    ]
+    model_rows = [
+        [
+            str(r["model"]),
+            number(r["pools"]),
+            percent(r["share_of_requests"]),
+            money(r["monthly_usd"]),
+            percent(r["share_of_cost"]),
+            number(r["tokens_millions_per_month"], 2),
+            unit_money(r["usd_per_million_tokens"]),
+        ]
+        for r in models.to_dict("records")
+    ]
+    monthly = float(showback["monthly_usd"].sum())
+    tokens = float(showback["tokens_millions_per_month"].sum())
+    model_total = [
+        "Fleet",
+        number(len(showback)),
+        percent(showback["share_of_requests"].sum()),
+        money(monthly),
+        percent(1.0 if monthly else None),
+        number(tokens, 2),
+        unit_money(monthly / tokens if tokens > 0 else None),
+    ]
+    pool_columns = [
+        Column("Model", nowrap=True),
+        Column("Pool", nowrap=True),
+        Column("Instance", nowrap=True),
+        Column("Input tokens"),
+        Column("Share of requests", numeric=True),
+        Column("Purchase"),
+        Column(f"Cost {PER_MONTH}", numeric=True),
+        Column("Share of cost", numeric=True),
+        Column("$ per million tokens", numeric=True),
+    ]
+    pool_rows = [
+        [
+            str(r["model"]),
+            str(r["pool"]),
+            f"{r['provider']} / {r['region']} / {r['instance_type']}",
+            str(r["input_tokens"]),
+            percent(r["share_of_requests"]),
+            str(r["purchase"]),
+            money(r["monthly_usd"]),
+            percent(r["share_of_cost"]),
+            unit_money(r["usd_per_million_tokens"]),
+        ]
+        for r in showback.to_dict("records")
+    ]
+    parts = [
+        paragraph(
+            "What each model and each pool of the fleet costs in an average month "
+            f"({HOURS_PER_MONTH:g} hours) as bought, and per million tokens (input + output) "
+            "it serves: for charging each model's users back. The router sends each request "
+            "to the pool of its model and input size, so the pools share no instance."
+        ),
+        Safe('<div class="keep"><h2>By model</h2>'),
+        table(model_columns, model_rows, model_total),
+        Safe("</div>"),
+        Safe('<div class="keep"><h2>By pool</h2>'),
+        table(pool_columns, pool_rows),
+        Safe("</div>"),
+    ]
+    return Section("showback", "Showback per model", Safe("".join(parts)))
+
+
 def report_sections(report: Report, images: Mapping[str, bytes]) -> list[Section]:
-    """The document's sections in order (plan vs actual only when there are actuals)."""
+    """The document's sections in order (the showback only for a fleet of pools, plan vs
+    actual only when there are actuals)."""
+    showback = showback_section(report)
     sections = [
         summary_section(report),
+        *([showback] if showback is not None else []),
         projection_section(report, images),
         commitments_section(report, images),
         sensitivity_section(report, images),

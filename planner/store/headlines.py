@@ -108,10 +108,13 @@ class RecommendationHeadline:
     # Instances each hour of the plan (hour start, Unix seconds), for a chart.
     hourly_start_s: list[float]
     hourly_instances: list[float]
+    pools: int = 1  # a fleet of pools (several models, or sizes on several GPU types): its pools
 
 
 def recommendation_headline(run: RecommendationRun) -> RecommendationHeadline:
     result: dict[str, Any] = run.result or {}
+    if result.get("kind") == "fleet":
+        return _fleet_headline(run, result)
     winner: dict[str, Any] = result.get("winner") or {}
     plan: dict[str, Any] = result.get("plan") or {}
     chosen: dict[str, Any] = plan.get("chosen") or {}
@@ -206,3 +209,85 @@ def _number(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if number == number and abs(number) != float("inf") else None
+
+
+def _fleet_headline(run: RecommendationRun, result: dict[str, Any]) -> RecommendationHeadline:
+    """A fleet of pools' headline: money added up over the pools (each pool's own plan),
+    latency the worst pool's against the strictest target, commitments over all the pools."""
+    winner: dict[str, Any] = result.get("winner") or {}
+    pools: list[dict[str, Any]] = winner.get("pools") or []
+    plans = [p.get("plan") or {} for p in pools]
+    costs = [(plan.get("chosen") or {}).get("cost") or {} for plan in plans]
+    monthly = _number(winner.get("monthly_usd"))
+    on_demand = _sum(_number(plan.get("all_on_demand_monthly_usd")) for plan in plans)
+    savings = on_demand - monthly if monthly is not None and on_demand is not None else None
+    tokens = _sum(_pool_tokens(p) for p in pools)
+    options = list(dict.fromkeys(str((p.get("chosen") or {}).get("option")) for p in plans))
+    targets: dict[str, float] = {}
+    for per_model in ((result.get("request") or {}).get("targets") or {}).values():
+        for kind, value in _strictest_targets({"targets": per_model}).items():
+            targets[kind] = min(targets.get(kind, value), value)
+    hourly: dict[str, Any] = result.get("hourly") or {}
+    instances = [float(v) for v in hourly.get("instances") or []]
+    return RecommendationHeadline(
+        id=run.id,
+        created_at=run.created_at,
+        demand_source=run.demand_source,
+        winner=run.winner,
+        gpu=", ".join(dict.fromkeys(str(p.get("gpu")) for p in pools)) or None,
+        purchase=", ".join(options) if pools else None,
+        monthly_usd=monthly if pools else None,
+        on_demand_monthly_usd=on_demand if pools else None,
+        savings_usd=savings if pools else None,
+        savings_pct=savings / on_demand * 100 if savings is not None and on_demand else None,
+        usd_per_million_tokens=monthly / tokens if monthly is not None and tokens else None,
+        p99_ttft_s=_worst(_number(p.get("p99_ttft_s")) for p in pools),
+        p99_tpot_s=_worst(_number(p.get("p99_tpot_s")) for p in pools),
+        target_ttft_s=targets.get("ttft_s"),
+        target_tpot_s=targets.get("tpot_s"),
+        quantile=0.99,
+        peak_instances=int(winner["peak_instances"]) if pools else None,
+        mean_instances=sum(instances) / len(instances) if instances else None,
+        commitment_level=None,  # the pools commit apart: no one level
+        commitment_unit=None,
+        committed_hours_share=None,
+        committed_spend_share=_pooled_spend_share(costs),
+        commitment_utilization=None,
+        hourly_start_s=[float(v) for v in hourly.get("hour_start") or []],
+        hourly_instances=instances,
+        pools=len(pools),
+    )
+
+
+def _pool_tokens(pool: dict[str, Any]) -> float | None:
+    """Millions of tokens a month the pool serves: its cost over its $ per million tokens."""
+    monthly, per_million = (
+        _number(pool.get("monthly_usd")),
+        _number(pool.get("usd_per_million_tokens")),
+    )
+    return monthly / per_million if monthly is not None and per_million else None
+
+
+def _pooled_spend_share(costs: list[dict[str, Any]]) -> float | None:
+    """Spend on commitments over the whole spend, over every pool's plan."""
+    total = _sum(_number(c.get("total_usd")) for c in costs)
+    if not total:
+        return None
+    committed = sum(
+        (_number(c.get("reserved_usd")) or 0.0) + (_number(c.get("savings_plan_usd")) or 0.0)
+        for c in costs
+    )
+    return committed / total
+
+
+def _sum(values: Any) -> float | None:
+    """The sum; None when any value is unknown (or there are none)."""
+    listed = list(values)
+    if not listed or any(v is None for v in listed):
+        return None
+    return float(sum(listed))
+
+
+def _worst(values: Any) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None

@@ -33,6 +33,7 @@ from planner.report.build import (
     stored_recommendation,
 )
 from planner.report.export import ActualSources, with_actuals
+from planner.report.fleet import FleetReportInputs, build_fleet, is_fleet, stored_fleet
 from planner.report.model import Report
 from planner.store.calibrations import known_profiles, stored_accuracy
 from planner.store.forecasts import load_forecast, points_frame
@@ -91,22 +92,40 @@ def build_report(request: ReportRequest, sessions: SessionScope) -> Report:
                 f"no stored recommendation #{request.recommendation_id}: there is no store"
             )
         inputs = _load(session, request.recommendation_id)
-    report = build(
-        inputs,
-        months=request.months,
-        first_month=request.first_month,
-        current_fleet_monthly_usd=request.current_fleet_monthly_usd,
-        built_at=request.built_at,
-    )
+    months, first, current = request.months, request.first_month, request.current_fleet_monthly_usd
+    if isinstance(inputs, FleetReportInputs):
+        report = build_fleet(
+            inputs,
+            months=months,
+            first_month=first,
+            current_fleet_monthly_usd=current,
+            built_at=request.built_at,
+        )
+    else:
+        report = build(
+            inputs,
+            months=months,
+            first_month=first,
+            current_fleet_monthly_usd=current,
+            built_at=request.built_at,
+        )
     return with_actuals(report, request.actuals)
 
 
 # --- what the report reads from the store ----------------------------------------------------
 
 
-def _load(session: Session, recommendation_id: int) -> ReportInputs:
+def _load(session: Session, recommendation_id: int) -> ReportInputs | FleetReportInputs:
     run = load_recommendation(session, recommendation_id)
-    stored = stored_recommendation(recommendation_id, run.created_at, run.result)
+    if is_fleet(run.result):
+        fleet = stored_fleet(recommendation_id, run.created_at, run.result)
+        return FleetReportInputs(fleet, [_inputs(session, pool) for pool in fleet.stored])
+    return _inputs(session, stored_recommendation(recommendation_id, run.created_at, run.result))
+
+
+def _inputs(session: Session, stored: Stored) -> ReportInputs:
+    """What a one-pool report (or one pool of a fleet's) reads: the prices in force for its
+    instance and their price sheets, its forecast and its calibration profile."""
     w = stored.winner
     entries = latest_entries(
         session, w["provider"], region=w["region"], instance_type=w["instance_type"]
