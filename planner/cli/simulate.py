@@ -31,7 +31,7 @@ from planner.common.text import shown
 from planner.errors import UsageError
 
 if TYPE_CHECKING:
-    from planner.simulate.inputs import WhatIf
+    from planner.simulate.inputs import DemandSource, WhatIf
     from planner.simulate.run import SimulationResult
 
 # class_slos and parse_duration stay importable from here, loaded on first use so that
@@ -354,28 +354,7 @@ def _whatif(p: dict[str, Any]) -> WhatIf:
         rate_limits=inputs.parse_rate_limits(p["rate_limit"]),
         response_cache_hit_rate=p["response_cache_hit_rate"],
     )
-    dataset, rates = p["dataset"], p["rates"]
-    cv, constant = inputs.arrival_process(p["arrival"], p["cv"], has_rates=rates is not None)
-    window = _window(p["start"], p["end"]) if dataset is not None else (None, None)
-    from planner.workload.model_names import UNMAPPED_CHOICES, parse_model_map
-
-    unmapped = (p["unmapped"] or "").strip().lower()
-    if unmapped not in UNMAPPED_CHOICES:
-        raise UsageError(
-            f"--unmapped {shown(p['unmapped'])}: expected {' or '.join(UNMAPPED_CHOICES)}"
-        )
-    demand = inputs.DemandSource(
-        dataset,
-        rates,
-        None,
-        p["tokens_from"],
-        cv,
-        p["load_scale"],
-        *window,
-        constant,
-        model_map=parse_model_map(p["model_map"] or []),
-        unmapped=unmapped,
-    )
+    demand = _demand(p)
     return inputs.WhatIf(
         serving=serving,
         demand=demand,
@@ -395,6 +374,34 @@ def _whatif(p: dict[str, Any]) -> WhatIf:
         requests=p["requests"],
         max_model_len=p["max_model_len"],
         over_length=p["over_length"],
+    )
+
+
+def _demand(p: dict[str, Any]) -> DemandSource:
+    """What arrives, as ``simulate_command``'s options describe it: the replayed dataset (or
+    rate curve and lengths), and how a log's model names map to catalog models."""
+    from planner.simulate import inputs
+    from planner.workload.model_names import UNMAPPED_CHOICES, parse_model_map
+
+    dataset, rates = p["dataset"], p["rates"]
+    cv, constant = inputs.arrival_process(p["arrival"], p["cv"], has_rates=rates is not None)
+    window = _window(p["start"], p["end"]) if dataset is not None else (None, None)
+    unmapped = (p["unmapped"] or "").strip().lower()
+    if unmapped not in UNMAPPED_CHOICES:
+        raise UsageError(
+            f"--unmapped {shown(p['unmapped'])}: expected {' or '.join(UNMAPPED_CHOICES)}"
+        )
+    return inputs.DemandSource(
+        dataset,
+        rates,
+        None,
+        p["tokens_from"],
+        cv,
+        p["load_scale"],
+        *window,
+        constant,
+        model_map=parse_model_map(p["model_map"] or []),
+        unmapped=unmapped,
     )
 
 
