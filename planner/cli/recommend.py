@@ -377,6 +377,12 @@ def recommend_command(
         help="Log model names that map to no catalog model: error (list them) or skip (leave "
         "their requests out, the share stated).",
     ),
+    colocate: bool = typer.Option(
+        True,
+        "--colocate/--no-colocate",
+        help="In a fleet, try small, quiet models on one instance together (their memory "
+        "split, their interference simulated).",
+    ),
     size_buckets: str | None = typer.Option(
         None,
         "--size-buckets",
@@ -576,6 +582,7 @@ def recommend_command(
         model_map=tuple(model_map),
         unmapped=unmapped.strip().lower(),
         size_buckets=_size_buckets(size_buckets, every_model),
+        colocate=colocate,
     )
     with sessions_from(ctx) as sessions, _stop_on_sigterm(), _progress_bar(quiet) as progress:
         found = recommend(request, sessions, progress=progress)

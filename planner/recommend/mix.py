@@ -35,12 +35,14 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import combinations
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from planner.errors import UsageError
+from planner.latency.profile import Profile
 from planner.recommend import engine
 from planner.recommend.inputs import POOL_SAMPLE, Demand, Request, Targets
 from planner.recommend.plan import SAVINGS_PLANS
@@ -80,6 +82,7 @@ class FleetRequest:
     size_buckets: tuple[int, ...] = DEFAULT_SIZE_BUCKETS
     skipped_note: str | None = None  # requests of unmapped log names left out, when any
     source: str = ""  # where the demand comes from, e.g. "dataset multi"
+    colocate: bool = True  # try small, quiet models' pools on one instance together
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -116,9 +119,26 @@ class Pool:
     requests: float  # in the horizon
     row: dict[str, Any] = field(default_factory=dict)
     plan: dict[str, Any] | None = None
+    # co-location: the pool whose instances also serve this one's requests (its own fleet is
+    # then gone), or the pools this one hosts, with each model's share of the cost (its share
+    # of the GPU's busy time) and what the co-location check found
+    host: Pool | None = None
+    guests: list[Pool] = field(default_factory=list)
+    cost_shares: dict[str, float] = field(default_factory=dict)
+    colocation: dict[str, Any] | None = None
 
     @property
     def monthly_usd(self) -> float:
+        """What the pool's own instances cost (0 for a pool hosted on another's)."""
+        return 0.0 if self.host is not None else self.screened.monthly_usd
+
+    @property
+    def attributed_usd(self) -> float:
+        """The cost this pool's model bears: its own instances', or its share of its host's."""
+        if self.host is not None:
+            return self.host.screened.monthly_usd * self.host.cost_shares.get(self.model, 0.0)
+        if self.guests:
+            return self.screened.monthly_usd * self.cost_shares.get(self.model, 1.0)
         return self.screened.monthly_usd
 
 
@@ -136,7 +156,8 @@ class ModelPlan:
 
     @property
     def monthly_usd(self) -> float:
-        return sum(p.monthly_usd for p in self.pools)
+        """The model's cost: its pools', co-located ones by its share of the GPU time."""
+        return sum(p.attributed_usd for p in self.pools)
 
 
 # --- buckets ------------------------------------------------------------------------------------
@@ -325,12 +346,14 @@ def recommend_fleet(
     active = runner if runner is not None else Runner(options.workers, options.dask)
     stats: dict[str, Any] = {"milp_s": 0.0, "screen_s": 0.0, "models": {}}
     plans: list[ModelPlan] = []
+    profiles: dict[str, Profile] = {}
     try:
         for md in request.models:
             sub = request.request_for(md)
             t0 = time.perf_counter()
             screening = engine.screen(sub, prices, profile_for, progress)
             stats["screen_s"] += time.perf_counter() - t0
+            profiles.update(screening.profiles)
             single = engine.recommend(
                 sub, prices, profile_for, progress=progress, runner=active, screening=screening
             )
@@ -338,6 +361,10 @@ def recommend_fleet(
     finally:
         if own:
             active.close()
+    if request.colocate:
+        t0 = time.perf_counter()
+        stats["colocation"] = colocate_quiet_pools(plans, request, profiles)
+        stats["colocation_s"] = time.perf_counter() - t0
     curve = request.models[0].demand.curve
     hourly_start = [curve.start.timestamp() + h * HOUR_S for h in range(curve.hours)]
     stats["wall_s"] = time.perf_counter() - began
@@ -501,6 +528,189 @@ def _range(r: tuple[int, int | None]) -> str:
     return f"{low:,}+" if high is None else f"{low:,}-{high - 1:,}"
 
 
+# --- co-location -------------------------------------------------------------------------------
+
+
+def colocate_quiet_pools(
+    plans: Sequence[ModelPlan], request: FleetRequest, profiles: Mapping[str, Profile]
+) -> list[dict[str, Any]]:
+    """Quiet pools (one instance of one replica in every hour) of different models, two at a
+    time, tried on one of their instances: each model's engine process with its share of the
+    memory (:func:`~planner.recommend.colocate.colocation_fit`), their peak hours simulated
+    together with the interference (:func:`~planner.simulate.colocate.simulate_colocated`).
+    A pair that fits and meets both models' targets is kept, the dearer saving first: the
+    guest's pool is dropped and its requests go to the host's instance. Returns every pair
+    tried, with why it was or was not kept."""
+    quiet = [
+        p
+        for m in plans
+        for p in m.pools
+        if p.host is None
+        and not p.guests
+        and int(p.screened.instances.max()) == 1
+        and int(p.screened.instances.min()) == 1
+        and p.screened.candidate.replicas_per_instance == 1
+    ]
+    tried: list[dict[str, Any]] = []
+    options: list[tuple[float, Pool, Pool, dict[str, Any]]] = []
+    for a, b in combinations(quiet, 2):
+        if a.model == b.model:
+            continue
+        for host, guest in ((a, b), (b, a)):
+            found = _try_colocation(host, guest, request, profiles)
+            tried.append(found)
+            if found["kept"]:
+                options.append((guest.monthly_usd, host, guest, found))
+    taken: set[int] = set()
+    for saving, host, guest, found in sorted(options, key=lambda o: -o[0]):
+        if id(host) in taken or id(guest) in taken:
+            found["kept"], found["why"] = False, "a pool of the pair joined another first"
+            continue
+        taken.update((id(host), id(guest)))
+        guest.host = host
+        host.guests.append(guest)
+        host.name = f"{host.name}+{guest.name}"
+        host.cost_shares = found["cost_shares"]
+        host.colocation = found
+        found["saving_usd"] = saving
+    return tried
+
+
+def _try_colocation(
+    host: Pool, guest: Pool, request: FleetRequest, profiles: Mapping[str, Profile]
+) -> dict[str, Any]:
+    from planner.latency.model import LatencyModel
+    from planner.recommend.colocate import colocation_fit
+    from planner.simulate.colocate import ColocatedMember, simulate_colocated
+    from planner.simulate.engine import RooflineStepTimes
+
+    hc, gc = host.screened.candidate, guest.screened.candidate
+    constraints = request.template.constraints
+    found: dict[str, Any] = {
+        "host": host.name,
+        "guest": guest.name,
+        "instance_type": hc.offer.instance_type,
+        "gpu": hc.offer.gpu,
+        "tp": hc.tp,
+        "kept": False,
+    }
+    # each model's own precision first, then the smaller allowed ones (quantized weights are
+    # what lets two models share a GPU)
+    fit = None
+    for host_precision, guest_precision in _precision_pairs(hc.precision, gc.precision, request):
+        fit = colocation_fit(
+            constraints.engine,
+            hc.offer.gpu,
+            hc.tp,
+            [
+                (host.model, host_precision, hc.max_seqs),
+                (guest.model, guest_precision, gc.max_seqs),
+            ],
+            memory_utilization=constraints.memory_utilization,
+            kv_cache=constraints.kv_cache,
+        )
+        if fit.fits:
+            break
+    assert fit is not None
+    found["memory"] = fit.to_dict()
+    if not fit.fits:
+        found["why"] = f"does not fit: {fit.reason}"
+        return found
+    found["precisions"] = {
+        host.model: fit.members[0].precision,
+        guest.model: fit.members[1].precision,
+    }
+    # the hour the two pools' requests peak together, replayed for each
+    rates = (
+        host.request.demand.curve.requests_per_hour + guest.request.demand.curve.requests_per_hour
+    )
+    first = int(np.argmax(rates))
+    seed = request.template.options.seed
+    members = []
+    for pool, cand, sized in ((host, hc, fit.members[0]), (guest, gc, fit.members[1])):
+        # the step times and engine settings of the process alone, its KV cache the share's
+        serving = replace(
+            cand.serving(constraints), gpu=hc.offer.gpu, tp=hc.tp, precision=sized.precision
+        )
+        deployment = serving.deployment()
+        times = RooflineStepTimes(
+            LatencyModel(deployment, profiles[hc.offer.gpu]), deployment.max_seqs
+        )
+        config = serving.engine_config(deployment)
+        kv = sized.kv_capacity_tokens
+        config = replace(
+            config,
+            kv_capacity_tokens=kv,
+            prefix_cache_tokens=kv if config.prefix_cache_tokens else 0,
+        )
+        workload = pool.request.demand.window(first, first + 1, seed + first)
+        if len(workload) == 0:
+            found["why"] = f"{pool.name} has no requests in the hour simulated"
+            return found
+        members.append(
+            ColocatedMember(
+                pool.model,
+                config,
+                times,
+                workload,
+                pool.request.targets.slos,
+            )
+        )
+    result = simulate_colocated(members, replicas=1, seed=seed)
+    found["simulated"] = result.to_dict()
+    misses = []
+    for pool, outcome in zip((host, guest), result.members, strict=True):
+        slo = pool.request.targets.strictest()
+        for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)):
+            value = outcome.p99.get(metric)
+            if target is not None and value is not None and value > target:
+                misses.append(
+                    f"{pool.model} P99 {metric.upper()} {value * 1e3:,.0f} ms > "
+                    f"{target * 1e3:,.0f} ms"
+                )
+        if outcome.rejected:
+            misses.append(f"{pool.model}: {outcome.rejected:,} requests refused")
+    if not result.converged:
+        misses.append("the interference did not settle (the GPU is overloaded)")
+    if misses:
+        found["why"] = "misses its targets together: " + "; ".join(misses)
+        return found
+    busy = [max(o.busy_fraction, 1e-9) for o in result.members]
+    found["cost_shares"] = {
+        host.model: busy[0] / sum(busy),
+        guest.model: busy[1] / sum(busy),
+    }
+    found["kept"] = True
+    found["why"] = "fits, and both meet their targets together in the peak hour"
+    return found
+
+
+SMALLER_PRECISIONS = ("fp8", "int8", "int4-awq")  # tried, in this order, for co-location
+
+
+def _precision_pairs(host: str, guest: str, request: FleetRequest) -> list[tuple[str, str]]:
+    """The (host, guest) precisions to try: as the pools run, then both at each smaller
+    precision the constraints allow (never a larger one than a pool runs)."""
+    from planner.latency.catalog import load_catalog
+
+    constraints = request.template.constraints
+    most_loss = constraints.max_quality_loss_pct
+    precisions = load_catalog().precisions
+    pairs = [(host, guest)]
+    for index, smaller in enumerate(SMALLER_PRECISIONS):
+        loss = -precisions.get(smaller).quality_delta_pct
+        if smaller not in constraints.precisions or (most_loss is not None and loss > most_loss):
+            continue
+        at_most = SMALLER_PRECISIONS[index:]  # a pool already this small or smaller keeps its own
+        pair = (
+            host if host in at_most else smaller,
+            guest if guest in at_most else smaller,
+        )
+        if pair not in pairs:
+            pairs.append(pair)
+    return pairs
+
+
 # --- commitments across pools -------------------------------------------------------------------
 
 
@@ -572,35 +782,76 @@ def pool_dict(pool: Pool, total_requests: float, single_usd: float | None) -> di
     low = min(r[0] for r in pool.ranges)
     highs = [r[1] for r in pool.ranges]
     high = None if any(h is None for h in highs) else max(h for h in highs if h is not None)
+    guests = pool.guests
+    requests = pool.requests + sum(g.requests for g in guests)
+    hourly = pool.request.demand.curve.requests_per_hour + sum(
+        (g.request.demand.curve.requests_per_hour for g in guests),
+        np.zeros(pool.request.demand.hours),
+    )
+    shared = _colocated_p99(pool)
     return {
         "pool": pool.name,
-        "models": [pool.model],
+        "models": [pool.model, *(g.model for g in guests)],
         **{k: row.get(k) for k in engine.POOL_FIELDS},
+        # co-located, the host runs the precision the pair fitted at
+        "precision": ((pool.colocation or {}).get("precisions") or {}).get(
+            pool.model, row.get("precision")
+        ),
+        **shared,
         "input_tokens_range": [low, high],
         "input_tokens_ranges": [list(r) for r in pool.ranges],
-        "requests": pool.requests,
-        "share_of_requests": pool.requests / total_requests if total_requests else 0.0,
+        "requests": requests,
+        "share_of_requests": requests / total_requests if total_requests else 0.0,
         "instances_peak": int(s.instances.max()),
         "instances_mean": float(s.instances.mean()),
         "replicas_peak": int(s.replicas.max()),
         "monthly_usd": pool.monthly_usd,
         "hourly_instances": s.instances.astype(float).tolist(),
         # what a report needs to project the pool on its own (its load, replicas and tokens)
-        "hourly_requests": pool.request.demand.curve.requests_per_hour.astype(float).tolist(),
+        "hourly_requests": hourly.astype(float).tolist(),
         "hourly_replicas": s.replicas.astype(float).tolist(),
-        "mean_input_tokens": float(pool.request.demand.inputs.mean()),
-        "mean_output_tokens": float(pool.request.demand.outputs.mean()),
+        "mean_input_tokens": _mean_tokens(pool, "inputs"),
+        "mean_output_tokens": _mean_tokens(pool, "outputs"),
         "plan": pool.plan,
         "targets": pool.request.targets.to_dict(),
         "single_pool_monthly_usd": single_usd,
         "row": row,
+        # co-located: each model's precision and share of the cost (of the GPU time), and the
+        # check behind it
+        "precisions": (pool.colocation or {}).get("precisions") or {pool.model: row["precision"]},
+        "cost_shares": pool.cost_shares or {pool.model: 1.0},
+        "colocation": pool.colocation,
     }
+
+
+def _colocated_p99(pool: Pool) -> dict[str, float | None]:
+    """A co-located pool's P99s: the worst of its models' in the simulation together."""
+    simulated = (pool.colocation or {}).get("simulated")
+    if not simulated:
+        return {}
+    worst: dict[str, float | None] = {}
+    for metric in ("ttft", "tpot", "e2e"):
+        values = [m["p99"][metric] for m in simulated["members"] if m["p99"][metric] is not None]
+        worst[f"p99_{metric}_s"] = max(values) if values else None
+    return worst
+
+
+def _mean_tokens(pool: Pool, which: str) -> float:
+    """Mean tokens of the pool's requests, its guests' included, weighted by their counts."""
+    parts = [pool, *pool.guests]
+    total = sum(p.requests for p in parts)
+    means = [float(getattr(p.request.demand, which).mean()) for p in parts]
+    if total <= 0:
+        return means[0]
+    return sum(m * p.requests for m, p in zip(means, parts, strict=True)) / total
 
 
 def fleet_result(rec: FleetRecommendation) -> dict[str, Any]:
     """The fleet as the result dictionary every shell reads (``winner.pools[]``...)."""
     total_requests = sum(m.requests for m in rec.models)
-    pools = [pool_dict(p, total_requests, m.single_usd) for m in rec.models for p in m.pools]
+    served = [p for p in rec.pools if p.host is None]  # a co-located guest runs on its host
+    singles = {m.model: m.single_usd for m in rec.models}
+    pools = [pool_dict(p, total_requests, singles[p.model]) for p in served]
     per_model = []
     for m in rec.models:
         saving = m.single_usd - m.monthly_usd if m.single_usd is not None and m.pools else None
@@ -609,11 +860,14 @@ def fleet_result(rec: FleetRecommendation) -> dict[str, Any]:
                 "model": m.model,
                 "requests": m.requests,
                 "share_of_requests": m.requests / total_requests if total_requests else 0.0,
-                "pools": [p.name for p in m.pools],
+                "pools": [(p.host or p).name for p in m.pools],
                 "monthly_usd": m.monthly_usd if m.pools else None,
                 "single_pool_monthly_usd": m.single_usd,
                 "saving_vs_single_pool_usd": saving,
-                "how": m.how,
+                "how": m.how
+                + "".join(
+                    f"; co-located on pool {p.host.name}'s instances" for p in m.pools if p.host
+                ),
                 "single_pool": m.single.winner,
             }
         )
@@ -622,10 +876,10 @@ def fleet_result(rec: FleetRecommendation) -> dict[str, Any]:
     single_total = (
         sum(m.single_usd for m in rec.models if m.single_usd is not None) if complete else None
     )
-    fleet_plans = fleet_savings_plans(rec.pools) if complete else []
+    fleet_plans = fleet_savings_plans(served) if complete else []
     hours = len(rec.hourly_start)
     instances = np.zeros(hours)
-    for p in rec.pools:
+    for p in served:
         instances += p.screened.instances
     winner = None
     if complete:
@@ -666,10 +920,11 @@ def fleet_result(rec: FleetRecommendation) -> dict[str, Any]:
             "requests": requests.tolist(),
             "instances": instances.tolist(),
             "instances_by_pool": {
-                p.name: p.screened.instances.astype(float).tolist() for p in rec.pools
+                p.name: p.screened.instances.astype(float).tolist() for p in served
             },
         },
-        "stats": rec.stats,
+        "colocation": rec.stats.get("colocation", []),
+        "stats": {k: v for k, v in rec.stats.items() if k != "colocation"},
         "notes": rec.notes,
     }
 

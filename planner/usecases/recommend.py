@@ -119,6 +119,7 @@ class RecommendRequest:
     # input-token boundaries splitting each model's requests across GPU types (the fleet
     # search); None: one pool per model (several models) or the single-pool search (one)
     size_buckets: tuple[int, ...] | None = None
+    colocate: bool = True  # a fleet may put small, quiet models on one instance together
 
     def check(self) -> None:
         """What can be refused before any work: no target, a bad load scale."""
@@ -323,7 +324,9 @@ def fleet_inputs(
         accuracy,
     )
     buckets = request.size_buckets if request.size_buckets is not None else ()
-    return FleetRequest(tuple(models), template, buckets, note, demand.describe())
+    return FleetRequest(
+        tuple(models), template, buckets, note, demand.describe(), colocate=request.colocate
+    )
 
 
 def _model_demands(

@@ -216,3 +216,52 @@ def test_one_savings_plan_across_a_clouds_pools() -> None:
     assert plan["monthly_usd"] == pytest.approx((3 * 0.7 + 2 * 3.0) * 730)
     assert plan["saving_usd"] == pytest.approx(11 * 730 - 8.1 * 730)
     assert plan["utilization"] == pytest.approx(1.0)
+
+
+def _two_quiet_models(colocate: bool) -> dict[str, Any]:
+    """Llama-3.1-8B and Mistral-7B at 0.2 requests/s each: each alone needs one L4, and the two
+    fit on one at FP8 and meet their targets together."""
+    rng = np.random.default_rng(5)
+    models = []
+    for name in ("llama-3.1-8b", "mistral-7b"):
+        inputs = rng.integers(100, 1500, 300).astype(np.int64)
+        outputs = rng.integers(50, 300, 300).astype(np.int64)
+        demand = Demand(RateCurve(START, np.array([720.0, 720.0])), inputs, outputs, name)
+        models.append(ModelDemand(name, demand, Targets({"default": SLO(2.0, 0.1, None)})))
+    template = Request(
+        models[0].demand,
+        models[0].targets,
+        Constraints(
+            model="llama-3.1-8b",
+            gpus=("L4",),
+            precisions=("bf16", "fp8"),
+            tp_degrees=(1,),
+            max_seqs=(64,),
+            chunked_prefill=(True,),
+        ),
+        SearchOptions(verify_top=2, growth_check=False, compare_gpus=False, workers=1),
+    )
+    request = FleetRequest(tuple(models), template, (), colocate=colocate)
+    return recommend_fleet(request, PRICES, profile_for).to_dict()
+
+
+def test_quiet_small_models_share_an_instance_when_they_fit_and_meet_their_targets() -> None:
+    apart = _two_quiet_models(colocate=False)["winner"]
+    assert [p["models"] for p in apart["pools"]] == [["llama-3.1-8b"], ["mistral-7b"]]
+    together = _two_quiet_models(colocate=True)
+    winner = together["winner"]
+    [pool] = winner["pools"]
+    assert pool["models"] == ["llama-3.1-8b", "mistral-7b"]
+    assert pool["instances_peak"] == 1 and pool["share_of_requests"] == pytest.approx(1.0)
+    # the pair was checked: memory split by the rule, both models' P99s simulated together
+    check = pool["colocation"]
+    memory = check["memory"]
+    assert memory["fits"] and len(memory["members"]) == 2
+    assert sum(m["share"] for m in memory["members"]) <= memory["budget"] + 1e-9
+    assert check["precisions"] == {"llama-3.1-8b": "fp8", "mistral-7b": "fp8"}
+    assert pool["p99_tpot_s"] <= 0.1 and pool["p99_ttft_s"] <= 2.0
+    assert all(m["stretch"] > 1.0 for m in check["simulated"]["members"])  # they interfere
+    # one instance instead of two; each model bears its share of it
+    assert winner["monthly_usd"] == pytest.approx(apart["monthly_usd"] / 2)
+    shares = [m["monthly_usd"] for m in together["models"]]
+    assert sum(shares) == pytest.approx(winner["monthly_usd"])
