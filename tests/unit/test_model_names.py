@@ -160,3 +160,31 @@ def test_only_restricts_to_one_model_or_says_which_the_log_has() -> None:
     assert message.startswith("dataset 'multi' has no requests of model 'qwen2.5-7b'; its models:")
     assert "llama-3.1-8b 75.0%" in message and "llama-3.1-70b 25.0%" in message
     assert message.index("llama-3.1-8b 75.0%") < message.index("llama-3.1-70b 25.0%")
+
+
+def test_forecast_model_takes_the_log_name_or_a_catalog_model() -> None:
+    import pandas as pd
+
+    from planner.errors import NotFoundError
+    from planner.forecast.series import HOUR_US, series_from_hours
+
+    b8, b70 = "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"
+    table = pd.DataFrame(
+        {
+            "hour": [0, 0, 0, 1, 1, 1],
+            "model": [b8, b70, "llama3.1:8b", b8, b70, "llama3.1:8b"],
+            "requests": [30.0, 10.0, 5.0, 60.0, 20.0, 7.0],
+            "input_tokens": [1.0] * 6,
+            "output_tokens": [1.0] * 6,
+        }
+    )
+
+    def hourly(model: str) -> list[float]:
+        series = series_from_hours("multi", table, 0, 2 * HOUR_US - 1, model=model)
+        return [float(y) for y in series.frame["y"]]
+
+    assert hourly(b70) == [10.0, 20.0] == hourly("llama-3.1-70b")
+    assert hourly("Llama-3.1-8B") == [35.0, 67.0]  # both names of the 8B
+    assert hourly("llama3.1:8b") == [5.0, 7.0]  # the exact log name: that name only
+    with pytest.raises(NotFoundError, match="has no model 'qwen2.5-7b'"):
+        hourly("qwen2.5-7b")
