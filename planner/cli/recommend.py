@@ -862,9 +862,14 @@ def _print_fleet(data: dict[str, Any]) -> None:
         if plan["saving_usd"] > 0:
             stdout.print(
                 f"one {_text(plan['option'])} across the {_text(plan['provider'])} pools: "
-                f"{_usd(plan['usd_per_hour'] * 1)}/hour committed, {_usd(plan['monthly_usd'])}"
+                f"${plan['usd_per_hour']:,.2f}/hour committed, {_usd(plan['monthly_usd'])}"
                 f"/month against {_usd(plan['pools_apart_monthly_usd'])} with each pool's own plan"
             )
+    if w is not None and w["fleet_plan_monthly_usd"] < w["monthly_usd"] - 0.5:
+        stdout.print(
+            f"[bold]the fleet with savings plans across its pools[/]: "
+            f"{_usd(w['fleet_plan_monthly_usd'])}/month"
+        )
     for note in data.get("notes", []):
         stdout.print(f"note: {_cell(note)}")
     if data.get("id") is not None:

@@ -824,6 +824,14 @@ def pool_dict(pool: Pool, total_requests: float, single_usd: float | None) -> di
     }
 
 
+def _best_fleet_saving(plans: Sequence[Mapping[str, Any]]) -> float:
+    """The most a savings plan across pools saves, per cloud (one plan per cloud), summed."""
+    best: dict[str, float] = {}
+    for plan in plans:
+        best[plan["provider"]] = max(best.get(plan["provider"], 0.0), plan["saving_usd"])
+    return sum(best.values())
+
+
 def _colocated_p99(pool: Pool) -> dict[str, float | None]:
     """A co-located pool's P99s: the worst of its models' in the simulation together."""
     simulated = (pool.colocation or {}).get("simulated")
@@ -893,6 +901,9 @@ def fleet_result(rec: FleetRecommendation) -> dict[str, Any]:
             "peak_instances": int(instances.max()) if hours else 0,
             "verified": all(p["verified"] for p in pools),
             "fleet_savings_plans": fleet_plans,
+            # the whole fleet bought the cheapest way: per cloud, one savings plan across its
+            # pools where that beats the pools' own plans
+            "fleet_plan_monthly_usd": monthly - _best_fleet_saving(fleet_plans),
         }
     requests = np.asarray(_sum_curves(rec))
     return {
