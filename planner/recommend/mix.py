@@ -96,13 +96,16 @@ class FleetRequest:
             )
 
     def request_for(self, model: ModelDemand) -> Request:
-        """The one-model search request for ``model``."""
+        """The one-model search request for ``model``: its single-pool search skips what a
+        fleet does not show (the cheapest fleet of every other GPU type, the winner's load
+        growth check), which would otherwise double the simulations per model."""
         t = self.template
         return replace(
             t,
             demand=model.demand,
             targets=model.targets,
             constraints=replace(t.constraints, model=model.model, alternative_models=()),
+            options=replace(t.options, compare_gpus=False, growth_check=False),
         )
 
 
