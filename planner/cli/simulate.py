@@ -106,12 +106,14 @@ def simulate_command(
     model_map: list[str] = typer.Option(
         [],
         "--model-map",
+        metavar="LOGNAME=CATALOG",
         help="LOGNAME=CATALOG: a model name as the log has it and the catalog model it is "
         "(repeat, or comma-separate); names the catalog knows need none.",
     ),
     unmapped: str = typer.Option(
         "error",
         "--unmapped",
+        metavar="error|skip",
         help="Log model names that map to no catalog model: error (list them) or skip (leave "
         "their requests out; the share is stated).",
     ),
