@@ -107,3 +107,20 @@ def test_unmapped_names_are_listed_or_skipped_with_their_share(home: Path) -> No
     renamed = sum(1 for i in range(len(rows())) if i % 10 == 1)
     assert total == pytest.approx(len(rows()) - renamed)
     assert f"{renamed:,} requests" in skipped
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--size-buckets", "2048,512"], "--size-buckets"),
+        (["--size-buckets", "lots"], "--size-buckets"),
+        (["--unmapped", "drop"], "--unmapped"),
+        (["--model-map", "no-equals-sign"], "--model-map"),
+        (["--model-map", "ours=not-a-model"], "not-a-model"),
+        (["--model", "llama-3.1-405b"], "llama-3.1-405b"),  # the log has none of its requests
+    ],
+)
+def test_bad_fleet_options_say_what_was_expected(home: Path, args: list[str], says: str) -> None:
+    done = run(home, "recommend", "--dataset", "multi", *TARGETS, *FAST, *args)
+    assert done.returncode == 2, done.stdout
+    assert says in done.stderr and "Traceback" not in done.stderr
