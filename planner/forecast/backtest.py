@@ -82,7 +82,10 @@ def plan_backtest(
     (whole days); initial window half the history (at least two days); a cutoff a day; the latest
     ``max_cutoffs`` cutoffs.
     """
-    n = series.hours
+    # Prophet's history ends at the last hour with a value (hours without one, e.g. a last
+    # hour left out as partial, are skipped), and every cutoff's horizon must end inside it
+    observed = np.flatnonzero(~np.isnan(np.asarray(series.values, dtype=np.float64)))
+    n = int(observed[-1]) + 1 if len(observed) else 0
     if horizon_hours is None:
         quarter_days = max(1, n // 4 // 24) * 24
         horizon_hours = min(forecast_horizon_hours or 7 * 24, 7 * 24, quarter_days)
