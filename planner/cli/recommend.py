@@ -209,6 +209,19 @@ def _demand(
     if re.fullmatch(r"#?\d+", demand.strip()) and not Path(demand).exists():
         forecast_id = int(demand.strip().lstrip("#"))
         return DemandChoice(forecast_id=forecast_id, tokens_from=tokens_from, load_scale=load_scale)
+    ids = [part.strip().lstrip("#") for part in demand.split(",")]
+    if len(ids) > 1 and all(i.isdigit() for i in ids) and not Path(demand).exists():
+        # one forecast per model of a log: a fleet of the forecasts' models
+        if tokens_from is not None:
+            raise UsageError(
+                "--tokens-from: with several forecasts each model's lengths come from its own "
+                "requests in the dataset its forecast was fitted on"
+            )
+        return DemandChoice(
+            forecast_id=int(ids[0]),
+            forecast_ids=tuple(int(i) for i in ids),
+            load_scale=load_scale,
+        )
     return DemandChoice(csv=demand, tokens_from=tokens_from, load_scale=load_scale)
 
 
@@ -531,7 +544,9 @@ def recommend_command(
     outputs.check()
     _check_runner(dask, workers)
     default_slo = _default_slo(slo_ttft, slo_tpot, slo_e2e)
-    every_model = not (model or "").strip() and dataset is not None
+    every_model = not (model or "").strip() and (
+        dataset is not None or (demand is not None and "," in demand)
+    )
     given = ConstraintOptions(
         model=model or "",
         provider=provider,

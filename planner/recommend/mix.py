@@ -35,6 +35,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from itertools import combinations
 from typing import Any
 
@@ -951,8 +952,27 @@ def _sum_curves(rec: FleetRecommendation) -> list[float]:
     return total.tolist()
 
 
-def check_same_hours(models: Mapping[str, Demand]) -> None:
-    """Every model's demand must cover the same hours (the fleet is sized hour by hour)."""
-    shapes = {(d.curve.start, d.hours) for d in models.values()}
-    if len(shapes) > 1:
-        raise UsageError("every model's demand must start at the same hour and span as many hours")
+def common_hours(models: Mapping[str, Demand]) -> dict[str, Demand]:
+    """Every model's demand over the hours they all cover (the fleet is sized hour by hour):
+    demand curves of forecasts fitted on the same log may start or end an hour apart. No
+    common hour is an error naming each model's span."""
+    starts = {m: d.curve.start for m, d in models.items()}
+    first = max(starts.values())
+    last = min(d.curve.start + timedelta(hours=d.hours) for d in models.values())
+    hours = int((last - first) / timedelta(hours=1))
+    if hours < 1:
+        spans = "; ".join(
+            f"{m}: {d.curve.start:%Y-%m-%d %H:%M} for {d.hours} h" for m, d in models.items()
+        )
+        raise UsageError(f"the models' demands share no hour, so no fleet serves them all: {spans}")
+    aligned = {}
+    for model, demand in models.items():
+        offset = int((first - demand.curve.start) / timedelta(hours=1))
+        if offset == 0 and demand.hours == hours:
+            aligned[model] = demand
+            continue
+        rates = demand.curve.requests_per_hour[offset : offset + hours]
+        aligned[model] = Demand(
+            RateCurve(first, rates), demand.inputs, demand.outputs, demand.source
+        )
+    return aligned

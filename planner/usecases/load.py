@@ -337,6 +337,7 @@ class StoredDemand:
     curve: RateCurve
     label: str  # e.g. "forecast #1 at q0.9 (ServeGen ...)"
     dataset: str | None  # the dataset it was fitted on, if stored: its lengths by default
+    model: str | None = None  # the log's model it forecasts (None: every model summed)
 
 
 def stored_demand(session: Session, forecast_id: int) -> StoredDemand:
@@ -356,6 +357,7 @@ def stored_demand(session: Session, forecast_id: int) -> StoredDemand:
         curve,
         f"forecast #{run.id} at q{run.demand_quantile:g} ({run.source})",
         dataset.name if dataset is not None else None,
+        run.model,
     )
 
 

@@ -40,6 +40,7 @@ from planner.recommend.mix import (
     FleetRecommendation,
     FleetRequest,
     ModelDemand,
+    common_hours,
     recommend_fleet,
 )
 from planner.recommend.sweep import StageProgress
@@ -57,6 +58,7 @@ from planner.workload.model_names import (
     ModelResolution,
     catalog_model_of,
     parse_model_map,
+    resolve_models,
 )
 from planner.workload.rates import HOUR_S, RateCurve, read_rate_curve
 from pricing.model import PricePoint
@@ -80,9 +82,13 @@ class DemandChoice:
     tokens_from: str | None = None
     load_scale: float = 1.0
     window: Window = (None, None)
+    # several stored forecasts, one per model of a log: a fleet of their models
+    forecast_ids: tuple[int, ...] = ()
 
     def describe(self) -> str:
-        if self.forecast_id is not None:
+        if len(self.forecast_ids) > 1:
+            source = "forecasts " + ", ".join(f"#{i}" for i in self.forecast_ids)
+        elif self.forecast_id is not None:
             source = f"forecast #{self.forecast_id}"
         elif self.csv is not None:
             source = f"file {printable(str(self.csv), 200)}"
@@ -126,9 +132,10 @@ class RecommendRequest:
         if not self.class_slos:
             Targets({"default": self.slo}, self.min_attainment)
         check_load_scale(self.demand.load_scale, self.names.load_scale)
-        if self.all_models and self.demand.dataset is None:
+        if self.all_models and self.demand.dataset is None and len(self.demand.forecast_ids) < 2:
             raise UsageError(
-                "--model: name the model to serve; only a dataset's log names its models"
+                "--model: name the model to serve; only a dataset's log (or one forecast per "
+                "model of it) names its models"
             )
         if self.unmapped not in UNMAPPED_CHOICES:
             raise UsageError(
@@ -300,7 +307,10 @@ def fleet_inputs(
     if not several and request.size_buckets is None:
         return None
     accuracy = accuracy_for(request.options.confidence, request.accuracy_file)
-    if demand.dataset is None:  # a demand curve: one model, split by size
+    if len(demand.forecast_ids) > 1:  # one forecast per model
+        models = _forecast_models(session, request, limit)
+        note = None
+    elif demand.dataset is None:  # a demand curve: one model, split by size
         one = load_demand(session, demand, seed=request.options.seed, limit=limit)
         limit.check(one)
         model = request.constraints.model
@@ -363,6 +373,36 @@ def _model_demands(
         limit.check(demand)
         found.append(ModelDemand(model, demand, _targets(request, demand, model), tuple(names)))
     return found
+
+
+def _forecast_models(
+    session: Session, request: RecommendRequest, limit: WindowLimit
+) -> list[ModelDemand]:
+    """One model per stored forecast: the catalog model its log model maps to (--model-map),
+    its demand curve, and lengths from that model's requests in the forecast's dataset."""
+    found: dict[str, ModelDemand] = {}
+    for forecast_id in request.demand.forecast_ids:
+        stored = stored_demand(session, forecast_id)
+        if stored.model is None:
+            raise UsageError(
+                f"forecast #{forecast_id} is of every model of its log summed: forecast each "
+                "model (`planner forecast --model NAME`) to plan them as a fleet"
+            )
+        resolution = resolve_models(
+            {stored.model: 1},
+            model_map=parse_model_map(request.model_map),
+            source=f"forecast #{forecast_id}",
+        )
+        model = resolution.models()[0]
+        if model in found:
+            raise UsageError(
+                f"forecast #{forecast_id} is of {model} too: give one forecast per model"
+            )
+        demand = forecast_demand(session, forecast_id, None, request.demand.load_scale)
+        limit.check(demand)
+        found[model] = ModelDemand(model, demand, _targets(request, demand, model), (stored.model,))
+    aligned = common_hours({m: d.demand for m, d in found.items()})
+    return [replace(d, demand=aligned[m]) for m, d in found.items()]
 
 
 def _first_arrival(session: Session, name: str, window: Window) -> datetime:
@@ -547,6 +587,7 @@ def forecast_demand(
     stored = stored_demand(session, forecast_id)
     curve = RateCurve(stored.curve.start, stored.curve.requests_per_hour * load_scale)
     source = stored.label
+    log_models = None
     if tokens_from is None:
         if stored.dataset is None:
             raise UsageError(
@@ -554,8 +595,22 @@ def forecast_demand(
                 f"{tokens_option} DATASET for the request lengths"
             )
         tokens_from = stored.dataset
-    inputs, outputs = token_pool(session, tokens_from)
+        # a forecast of one model of a log: that model's lengths
+        if stored.model is not None:
+            log_models = _forecast_log_names(session, tokens_from, stored.model)
+    inputs, outputs = token_pool(session, tokens_from, log_models=log_models)
     return Demand(curve, inputs, outputs, source)
+
+
+def _forecast_log_names(session: Session, dataset: str, model: str) -> list[str | None]:
+    """The log names of a forecast's model in its dataset: the name as logged, or (a forecast
+    of a catalog model, ``planner forecast --model llama-3.1-8b``) every name mapped to it."""
+    resolution = dataset_models(session, dataset, unmapped="skip")
+    if model in resolution.counts:
+        return [model]
+    catalog = catalog_model_of(model)
+    names = resolution.log_names(catalog) if catalog is not None else []
+    return names or [model]
 
 
 def curve_demand(
