@@ -30,6 +30,22 @@ def small() -> HourlySeries:
     return read_servegen(SERVEGEN, model="m-small")
 
 
+def test_the_last_cutoff_leaves_a_horizon_before_the_last_hour_with_a_value(
+    small: HourlySeries,
+) -> None:
+    """Prophet's history ends at the last hour with a value: a series whose last hours are
+    missing (a partial last hour left out) cuts that many hours earlier, and the backtest runs
+    (it failed with Prophet's "no value for cross-validation remaining")."""
+    frame = small.frame.copy()
+    frame.loc[frame.index[-3:], "y"] = np.nan
+    gappy = HourlySeries(frame, source="gappy")
+    full = plan_backtest(small, forecast_horizon_hours=24, max_cutoffs=2)
+    cut = plan_backtest(gappy, forecast_horizon_hours=24, max_cutoffs=2)
+    assert cut.cutoffs == tuple(c - 3 for c in full.cutoffs)
+    result = backtest(gappy, ForecastSettings(horizon_hours=24), cut)
+    assert len(result.frame) > 0
+
+
 def test_default_plan_for_two_weeks(small: HourlySeries) -> None:
     plan = plan_backtest(small, forecast_horizon_hours=336)
     # 3-day forecasts from the last 5 daily cutoffs, each fit on at least a week
