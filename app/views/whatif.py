@@ -62,6 +62,7 @@ from planner.usecases.simulate import (
     simulate,
     simulation_datasets,
 )
+from planner.workload.model_names import parse_model_map
 from planner.workload.rates import RateCurve
 
 RUNS_KEY = "whatif-runs"  # this session's last runs, oldest first
@@ -153,8 +154,16 @@ def _demand_inputs(
             help="1 replays the log as it is; 0.5 keeps each request with probability 1/2; "
             "2 replays it twice over.",
         )
-        demand = DemandSource(dataset=dataset, load_scale=float(load_scale))
-        return demand, datasets.get(str(dataset), 0) * float(load_scale)
+        model_map, unmapped = _log_model_inputs(columns[2], columns[3])
+        with common.shown_errors():
+            demand = DemandSource(
+                dataset=dataset,
+                load_scale=float(load_scale),
+                model_map=parse_model_map(model_map.split(",") if model_map else []),
+                unmapped=unmapped,
+            )
+            return demand, datasets.get(str(dataset), 0) * float(load_scale)
+        return None, None
     ids = list(forecasts)
     forecast_id = columns[0].selectbox(
         "Forecast", ids, format_func=lambda i: forecasts[i], key="whatif-forecast"
@@ -203,6 +212,26 @@ def _demand_inputs(
         )
         return demand, window.total_requests
     return None, None
+
+
+def _log_model_inputs(left: Any, right: Any) -> tuple[str, str]:
+    """How a log of several models maps to the model simulated: its names mapped by hand
+    (``--model-map``), and what to do with names the catalog lacks (``--unmapped``)."""
+    model_map = left.text_input(
+        "Map log model names",
+        value="",
+        key="whatif-model-map",
+        placeholder="our-llama=llama-3.1-8b",
+        help="For a log of several models: LOGNAME=CATALOG pairs, comma-separated, for names "
+        "the catalog does not know. Only the requests of the model simulated are replayed.",
+    )
+    unmapped = right.selectbox(
+        "Log names the catalog lacks",
+        ["error", "skip"],
+        format_func=lambda v: "stop and list them" if v == "error" else "leave their requests out",
+        key="whatif-unmapped",
+    )
+    return str(model_map).strip(), str(unmapped)
 
 
 def _serving_inputs() -> ServingSpec:
