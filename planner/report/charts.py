@@ -157,6 +157,9 @@ def commitment_label(row: Mapping[Hashable, Any]) -> str:
     instances = row.get("instances")
     if instances is not None and not (isinstance(instances, float) and math.isnan(instances)):
         label += f" x {int(instances)}"
+    pool = row.get("pool")
+    if isinstance(pool, str) and pool:  # a fleet: two pools may buy the same commitment
+        label = f"{pool}: {label}"
     return label
 
 

@@ -362,13 +362,17 @@ def _key_assumptions(fleet: StoredFleet, parts: list[Report], names: list[str]) 
     the demand's hours), each pool's prices and latency sentences, the cross-pool savings plan
     when there is one, and the month and scope sentences."""
     first = parts[0].key_assumptions
+    # the first pool's load sentence names its pool's demand: the fleet's is the whole log's
+    source = (fleet.data.get("demand") or {}).get("source") or "the log"
+    load = first[0].replace(f"{source}, pool {names[0]}", f"{source} (each pool its own requests)")
     lines = [
         f"The fleet has {len(names)} pools serving "
         f"{', '.join(dict.fromkeys(str(m['model']) for m in fleet.winner.get('models') or []))}: "
         "the router sends each request to the pool of its model and input size, so the pools "
         "share no request; each pool is projected on its own hourly fleet and plan, and the "
         "report adds them up.",
-        *first[:2],
+        load,
+        first[1],
     ]
     for name, report in zip(names, parts, strict=True):
         lines += [f"Pool {name}: {sentence}" for sentence in report.key_assumptions[2:4]]

@@ -504,7 +504,7 @@ def commitments_section(report: Report, images: Mapping[str, bytes]) -> Section:
     rows = []
     for row in commitments.to_dict("records"):
         rows.append(
-            [str(row["pool"])] * pooled
+            ([str(row["pool"])] if pooled else [])
             + [
                 str(row["purchase_option"]),
                 f"{row['provider']} / {row['region']}",

@@ -34,13 +34,21 @@ from planner.store.recommendations import save_recommendation
 from planner.usecases.report import ReportRequest, build_report
 from planner.workload.rates import RateCurve
 from pricing.costs import HOURS_PER_MONTH
-from pricing.model import PricePoint
+from pricing.model import PricePoint, PurchaseOption
 from pricing.sheets import store_version
-from tests.integration.test_recommend_engine import H100, L4, START, profile_for
+from tests.integration.test_recommend_engine import H100, L4, START, point, profile_for
 from tests.report.test_charts import _chromium_or_skip
 
 SMALL, LARGE = "llama-3.1-8b", "llama-3.1-70b"
-PRICES: list[PricePoint] = [L4, H100]
+# on demand, a reserved H100 and savings plans for both (so pools commit, and a savings plan
+# across the pools can be weighed)
+PRICES: list[PricePoint] = [
+    L4,
+    H100,
+    point("p5.4xlarge", "H100-SXM", 1, 2.6, PurchaseOption.RESERVED_1Y),
+    point("g6.xlarge", "L4", 1, 0.6, PurchaseOption.SAVINGS_PLAN_1Y),
+    point("p5.4xlarge", "H100-SXM", 1, 3.0, PurchaseOption.SAVINGS_PLAN_1Y),
+]
 FIRST = date(2027, 1, 1)
 BUILT = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -126,6 +134,9 @@ def report(inputs: FleetReportInputs) -> Report:
 def test_every_pool_is_projected_with_its_model_and_pool(
     result: dict[str, Any], report: Report
 ) -> None:
+    committed = [p for p in result["winner"]["pools"] if p["purchase"] != "on-demand"]
+    assert committed, "the example should commit at least one pool"
+    assert set(report.commitments["pool"]) == {p["pool"] for p in committed}
     pools = result["winner"]["pools"]
     projection = report.projection
     assert {"model", "pool"} <= set(projection.columns)
@@ -135,13 +146,13 @@ def test_every_pool_is_projected_with_its_model_and_pool(
         rows = projection[(projection["pool"] == pool["pool"])]
         assert set(rows["model"]) == set(pool["models"])
         assert set(rows["instance_type"]) == {pool["instance_type"]}
-        # on-demand prices only: each month's cash is the pool's instances, tiled over the
-        # month's real hours, at its instance's on-demand rate
-        rate = next(p.usd_per_hour for p in PRICES if p.instance_type == pool["instance_type"])
+        # the 4-hour pattern fits a month whole (744 h), so the month costs the pool's plan
+        # as recommended (an average month of 730 h) times its hours, amortized
         january = rows[(rows["month"] == FIRST) & (rows["scenario"] == "expected")]
-        hourly = np.asarray(pool["hourly_instances"])
-        tiled = np.resize(hourly, month_hours(FIRST))  # the pattern starts on an hour boundary
-        assert january["cash_usd"].sum() == pytest.approx(tiled.sum() * rate, rel=1e-9)
+        planned = pool["plan"]["chosen"]["monthly_usd"]
+        hours = month_hours(FIRST)
+        assert january["amortized_usd"].sum() == pytest.approx(planned * hours / 730, rel=1e-9)
+        assert set(january["purchase_option"]) >= {pool["plan"]["chosen"]["option"]}
 
 
 def test_the_fleet_is_the_sum_of_its_pools(
@@ -211,6 +222,9 @@ def test_the_workbook_has_the_showback_and_the_pools(report: Report, tmp_path: P
     detail = workbook["Projection detail"]
     assert [detail.cell(4, i).value for i in (1, 2)] == ["Model", "Pool"]
     assert detail.max_row - 4 == len(report.projection)
+    if not report.commitments.empty:  # each commitment names its pool
+        commitments = workbook["Commitments"]
+        assert [commitments.cell(4, i).value for i in (1, 2)] == ["Model", "Pool"]
 
 
 def test_the_pdf_has_the_showback(report: Report, tmp_path: Path) -> None:
