@@ -17,6 +17,12 @@ def figure(result: dict[str, Any]) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    if result.get("kind") == "fleet":  # a fleet of pools: its pools hour by hour
+        fleet = fleet_by_pool(result)
+        if fleet is None:
+            fleet = go.Figure()
+        fleet.update_layout(title_text="demand and the recommended fleet by pool, per hour (UTC)")
+        return fleet
     fig = make_subplots(
         rows=2,
         cols=1,
