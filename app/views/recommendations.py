@@ -831,6 +831,11 @@ def _fleet_plans(data: dict[str, Any], name: str) -> None:
         },
         key="rec-fleet-savings-plans",
     )
+    if any(float(p["saving_usd"]) <= 0 for p in across):
+        st.caption(
+            "A saving of $0 or less: the plan across pools costs no less than the pools' own "
+            "plans, which the fleet's $ per month keeps."
+        )
 
 
 def _fleet_notes(data: dict[str, Any]) -> None:

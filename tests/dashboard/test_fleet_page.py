@@ -92,7 +92,9 @@ def test_the_recommendations_page_shows_a_stored_fleet(
     # the headline: the fleet's $ a month, as money
     expect(main.get_by_test_id("stMetric").first).to_contain_text(f"${winner['monthly_usd']:,.0f}")
     # the tables are drawn (on canvases: their contents are checked under AppTest below)
-    expect(main.get_by_test_id("data-grid-canvas")).to_have_count(3)  # pools, models, plans
+    # pools, models, the pools' plans, and the savings plans across pools when there are any
+    tables = 3 + bool(winner["fleet_savings_plans"])
+    expect(main.get_by_test_id("data-grid-canvas")).to_have_count(tables)
     expect(main.get_by_test_id("data-grid-canvas").first).to_be_visible()
     # the chart: the fleet by hour, one trace stacked per pool, and the demand
     chart = main.get_by_test_id("stPlotlyChart")
