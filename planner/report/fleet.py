@@ -23,12 +23,14 @@ from planner import __version__
 from planner.errors import PlannerError
 from planner.recommend.tables import input_range
 from planner.report.build import (
+    FORECAST_SOURCE,
     NOT_INCLUDED,
     ReportInputs,
     Stored,
     _constraints,
     build,
     check_options,
+    forecast_id,
 )
 from planner.report.model import ASSUMPTION_COLUMNS, SHOWBACK_COLUMNS, Report
 from pricing.costs import HOURS_PER_MONTH
@@ -137,9 +139,14 @@ def _pool_stored(
         else float(chosen.get("spot_share") or 0.0)
     )
     source = (data.get("demand") or {}).get("source") or "the log"
+    # a model planned on a stored forecast (recommend --demand ID,ID): the pool's scenarios
+    # follow that forecast's bands, scaled to the pool's share of its requests
+    model_source = str(model_demand.get("source") or "")
+    if FORECAST_SOURCE.match(model_source) is None:
+        model_source = f"{source}, pool {pool['pool']}"
     pool_data = {
         "demand": {
-            "source": f"{source}, pool {pool['pool']}",
+            "source": model_source,
             "mean_input_tokens": mean_in,
             "mean_output_tokens": mean_out,
         },
@@ -362,17 +369,25 @@ def _key_assumptions(fleet: StoredFleet, parts: list[Report], names: list[str]) 
     the demand's hours), each pool's prices and latency sentences, the cross-pool savings plan
     when there is one, and the month and scope sentences."""
     first = parts[0].key_assumptions
-    # the first pool's load sentence names its pool's demand: the fleet's is the whole log's
-    source = (fleet.data.get("demand") or {}).get("source") or "the log"
-    load = first[0].replace(f"{source}, pool {names[0]}", f"{source} (each pool its own requests)")
+    if any(forecast_id(s) is not None for s in fleet.stored):
+        # each model's own forecast: each pool's load and scenarios in its own words
+        load = [
+            f"Pool {name}: {sentence}"
+            for name, report in zip(names, parts, strict=True)
+            for sentence in report.key_assumptions[:2]
+        ]
+    else:
+        # the first pool's load sentence names its pool's demand: the fleet's is the whole log's
+        source = (fleet.data.get("demand") or {}).get("source") or "the log"
+        whole = f"{source} (each pool its own requests)"
+        load = [first[0].replace(f"{source}, pool {names[0]}", whole), first[1]]
     lines = [
         f"The fleet has {len(names)} pools serving "
         f"{', '.join(dict.fromkeys(str(m['model']) for m in fleet.winner.get('models') or []))}: "
         "the router sends each request to the pool of its model and input size, so the pools "
         "share no request; each pool is projected on its own hourly fleet and plan, and the "
         "report adds them up.",
-        load,
-        first[1],
+        *load,
     ]
     for name, report in zip(names, parts, strict=True):
         lines += [f"Pool {name}: {sentence}" for sentence in report.key_assumptions[2:4]]

@@ -7,6 +7,7 @@ per model; the Excel workbook and the PDF show it."""
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
@@ -21,11 +22,18 @@ from pypdf import PdfReader
 from planner.errors import PlannerError
 from planner.recommend.inputs import Constraints, Demand, Request, SearchOptions, Targets
 from planner.recommend.mix import FleetRecommendation, FleetRequest, ModelDemand, recommend_fleet
-from planner.report.build import Calibration, PriceSheet, ReportInputs, SheetPrice, build
+from planner.report.build import (
+    Calibration,
+    DemandForecast,
+    PriceSheet,
+    ReportInputs,
+    SheetPrice,
+    build,
+)
 from planner.report.excel import SHOWBACK, write_workbook
 from planner.report.fleet import FleetReportInputs, build_fleet, stored_fleet
 from planner.report.focus import focus_frame
-from planner.report.model import Report, showback_by_model
+from planner.report.model import SCENARIOS, Report, showback_by_model
 from planner.report.pdf import write_pdf
 from planner.report.projection import month_hours
 from planner.simulate.metrics import SLO
@@ -261,3 +269,49 @@ def test_the_use_case_reports_a_stored_fleet(tmp_path: Path) -> None:
     assert built.monthly_totals().to_dict() == pytest.approx(expected.monthly_totals().to_dict())
     assert built.showback is not None and expected.showback is not None
     assert list(built.showback["pool"]) == list(expected.showback["pool"])
+
+
+def test_pools_of_forecast_models_follow_their_forecasts_bands(result: dict[str, Any]) -> None:
+    """A fleet planned on one stored forecast per model (recommend --demand ID,ID): each pool's
+    low and high scenarios follow its model's forecast bands, scaled to the pool's requests."""
+    data = {**result, "demand": {**result["demand"], "models": {}}}
+    forecasts = {}
+    for number, pool in enumerate(result["winner"]["pools"], start=5):
+        model = pool["models"][0]
+        data["demand"]["models"][model] = {
+            **result["demand"]["models"][model],
+            "source": f"forecast #{number} at q0.5 (test)",
+        }
+        # the model's forecast: its demand as planned (the pool's requests over its share of
+        # the model's), an 80% band from 0.8x to 1.25x
+        share = (
+            pool["requests"] / next(m for m in result["models"] if m["model"] == model)["requests"]
+        )
+        demand = np.asarray(pool["hourly_requests"]) / share
+        hours = pd.to_datetime(result["hourly"]["hour_start"], unit="s")
+        frame = pd.DataFrame(
+            {"ds": hours, "metric": "requests", "mean": demand, "lower_80": 0.8 * demand,
+             "upper_80": 1.25 * demand, "lower_95": 0.7 * demand, "upper_95": 1.4 * demand,
+             "demand": demand}
+        )  # fmt: skip
+        forecasts[pool["pool"]] = DemandForecast(number, "test", "prophet", BUILT, 0.5, None, frame)
+    plain = fleet_inputs(data)
+    inputs = FleetReportInputs(
+        plain.fleet,
+        [
+            replace(p, forecast=forecasts[pool["pool"]])
+            for p, pool in zip(plain.pools, result["winner"]["pools"], strict=True)
+        ],
+    )
+    report = build_fleet(inputs, months=1, first_month=FIRST, built_at=BUILT)
+    low, expected, high = (report.monthly_totals(s, "amortized").sum() for s in SCENARIOS)
+    assert low <= expected < high
+    for pool in result["winner"]["pools"]:
+        rows = report.projection[
+            (report.projection["pool"] == pool["pool"]) & (report.projection["month"] == FIRST)
+        ]
+        tokens = rows.groupby("scenario")["tokens_millions"].sum()
+        assert tokens["high"] == pytest.approx(1.25 * tokens["expected"])
+        assert tokens["low"] == pytest.approx(0.8 * tokens["expected"])
+    said = " ".join(report.key_assumptions)
+    assert "forecast #5" in said and "forecast #6" in said
