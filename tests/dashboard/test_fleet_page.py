@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from streamlit.testing.v1 import AppTest
 
+from planner.store import open_store
+from planner.store.recommendations import save_recommendation
 from tests.dashboard.browser import (
     DashboardServer,
     chromium_path,
@@ -160,3 +163,26 @@ def test_the_fleet_tables_hold_every_pool_and_model(
     assert [t["name"] for t in stacked] == [p["pool"] for p in pools]
     for trace, pool in zip(stacked, pools, strict=True):
         assert trace["y"][:-1] == pool["hourly_instances"]  # the last point closes the step
+
+
+def test_a_fleet_without_a_winner_says_which_model_has_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet search where one model found no fleet: the pages say which, and do not fail."""
+    found = small_fleet()
+    last = found.models[-1]
+    missing = replace(last, pools=[], single_usd=None, how="no fleet meets the targets")
+    broken = replace(found, models=[*found.models[:-1], missing])
+    home = tmp_path / "home"
+    home.mkdir()
+    with open_store(f"sqlite:///{home / 'planner.db'}") as store, store.session() as session:
+        save_recommendation(session, broken)
+    _use_home(monkeypatch, home)
+    at = open_page("recommend")
+    no_exception(at)
+    errors = " ".join(str(e.value) for e in at.error)
+    assert f"{last.model}: no fleet meets the targets" in errors
+    assert not at.get("plotly_chart")
+    overview = open_page("overview")
+    no_exception(overview)
+    assert "no configuration met the targets" in " ".join(str(w.value) for w in overview.warning)
