@@ -111,7 +111,8 @@ def _pool_stored(
 ) -> Stored:
     """One pool as a one-pool recommendation: its ranked row as the winner, its plan, its
     hourly fleet. A result stored before pools kept their own hourly requests and replicas
-    falls back to the fleet's requests times the pool's share, and one replica per slot."""
+    falls back to the fleet's requests times the pool's share, and its instances times its
+    replicas per instance."""
     instances = np.asarray(pool["hourly_instances"], dtype=np.float64)
     per_instance = int(pool.get("replicas_per_instance") or 1)
     if pool.get("hourly_requests") is not None:
