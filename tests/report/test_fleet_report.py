@@ -315,3 +315,23 @@ def test_pools_of_forecast_models_follow_their_forecasts_bands(result: dict[str,
         assert tokens["low"] == pytest.approx(0.8 * tokens["expected"])
     said = " ".join(report.key_assumptions)
     assert "forecast #5" in said and "forecast #6" in said
+
+
+def test_a_fleet_stored_before_pools_kept_their_hours_is_reported(
+    result: dict[str, Any], report: Report
+) -> None:
+    """Pools without their own hourly requests, replicas and mean tokens (an older result):
+    the fleet's requests times the pool's share, the model's mean tokens; the cost is the same."""
+    kept = ("hourly_requests", "hourly_replicas", "mean_input_tokens", "mean_output_tokens")
+    pools = [{k: v for k, v in p.items() if k not in kept} for p in result["winner"]["pools"]]
+    older = {**result, "winner": {**result["winner"], "pools": pools}}
+    built = build_fleet(fleet_inputs(older), months=3, first_month=FIRST, built_at=BUILT)
+    assert built.monthly_totals().to_dict() == pytest.approx(report.monthly_totals().to_dict())
+    assert built.showback is not None
+    for row, pool in zip(built.showback.to_dict("records"), pools, strict=True):
+        model = result["demand"]["models"][pool["models"][0]]
+        requests = np.mean(result["hourly"]["requests"]) * pool["share_of_requests"]
+        tokens = model["mean_input_tokens"] + model["mean_output_tokens"]
+        assert row["tokens_millions_per_month"] == pytest.approx(
+            requests * HOURS_PER_MONTH * tokens / 1e6
+        )
