@@ -984,10 +984,15 @@ def list_command(
     print_table(
         [
             Column("id", [str(r["id"]) for r in runs], justify="right"),
-            Column("created", [r["created_at"][:19] for r in runs], 2),
+            Column("created", [r["created_at"][:19] for r in runs]),  # never folded
             Column("demand", [_text(r["demand_source"]) for r in runs], 3),
             Column("model", [_text(r["model"]) for r in runs]),
-            Column("winner", [_text(r["winner"]) or "(none met the targets)" for r in runs]),
+            # a fleet's winner lists its pools: folded between them, never cut
+            Column(
+                "winner",
+                [_text(r["winner"]) or "(none met the targets)" for r in runs],
+                wrap=True,
+            ),
             Column("$/month", [_usd(r["monthly_usd"]) for r in runs], justify="right"),
             Column("buy", [r["purchase"] or "-" for r in runs], 1),
         ]
@@ -1040,6 +1045,9 @@ def _show(header: dict[str, Any], data: Any, plot: Path | None, as_json: bool) -
             else ""
         )
     )
+    if data.get("kind") == "fleet":  # the pools, the cost per model
+        _print_fleet(data)
+        return
     if header["winner"] and (data.get("confidence") or {}).get("level") is not None:
         _print_confidence(data["confidence"])
     for row in data["ranked"][:10]:

@@ -14,6 +14,7 @@ import pytest
 from tests.e2e.test_cli import run
 from tests.e2e.test_multi_model_log import home as home
 from tests.e2e.test_multi_model_log import rows
+from tests.e2e.test_narrow_tables_cli import run80
 
 # one configuration per model keeps each search to a few simulations
 FAST = [
@@ -124,3 +125,20 @@ def test_bad_fleet_options_say_what_was_expected(home: Path, args: list[str], sa
     done = run(home, "recommend", "--dataset", "multi", *TARGETS, *FAST, *args)
     assert done.returncode == 2, done.stdout
     assert says in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_stored_fleet_is_listed_and_shown_with_its_pools(home: Path) -> None:
+    fast = [a for a in FAST if a not in ("--no-save", "--json")]
+    done = run(home, "recommend", "--dataset", "multi", "--size-buckets", "none", *TARGETS, *fast)
+    assert done.returncode == 0, done.stderr
+    stored = int(done.stdout.rsplit("stored as recommendation #", 1)[1].split()[0])
+    shown = run(home, "recommendations", "show", str(stored))
+    assert shown.returncode == 0, shown.stderr
+    assert "2 pools" in shown.stdout and "cost per model" in shown.stdout
+    listed = run80(home, "recommendations", "list")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    # the winner's pools are folded between words, never cut
+    text = " ".join(listed.stdout.split())
+    assert "g6.xlarge" in text or "p5.4xlarge" in text
