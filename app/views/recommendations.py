@@ -15,12 +15,15 @@ import pandas as pd
 import streamlit as st
 
 from app import common
+from planner.common.text import shown
+from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
 from planner.latency.uncertainty import DEFAULT_CONFIDENCE
 from planner.recommend import tables
 from planner.recommend.engine import why_no_fleet
 from planner.recommend.inputs import DEFAULT_PRECISIONS, Constraints, SearchOptions
 from planner.recommend.limits import LimitNames
+from planner.recommend.mix import DEFAULT_SIZE_BUCKETS
 from planner.recommend.plot import cost_vs_p99, fleet_by_pool, fleet_by_purchase
 from planner.simulate.metrics import SLO
 from planner.usecases.recommend import (
@@ -33,6 +36,7 @@ from planner.usecases.recommend_background import SearchRegistry, SearchStatus
 
 POLL_S = 1.0  # how often a running search's progress is redrawn
 DEFAULT_MODEL = "llama-3.1-8b"
+EVERY_MODEL = "every model of the log"  # a fleet: each model of the dataset on its own pools
 METRICS = {"ttft": "P99 TTFT", "tpot": "P99 TPOT", "e2e": "P99 E2E"}
 # how a refusal names the page's inputs (the CLI's options otherwise)
 PAGE_NAMES = LimitNames(
@@ -77,6 +81,7 @@ def _search_form(url: str, version: str) -> None:
         return
     _demand_inputs(choices.datasets, choices.forecasts)
     _target_inputs(load_catalog().models.names())
+    _fleet_inputs()
     _constraint_inputs(choices.providers, choices.gpus, load_catalog().precisions.names())
     _effort_inputs()
     if st.button("Find the cheapest fleet", key="rec-run", type="primary"):
@@ -125,11 +130,15 @@ def _demand_inputs(datasets: list[str], forecasts: dict[int, str]) -> None:
 def _target_inputs(models: list[str]) -> None:
     st.markdown("**Model and P99 targets** (leave a target empty for none)")
     targets = st.columns(5)
+    choices = [EVERY_MODEL, *models]
     targets[0].selectbox(
         "Model",
-        models,
-        index=models.index(DEFAULT_MODEL) if DEFAULT_MODEL in models else 0,
+        choices,
+        index=choices.index(DEFAULT_MODEL) if DEFAULT_MODEL in choices else 0,
         key="rec-model",
+        help="A log of several models: one model plans only its requests; every model plans "
+        "a fleet, each model on its own pools with the targets below (per model with the "
+        "per-model targets).",
     )
     targets[1].number_input(
         "P99 TTFT (ms)", min_value=0.0, value=2000.0, step=100.0, format="%.0f", key="rec-ttft"
@@ -149,6 +158,71 @@ def _target_inputs(models: list[str]) -> None:
         key="rec-attainment",
         help="Share of requests that must meet every target, e.g. 0.99.",
     )
+
+
+def _fleet_inputs() -> None:
+    """How a log of several models becomes a fleet (the CLI's --size-buckets, --slo MODEL:...,
+    --model-map, --unmapped and --colocate)."""
+    with st.expander("Fleets: several models, request sizes across GPU types, co-location"):
+        cols = st.columns(2)
+        cols[0].text_input(
+            "Split request sizes at (input tokens)",
+            value="",
+            key="rec-size-buckets",
+            placeholder="512,2048,8192",
+            help="Each model's requests split by prompt length, each size on the GPU type that "
+            "serves it cheapest (empty: 512,2048,8192 for every model of a log, one pool for "
+            "one model; none: one pool per model).",
+        )
+        cols[1].text_input(
+            "Targets per model",
+            value="",
+            key="rec-model-slos",
+            placeholder="llama-3.1-70b:ttft=4s,tpot=100ms",
+            help="MODEL:ttft=..,tpot=..,e2e=.. items separated by ';', over the targets above.",
+        )
+        more = st.columns(3)
+        more[0].text_input(
+            "Map log model names",
+            value="",
+            key="rec-model-map",
+            placeholder="our-70b=llama-3.1-70b",
+            help="LOGNAME=CATALOG pairs, comma-separated, for names the catalog does not know.",
+        )
+        more[1].selectbox(
+            "Log names the catalog lacks",
+            ["error", "skip"],
+            format_func=lambda v: "stop and list them" if v == "error" else "leave them out",
+            key="rec-unmapped",
+        )
+        more[2].checkbox(
+            "Co-locate quiet models",
+            value=True,
+            key="rec-colocate",
+            help="Small models on one instance each may share one (their memory split, their "
+            "interference simulated).",
+        )
+
+
+def _size_buckets(text: str, every_model: bool) -> tuple[int, ...] | None:
+    """The form's size split: boundaries, none, or the default for the number of models."""
+    text = text.strip().lower()
+    if not text:
+        return DEFAULT_SIZE_BUCKETS if every_model else None
+    if text == "none":
+        return () if every_model else None
+    try:
+        bounds = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UsageError(
+            f"Split request sizes at {shown(text)}: expected increasing whole numbers of "
+            "input tokens, e.g. 512,2048,8192, or none"
+        ) from None
+    if list(bounds) != sorted(set(bounds)) or min(bounds, default=1) < 1:
+        raise UsageError(
+            f"Split request sizes at {shown(text)}: expected increasing boundaries above 0"
+        )
+    return bounds
 
 
 def _constraint_inputs(providers: list[str], gpus: list[str], precisions: list[str]) -> None:
@@ -241,6 +315,16 @@ def _spec() -> RecommendRequest | None:
     forecast = state["rec-forecast"]
     dataset = state["rec-dataset"]
     spot_share = float(state["rec-spot-share"])
+    every_model = state["rec-model"] == EVERY_MODEL
+    if every_model and forecast is not None:
+        st.error(
+            "Every model of the log is planned from the dataset's requests: choose no forecast, "
+            "or one model (a forecast is of one model)."
+        )
+        return None
+    model_slos = tuple(
+        item.strip() for item in str(state.get("rec-model-slos") or "").split(";") if item.strip()
+    )
     return RecommendRequest(
         demand=DemandChoice(
             dataset=dataset if forecast is None else None,
@@ -254,8 +338,14 @@ def _spec() -> RecommendRequest | None:
             e2e_s=targets["e2e"] or None,
         ),
         min_attainment=state["rec-attainment"] or None,
+        class_slos=model_slos,
+        all_models=every_model,
+        model_map=tuple(p for p in str(state.get("rec-model-map") or "").split(",") if p.strip()),
+        unmapped=str(state.get("rec-unmapped") or "error"),
+        size_buckets=_size_buckets(str(state.get("rec-size-buckets") or ""), every_model),
+        colocate=bool(state.get("rec-colocate", True)),
         constraints=Constraints(
-            model=state["rec-model"],
+            model="" if every_model else state["rec-model"],
             providers=tuple(state["rec-providers"]),
             gpus=tuple(state["rec-gpus"]),
             precisions=tuple(state["rec-precisions"]),

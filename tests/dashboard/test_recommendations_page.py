@@ -217,3 +217,41 @@ def test_a_forecast_is_planned_with_a_dataset_for_the_lengths(
     data = _result(demo_home, new["id"])
     assert data["demand"]["hours"] == 168 and not data["demand"]["replayed"]
     assert f"{data['demand']['source']}: 168 h" in " ".join(_texts(at.caption))
+
+
+def test_every_model_of_a_log_is_planned_as_a_fleet(
+    empty_home: Path, page: Callable[[str], AppTest], tmp_path: Path
+) -> None:
+    """A gateway log of two models, every model chosen: a background search of a fleet, one
+    pool per model, the 70B's own TTFT target taken from the per-model targets."""
+    from app.views.recommendations import EVERY_MODEL
+    from tests.e2e.test_multi_model_log import ingest, rows
+
+    ingest(empty_home, tmp_path, "multi", rows())
+    at = page("recommend")
+    at.selectbox(key="rec-dataset").select("multi")
+    at.selectbox(key="rec-model").select(EVERY_MODEL)
+    at.multiselect(key="rec-gpus").set_value(["H100-SXM"])
+    at.multiselect(key="rec-precisions").set_value(["fp8"])
+    at.number_input(key="rec-verify-top").set_value(1)
+    at.number_input(key="rec-tighten").set_value(0)
+    at.number_input(key="rec-confidence").set_value(0.0)
+    at.checkbox(key="rec-compare-gpus").uncheck()
+    at.checkbox(key="rec-growth-check").uncheck()
+    at.text_input(key="rec-size-buckets").input("none")
+    at.text_input(key="rec-model-slos").input("llama-3.1-70b:ttft=5s")
+    at.run()
+    at.button(key="rec-run").click().run()
+    no_exception(at)
+    assert not at.error, _texts(at.error)
+    _wait_until(at, lambda at: len(_stored(empty_home)) == 1)
+    [brief] = _stored(empty_home)
+    data = _result(empty_home, brief["id"])
+    assert data["kind"] == "fleet" and data["winner"] is not None
+    assert sorted(m for p in data["winner"]["pools"] for m in p["models"]) == [
+        "llama-3.1-70b",
+        "llama-3.1-8b",
+    ]
+    targets = data["request"]["targets"]
+    assert targets["llama-3.1-70b"]["slos"]["default"]["ttft_s"] == 5.0
+    assert targets["llama-3.1-8b"]["slos"]["default"]["ttft_s"] == 2.0
