@@ -262,7 +262,9 @@ def _rows(
             }
         ]
 
-    commitment = commitments.get((option, *place))
+    # a fleet's pools each buy their own commitment, even on the same instance type
+    pool = _pool_of(record)
+    commitment = commitments.get((option, *place, pool))
     utilization = commitment.utilization if commitment else 1.0
     kind = "savings-plan" if option.startswith("savings-plan") else _kind(option)
     spend = kind == "savings-plan"  # committed dollars an hour, not instance-hours
@@ -271,8 +273,9 @@ def _rows(
         # CommitmentDiscountQuantity counts instance-hours, or a savings plan's dollars
         "CommitmentDiscountUnit": report.currency if spend else "Hours",
         "CommitmentDiscountId": f"planner/recommendation-{report.recommendation_id}/"
-        f"{provider}/{place[1]}/{place[2]}/{option}",
-        "CommitmentDiscountName": f"{option} for {place[2]} in {place[1]}",
+        f"{provider}/{place[1]}/{place[2]}/{option}" + (f"/{pool}" if pool else ""),
+        "CommitmentDiscountName": f"{option} for {place[2]} in {place[1]}"
+        + (f" (pool {pool})" if pool else ""),
         "CommitmentDiscountType": COMMITMENT_TYPES.get((provider, kind), "Commitment"),
     }
     commit_resource = {"ResourceId": commit["CommitmentDiscountId"]}
@@ -448,6 +451,12 @@ def _instant(day: date) -> str:
     return datetime.combine(day, time(0, 0), tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _pool_of(record: dict[str, Any]) -> str:
+    """The fleet pool a projection or commitment row belongs to ("" for a single pool)."""
+    pool = record.get("pool")
+    return "" if pool is None or (isinstance(pool, float) and math.isnan(pool)) else str(pool)
+
+
 def _commitments(report: Report) -> dict[tuple[str, ...], _Commitment]:
     found: dict[tuple[str, ...], _Commitment] = {}
     for c in _records(report.commitments):
@@ -456,6 +465,7 @@ def _commitments(report: Report) -> dict[tuple[str, ...], _Commitment]:
             str(c["provider"]),
             str(c["region"]),
             str(c["instance_type"]),
+            _pool_of(c),
         )
         found[key] = _Commitment(
             utilization=_number(c.get("expected_utilization"), 1.0),
@@ -482,7 +492,7 @@ def _list_rates(
             rates.setdefault(place, float(record["amortized_usd"]) / hours)
     for record in _records(projection[projection["instance_hours"] > 0]):
         place = (str(record["provider"]), str(record["region"]), str(record["instance_type"]))
-        commitment = commitments.get((str(record["purchase_option"]), *place))
+        commitment = commitments.get((str(record["purchase_option"]), *place, _pool_of(record)))
         if place not in rates and commitment is not None and commitment.break_even:
             effective = float(record["amortized_usd"]) / float(record["instance_hours"])
             rates[place] = effective / commitment.break_even

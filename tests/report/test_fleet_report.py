@@ -215,6 +215,12 @@ def test_focus_rows_name_their_model_and_pool(report: Report) -> None:
     assert frame["x_Model"].notna().all()
     assert set(frame["x_Pool"]) == set(report.projection["pool"])
     assert frame["BilledCost"].sum() == pytest.approx(report.monthly_totals("expected").sum())
+    # each pool's commitment is its own, even where two pools buy the same instance type
+    committed = frame[frame["CommitmentDiscountId"].notna()]
+    assert len(committed) > 0
+    for commitment, rows in committed.groupby("CommitmentDiscountId"):
+        assert rows["x_Pool"].nunique() == 1, commitment
+        assert str(commitment).endswith("/" + rows["x_Pool"].iloc[0])
 
 
 def test_the_workbook_has_the_showback_and_the_pools(report: Report, tmp_path: Path) -> None:
