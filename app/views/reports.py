@@ -85,8 +85,15 @@ def _tables(report: Report) -> None:
             for view in ("cash", "amortized")
         }
     ).reset_index()
+    by_model = None
+    if report.showback is not None:  # a fleet of pools: what each model and pool costs
+        from planner.report.model import showback_by_model
+
+        by_model = showback_by_model(report.showback)
     sections: list[tuple[str, pd.DataFrame | None]] = [
         ("Monthly totals, $", totals),
+        ("Showback per model", by_model),
+        ("Showback per pool", report.showback),
         ("12-month projection", report.projection),
         ("Commitment schedule", report.commitments),
         ("Sensitivity", report.sensitivity),
@@ -96,7 +103,8 @@ def _tables(report: Report) -> None:
     for title, frame in sections:
         if frame is None:
             continue
-        with st.expander(f"{title} ({len(frame):,} rows)", expanded=title.startswith("Monthly")):
+        opened = title.startswith(("Monthly", "Showback"))
+        with st.expander(f"{title} ({len(frame):,} rows)", expanded=opened):
             st.dataframe(frame, hide_index=True, width="stretch")
             slug = title.lower().replace(" ", "-").replace(",", "").replace("$", "usd")
             common.download_table(frame, f"report-{report.recommendation_id}-{slug}", key=slug)

@@ -10,6 +10,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from planner.store import open_store
@@ -94,3 +95,28 @@ def test_a_bad_first_month_is_a_clear_message(
     at.text_input(key="reports-first-month").input("January").run()
     no_exception(at)
     assert "First month 'January': expected a month as YYYY-MM" in _texts(at.error)
+
+
+def test_a_fleet_report_shows_its_showback_per_model_and_pool(
+    empty_home: Path, page: Callable[[str], AppTest]
+) -> None:
+    from tests.report.test_fleet_report import fleet_store
+
+    fleet_store(empty_home)
+    with open_store(f"sqlite:///{empty_home / 'planner.db'}") as store, store.session() as session:
+        report = build_report(ReportRequest(1), lambda: nullcontext(session))
+    assert report.showback is not None
+    at = page("reports")
+    no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    expanders = [e.label for e in at.expander]
+    assert any(label.startswith("Showback per model") for label in expanders)
+    assert any(
+        label.startswith(f"Showback per pool ({len(report.showback):,} rows)")
+        for label in expanders
+    )
+    tables = [d.value for d in at.dataframe]
+    [pools] = [t for t in tables if "input_tokens" in t.columns]
+    assert list(pools["pool"]) == list(report.showback["pool"])
+    [models] = [t for t in tables if "pools" in t.columns and "pool" not in t.columns]
+    assert models["monthly_usd"].sum() == pytest.approx(report.showback["monthly_usd"].sum())
