@@ -214,6 +214,10 @@ def recommend(
         leaders = sorted((s for s in verified if s.passed), key=rank_key)
         if leaders and options.tighten_steps:
             sweep.tighten(leaders[0])
+            if options.tighten_runners_up:
+                for runner_up in runners_up(leaders):
+                    sweep.tighten(runner_up)
+                leaders.sort(key=rank_key)
         if leaders and options.growth_check:
             leaders[0].load_headroom = sweep.growth(leaders[0])
         if leaders and request.margin.on:
@@ -288,6 +292,26 @@ def recommend(
         confidence=_confidence(request, winner, sweep),
         winner_screened=winner,
     )
+
+
+RUNNER_UP_MARGIN = 1.6  # a runner-up this much dearer than the tightened leader is tightened
+
+
+def runners_up(leaders: list[Screened]) -> list[Screened]:
+    """The cheapest verified fleet of each GPU type other than the leader's, within
+    RUNNER_UP_MARGIN of the (tightened) leader's cost: tightening takes instances off a small
+    fleet a third or half at a time, so one of them may end cheaper than the leader."""
+    leader = leaders[0]
+    seen = {leader.candidate.offer.gpu}
+    found = []
+    for s in leaders[1:]:
+        gpu = s.candidate.offer.gpu
+        if gpu in seen:
+            continue
+        seen.add(gpu)
+        if s.monthly_usd <= leader.monthly_usd * RUNNER_UP_MARGIN:
+            found.append(s)
+    return found
 
 
 def _screen(

@@ -239,6 +239,9 @@ class SearchOptions:
     tighten_margin: float = 0.1  # a tightened fleet must also pass its peak hour at +10% load
     growth_check: bool = True  # simulate the winner's peak hour at more load (+10% .. +100%)
     compare_gpus: bool = True  # also verify the cheapest candidate of every other GPU type
+    # tighten the cheapest verified fleet of every other GPU type too (near the leader's
+    # cost): a fleet's single pools, which the mix must beat, are then the cheapest found
+    tighten_runners_up: bool = False
     seed: int = 0
     workers: int = 0  # processes for the verification; 0: one per core
     dask: str | None = None  # scheduler address, or "local" for a LocalCluster

@@ -97,16 +97,19 @@ class FleetRequest:
             )
 
     def request_for(self, model: ModelDemand) -> Request:
-        """The one-model search request for ``model``: its single-pool search skips what a
-        fleet does not show (the cheapest fleet of every other GPU type, the winner's load
-        growth check), which would otherwise double the simulations per model."""
+        """The one-model search request for ``model``: its single-pool search verifies the
+        cheapest fleet of every GPU type and tightens those near the leader's cost (the
+        baseline the mix must beat is then the cheapest single pool found), and skips the
+        winner's load growth check, which a fleet does not show."""
         t = self.template
         return replace(
             t,
             demand=model.demand,
             targets=model.targets,
             constraints=replace(t.constraints, model=model.model, alternative_models=()),
-            options=replace(t.options, compare_gpus=False, growth_check=False),
+            options=replace(
+                t.options, compare_gpus=True, tighten_runners_up=True, growth_check=False
+            ),
         )
 
 

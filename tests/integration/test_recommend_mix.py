@@ -265,3 +265,24 @@ def test_quiet_small_models_share_an_instance_when_they_fit_and_meet_their_targe
     assert winner["monthly_usd"] == pytest.approx(apart["monthly_usd"] / 2)
     shares = [m["monthly_usd"] for m in together["models"]]
     assert sum(shares) == pytest.approx(winner["monthly_usd"])
+
+
+def test_runners_up_are_the_best_of_each_other_gpu_type_near_the_leader() -> None:
+    from types import SimpleNamespace
+
+    from planner.recommend.engine import RUNNER_UP_MARGIN, runners_up
+
+    def fleet(gpu: str, usd: float) -> SimpleNamespace:
+        return SimpleNamespace(
+            candidate=SimpleNamespace(offer=SimpleNamespace(gpu=gpu)), monthly_usd=usd
+        )
+
+    leaders = [
+        fleet("L4", 100.0),
+        fleet("L4", 110.0),  # the leader's own type: not a runner-up
+        fleet("A10G", 120.0),
+        fleet("A10G", 125.0),  # its type's second: only the cheapest is
+        fleet("H100-SXM", 100.0 * RUNNER_UP_MARGIN + 1),  # too dear to come under the leader
+    ]
+    found = runners_up(leaders)  # type: ignore[arg-type]
+    assert [(s.candidate.offer.gpu, s.monthly_usd) for s in found] == [("A10G", 120.0)]
