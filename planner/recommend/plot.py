@@ -237,78 +237,57 @@ def cost_vs_p99(
 def fleet_by_purchase(result: dict[str, Any], colours: Mapping[str, str] | None = None) -> Any:
     """The winner's instances hour by hour, stacked by how the plan buys them, under the
     demand (requests/s, right axis). None without a winner."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     from planner.recommend.plan import hourly_by_purchase
 
     split = hourly_by_purchase(result)
     hourly = result["hourly"]
     if "instances" not in hourly:
         return None
-    # each hour drawn as a step to the next hour's start: the last hour (or the only one) too
-    starts = [*hourly["hour_start"], hourly["hour_start"][-1] + 3600]
-    hours = [datetime.fromtimestamp(t, UTC) for t in starts]
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
     series = (
         {k: v for k, v in split.items() if k != "hour_start"}
         if split is not None
         else {"instances": hourly["instances"]}
     )
-    for option, counts in series.items():
-        fig.add_trace(
-            go.Scatter(
-                x=hours,
-                y=[*counts, counts[-1]],
-                mode="lines",
-                stackgroup="fleet",
-                line={"shape": "hv", "width": 0.5, "color": (colours or {}).get(option)},
-                name=option,
-                hovertemplate="%{x}<br>%{y:,.2f} instances",
-            ),
-            secondary_y=False,
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=hours,
-            y=[r / 3600 for r in [*hourly["requests"], hourly["requests"][-1]]],
-            mode="lines",
-            line={"color": "black", "width": 1, "shape": "hv"},
-            name="demand (requests/s)",
-        ),
-        secondary_y=True,
-    )
-    fig.update_yaxes(title_text="instances", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title_text="requests/s", rangemode="tozero", showgrid=False, secondary_y=True)
-    fig.update_xaxes(title_text="hour (UTC)")
-    fig.update_layout(template="plotly_white", hovermode="x unified")
-    return fig
+    return _stacked_fleet(hourly, series, colours, "%{x}<br>%{y:,.2f} instances")
 
 
 def fleet_by_pool(result: dict[str, Any], colours: Mapping[str, str] | None = None) -> Any:
     """A fleet of pools' instances hour by hour, stacked by pool, under the demand (requests/s,
     right axis). None without an hourly fleet."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     hourly = result.get("hourly") or {}
     by_pool: dict[str, list[float]] = hourly.get("instances_by_pool") or {}
     if not by_pool or not hourly.get("hour_start"):
         return None
+    fig = _stacked_fleet(hourly, by_pool, colours, "{name}: %{{y:,.0f}} instances<extra></extra>")
+    fig.update_layout(legend_title_text="pool")
+    return fig
+
+
+def _stacked_fleet(
+    hourly: Mapping[str, Any],
+    series: Mapping[str, list[float]],
+    colours: Mapping[str, str] | None,
+    hover: str,
+) -> Any:
+    """Instances hour by hour, one stacked area per series (``hover`` may name it as
+    ``{name}``), under the demand in requests/s on the right axis."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
     # each hour drawn as a step to the next hour's start: the last hour (or the only one) too
     starts = [*hourly["hour_start"], hourly["hour_start"][-1] + 3600]
     hours = [datetime.fromtimestamp(t, UTC) for t in starts]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    for pool, counts in by_pool.items():
+    for name, counts in series.items():
         fig.add_trace(
             go.Scatter(
                 x=hours,
                 y=[*counts, counts[-1]],
                 mode="lines",
                 stackgroup="fleet",
-                line={"shape": "hv", "width": 0.5, "color": (colours or {}).get(pool)},
-                name=pool,
-                hovertemplate=f"{pool}: %{{y:,.0f}} instances<extra></extra>",
+                line={"shape": "hv", "width": 0.5, "color": (colours or {}).get(name)},
+                name=name,
+                hovertemplate=hover.format(name=name) if "{name}" in hover else hover,
             ),
             secondary_y=False,
         )
@@ -327,7 +306,7 @@ def fleet_by_pool(result: dict[str, Any], colours: Mapping[str, str] | None = No
     fig.update_yaxes(title_text="instances", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title_text="requests/s", rangemode="tozero", showgrid=False, secondary_y=True)
     fig.update_xaxes(title_text="hour (UTC)")
-    fig.update_layout(template="plotly_white", hovermode="x unified", legend_title_text="pool")
+    fig.update_layout(template="plotly_white", hovermode="x unified")
     return fig
 
 

@@ -204,11 +204,7 @@ def recommend(
             lambda gpu: choose_profile(profiles, gpu, engine_name),
             progress=progress,
         )
-        data = found.to_dict()
-        if not request.save:
-            return RecommendResult(found, data)
-        said("storing")
-        return RecommendResult(found, data, save_retrying(sessions, found, data))
+        return _result(found, request, sessions, said)
     search = Request(
         demand,
         _targets(request, demand),
@@ -223,11 +219,21 @@ def recommend(
         lambda gpu: choose_profile(profiles, gpu, engine_name),
         progress=progress,
     )
-    data = result.to_dict()
+    return _result(result, request, sessions, said)
+
+
+def _result(
+    found: engine.Recommendation | FleetRecommendation,
+    request: RecommendRequest,
+    sessions: SessionScope,
+    said: Callable[[str], None],
+) -> RecommendResult:
+    """The search's result, stored when asked (never lost to a failed save)."""
+    data = found.to_dict()
     if not request.save:
-        return RecommendResult(result, data)
+        return RecommendResult(found, data)
     said("storing")
-    return RecommendResult(result, data, save_retrying(sessions, result, data))
+    return RecommendResult(found, data, save_retrying(sessions, found, data))
 
 
 def _targets(request: RecommendRequest, demand: Demand, model: str | None = None) -> Targets:
