@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
@@ -15,6 +16,9 @@ from planner.report.model import (
     SENSITIVITY_COLUMNS,
     Report,
 )
+
+if TYPE_CHECKING:
+    from planner.usecases.report import ReportRequest
 
 COMMITTED_RATE = 0.444  # $/instance-hour, committed-3y g2-standard-4 (no upfront)
 ON_DEMAND_RATE = 0.7045
@@ -120,3 +124,39 @@ def example_report() -> Report:
 @pytest.fixture
 def report() -> Report:
     return example_report()
+
+
+# --- real reports from the demo store (loaded once a session: it takes seconds) ----------------
+
+
+@pytest.fixture(scope="session")
+def demo_store_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A demo store (``load_demo(quick=True)``) the report tests read and never write."""
+    from planner.demo import load_demo
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('report-demo') / 'planner.db'}"
+    load_demo(url, quick=True)
+    return url
+
+
+def report_from(url: str, request: ReportRequest) -> Report:
+    """The report ``request`` asks for, built from the store at ``url``."""
+    from contextlib import nullcontext
+
+    from planner.store.db import open_store
+    from planner.usecases.report import build_report
+
+    store = open_store(url)
+    try:
+        with store.session() as session:
+            return build_report(request, lambda: nullcontext(session))
+    finally:
+        store.engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def focus_demo_report(demo_store_url: str) -> Report:
+    """The demo's recommendation #1 from January 2027: what the FOCUS tests check."""
+    from planner.usecases.report import ReportRequest
+
+    return report_from(demo_store_url, ReportRequest(1, first_month=date(2027, 1, 1)))

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterator
-from contextlib import nullcontext
 from datetime import date
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from planner.errors import InputFileError, PlannerError, UsageError
 from planner.report.actuals import gcp_actuals, plan_vs_actual
 from planner.report.actuals_common import SOURCE_COLUMNS, ActualsError
 from planner.report.model import ACTUAL_COLUMNS, Report
+from tests.report.conftest import report_from
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "actuals" / "gcp"
 EXPORT = FIXTURES / "billing_export.csv"
@@ -177,19 +176,10 @@ def test_plan_vs_actual_refuses_a_frame_that_is_not_actual_spend(report: Report)
 
 
 @pytest.fixture(scope="session")
-def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
-    from planner.demo import load_demo
-    from planner.store.db import open_store
-    from planner.usecases.report import ReportRequest, build_report
+def demo_report(demo_store_url: str) -> Report:
+    from planner.usecases.report import ReportRequest
 
-    url = f"sqlite:///{tmp_path_factory.mktemp('actuals-demo') / 'planner.db'}"
-    load_demo(url, quick=True)
-    store = open_store(url)
-    try:
-        with store.session() as session:
-            yield build_report(ReportRequest(1), lambda: nullcontext(session))
-    finally:
-        store.engine.dispose()
+    return report_from(demo_store_url, ReportRequest(1))
 
 
 def test_plan_vs_actual_against_a_real_report(demo_report: Report) -> None:

@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import zipfile
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -21,7 +20,6 @@ import pytest
 from openpyxl.utils import get_column_letter  # type: ignore[import-untyped]
 from pypdf import PdfReader
 
-from planner.demo import load_demo
 from planner.errors import UsageError
 from planner.report.excel import (
     DETAIL,
@@ -33,8 +31,7 @@ from planner.report.excel import (
     write_workbook,
 )
 from planner.report.model import ACTUAL_COLUMNS, COMMITMENT_COLUMNS, SCENARIOS, Report
-from planner.store import open_store
-from tests.report.conftest import example_report
+from tests.report.conftest import example_report, report_from
 from tests.report.spreadsheet import convert, recalculated, required_tool
 
 BUILT = datetime(2026, 12, 1, 12, tzinfo=UTC)
@@ -98,17 +95,13 @@ def tricky(report: Report) -> Report:
 
 
 @pytest.fixture(scope="module")
-def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+def demo_report(demo_store_url: str) -> Report:
     """A real report: the demo store's recommendation #1, built by the model."""
-    from planner.usecases.report import ReportRequest, build_report
+    from planner.usecases.report import ReportRequest
 
-    url = f"sqlite:///{tmp_path_factory.mktemp('excel-demo') / 'planner.db'}"
-    load_demo(url, quick=True)
-    with open_store(url) as store, store.session() as session:
-        return build_report(
-            ReportRequest(1, built_at=BUILT, current_fleet_monthly_usd=3000.0),
-            lambda: nullcontext(session),
-        )
+    return report_from(
+        demo_store_url, ReportRequest(1, built_at=BUILT, current_fleet_monthly_usd=3000.0)
+    )
 
 
 @dataclass

@@ -10,10 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator
-from contextlib import nullcontext
 from dataclasses import replace
-from datetime import date
 from pathlib import Path
 
 import pandas as pd
@@ -394,22 +391,9 @@ def test_a_device_gets_the_csv_and_no_metadata(report: Report) -> None:
 # --- a real report from the demo store ----------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
-    from planner.demo import load_demo
-    from planner.store.db import open_store
-    from planner.usecases.report import ReportRequest, build_report
-
-    url = f"sqlite:///{tmp_path_factory.mktemp('focus-demo') / 'planner.db'}"
-    load_demo(url, quick=True)
-    store = open_store(url)
-    try:
-        with store.session() as session:
-            yield build_report(
-                ReportRequest(1, first_month=date(2027, 1, 1)), lambda: nullcontext(session)
-            )
-    finally:
-        store.engine.dispose()
+@pytest.fixture
+def demo_report(focus_demo_report: Report) -> Report:
+    return focus_demo_report
 
 
 def test_a_real_report_column_by_column_and_to_the_cent(

@@ -13,10 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Iterator
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from datetime import date
 from pathlib import Path
 
 import pytest
@@ -102,22 +99,9 @@ def validator() -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def real_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
-    from planner.demo import load_demo
-    from planner.store.db import open_store
-    from planner.usecases.report import ReportRequest, build_report
-
-    url = f"sqlite:///{tmp_path_factory.mktemp('focus-conformance') / 'planner.db'}"
-    load_demo(url, quick=True)
-    store = open_store(url)
-    try:
-        with store.session() as session:
-            yield build_report(
-                ReportRequest(1, first_month=date(2027, 1, 1)), lambda: nullcontext(session)
-            )
-    finally:
-        store.engine.dispose()
+@pytest.fixture
+def real_report(focus_demo_report: Report) -> Report:
+    return focus_demo_report
 
 
 def validate(validator: Path, data: Path, criteria: tuple[str, ...] = ()) -> Validation:
