@@ -155,10 +155,16 @@ def print_whole(table: Table) -> None:
     slack = width - _least_width(table, floors)
     if _least_width(table, naturals) > width and slack >= 0:
         # Rich narrows the widest columns first, then widens any below its floor again, and
-        # the table can come out wider than the terminal: give each column its floor and a
-        # share of the room left, in proportion to how much wider it would be unwrapped
+        # the table can come out wider than the terminal: give each column its floor, then
+        # share the room left fairly, the narrow ones (a label) whole first, so a long value
+        # column folds rather than a short label
         room = [n - f for n, f in zip(naturals, floors, strict=True)]
-        total = sum(room)
-        for column, floor, more in zip(table.columns, floors, room, strict=True):
-            column.width = floor + (slack * more // total if total else 0)
+        widths = list(floors)
+        order = sorted(range(len(room)), key=lambda i: room[i])
+        for k, i in enumerate(order):
+            give = min(room[i], slack // (len(order) - k))
+            widths[i] += give
+            slack -= give
+        for column, chosen in zip(table.columns, widths, strict=True):
+            column.width = chosen
     stdout.print(table)
