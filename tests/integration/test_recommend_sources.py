@@ -171,7 +171,7 @@ def test_a_recommendation_not_to_save_is_returned_and_not_stored(store: Store) -
     )
     stages: list[str] = []
     found = recommend(request, store.session, stage=stages.append)
-    assert found.recommendation.winner is not None and found.recommendation.winner["gpu"] == "L4"
+    assert found.data["winner"] is not None and found.data["winner"]["gpu"] == "L4"
     assert found.stored_id is None and found.not_stored is None and "id" not in found.data
     assert found.data["demand"]["source"] == "dataset demo x 0.1"
     assert stages == ["reading prices", "screen"]
