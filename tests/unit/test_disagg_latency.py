@@ -148,6 +148,10 @@ def test_links_catalog_loads_with_a_source_and_date_on_every_row() -> None:
     assert table.get("Standard_ND96isr_H100_v5").line_gbit_s == 3200
     assert table.get("a3-megagpu-8g").line_gbit_s == 1800
     assert not table.get("ethernet-100g").gpu_aligned
+    gpus = load_catalog().gpus
+    for link in table.entries:  # a named GPU is a catalog GPU (raises when it is not)
+        if link.gpu:
+            gpus.get(link.gpu)
     with pytest.raises(UsageError, match="unknown link"):
         table.get("carrier-pigeon")
 
