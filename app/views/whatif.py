@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -136,34 +137,7 @@ def _demand_inputs(
     )
     columns = st.columns(4)
     if source == SOURCES[0]:
-        dataset = columns[0].selectbox(
-            "Dataset",
-            names,
-            index=common.option_index(
-                names, st.query_params.get("dataset")
-            ),  # ?dataset=NAME opens on it
-            key="whatif-dataset",
-        )
-        load_scale = columns[1].number_input(
-            "Load scale",
-            min_value=1e-6,
-            value=1.0,
-            step=0.05,
-            format="%g",
-            key="whatif-load-scale",
-            help="1 replays the log as it is; 0.5 keeps each request with probability 1/2; "
-            "2 replays it twice over.",
-        )
-        model_map, unmapped = _log_model_inputs(columns[2], columns[3])
-        with common.shown_errors():
-            demand = DemandSource(
-                dataset=dataset,
-                load_scale=float(load_scale),
-                model_map=parse_model_map(model_map.split(",") if model_map else []),
-                unmapped=unmapped,
-            )
-            return demand, datasets.get(str(dataset), 0) * float(load_scale)
-        return None, None
+        return _dataset_inputs(datasets, columns)
     ids = list(forecasts)
     forecast_id = columns[0].selectbox(
         "Forecast", ids, format_func=lambda i: forecasts[i], key="whatif-forecast"
@@ -211,6 +185,40 @@ def _demand_inputs(
             cv=float(cv),
         )
         return demand, window.total_requests
+    return None, None
+
+
+def _dataset_inputs(
+    datasets: dict[str, int], columns: Sequence[Any]
+) -> tuple[DemandSource | None, float | None]:
+    """A dataset's requests replayed: which dataset, at what load, and how a log of several
+    models maps to the model simulated."""
+    names = list(datasets)
+    dataset = columns[0].selectbox(
+        "Dataset",
+        names,
+        index=common.option_index(names, st.query_params.get("dataset")),  # ?dataset=NAME
+        key="whatif-dataset",
+    )
+    load_scale = columns[1].number_input(
+        "Load scale",
+        min_value=1e-6,
+        value=1.0,
+        step=0.05,
+        format="%g",
+        key="whatif-load-scale",
+        help="1 replays the log as it is; 0.5 keeps each request with probability 1/2; "
+        "2 replays it twice over.",
+    )
+    model_map, unmapped = _log_model_inputs(columns[2], columns[3])
+    with common.shown_errors():
+        demand = DemandSource(
+            dataset=dataset,
+            load_scale=float(load_scale),
+            model_map=parse_model_map(model_map.split(",") if model_map else []),
+            unmapped=unmapped,
+        )
+        return demand, datasets.get(str(dataset), 0) * float(load_scale)
     return None, None
 
 

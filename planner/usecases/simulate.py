@@ -298,10 +298,11 @@ def run_whatif(
 def _note_models(prepared: PreparedRun, result: SimulationResult) -> None:
     """A dataset of several models: which log names the run took (``summary["log_models"]``,
     in ``--json`` too) and the share left out, in its notes."""
-    if prepared.models is None:
-        return
-    result.summary["log_models"] = prepared.models.to_dict()
-    result.notes.extend(prepared.models.notes())
+    models = prepared.models
+    if models is None or (models.log_models is None and not models.resolution.skipped):
+        return  # every request of the log is the model's: nothing was picked or left out
+    result.summary["log_models"] = models.to_dict()
+    result.notes.extend(models.notes())
 
 
 def _note_prompt_limit(prepared: PreparedRun, result: SimulationResult) -> None:
