@@ -29,27 +29,13 @@ from planner.latency.disagg import (
     transfer_seconds,
 )
 from planner.latency.model import Deployment, LatencyModel
-from planner.latency.profile import Profile
+from tests.unit.test_latency_model import IDEAL
 
 # meta-llama/Llama-3.1-70B config.json: 80 layers, 8 KV heads, head_dim 8192 / 64 = 128
 L70_LAYERS, L70_KV_HEADS, HEAD_DIM = 80, 8, 128
 # meta-llama/Llama-3.1-8B config.json: 32 layers, 8 KV heads, head_dim 4096 / 32 = 128
 L8_LAYERS = 32
 BF16 = 2
-
-IDEAL = Profile(
-    "ideal",
-    compute_eff=1.0,
-    gemm_half_tokens=0.0,
-    attn_prefill_eff=1.0,
-    attn_decode_eff=1.0,
-    attn_layer_us=0.0,
-    memory_eff=1.0,
-    iteration_overhead_ms=0.0,
-    request_overhead_ms=0.0,
-    allreduce_us=0.0,
-    comm_eff=1.0,
-)
 
 
 def deployment(model: str, gpu: str = "H100-SXM", tp: int = 1, **kw: object) -> Deployment:
