@@ -83,6 +83,27 @@ class GPU:
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """A decoder-only transformer's shape, as its published config gives it.
+
+    The fields after ``source`` are the 2026 models' (issue 33) and default to "not used", so
+    a row without them is the plain grouped-query, every-layer-alike model it always was:
+
+    - ``dense_layers``: leading layers with a dense MLP instead of experts (DeepSeek-V3's
+      ``first_k_dense_replace`` = 3); ``moe_layer_step``: every step-th layer after them is a
+      mixture of experts, the others dense (Llama 4 Maverick's ``interleave_moe_layer_step`` 2);
+    - ``dense_intermediate_size``: the dense layers' MLP width (0: ``intermediate_size``, which
+      for a mixture of experts is one routed expert's width);
+    - ``shared_experts`` and ``shared_expert_intermediate_size`` (0: ``intermediate_size``):
+      experts every token passes through besides its routed top-k;
+    - ``kv_lora_rank``, ``q_lora_rank``, ``qk_rope_head_dim``, ``v_head_dim``: multi-head latent
+      attention (MLA, DeepSeek-V2/V3): the KV cache holds one compressed latent of
+      ``kv_lora_rank`` plus a shared RoPE key of ``qk_rope_head_dim`` per token and layer;
+      ``head_dim`` is then the query/key head (nope + rope) and ``v_head_dim`` the value head;
+    - ``sliding_window`` and ``sliding_layers``: that many layers attend only to the last
+      ``sliding_window`` tokens (gpt-oss, Gemma 3) or within chunks of that size (Llama 4's
+      chunked attention, priced the same way).
+    """
+
     name: str
     aliases: tuple[str, ...]
     family: str
@@ -98,22 +119,88 @@ class ModelSpec:
     tied_embeddings: bool
     max_context: int
     source: str
+    dense_layers: int = 0
+    moe_layer_step: int = 1
+    dense_intermediate_size: int = 0
+    shared_experts: int = 0
+    shared_expert_intermediate_size: int = 0
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int = 0
+    sliding_layers: int = 0
 
     @property
     def is_moe(self) -> bool:
         return self.experts > 1
 
     @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention: a compressed KV cache, one latent per token and layer."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers with routed experts (none in a dense model)."""
+        if not self.is_moe:
+            return 0
+        return (self.layers - self.dense_layers) // self.moe_layer_step
+
+    @property
+    def dense_mlp_layers(self) -> int:
+        """Layers with a dense MLP (all of a dense model's)."""
+        return self.layers - self.moe_layers
+
+    @property
+    def global_layers(self) -> int:
+        """Layers whose attention (and KV cache) spans the whole context."""
+        return self.layers - self.sliding_layers
+
+    @property
     def attention_params_per_layer(self) -> int:
-        """Q, K, V and O projections (grouped-query: K and V have kv_heads heads)."""
+        """Q, K, V and O projections (grouped-query: K and V have kv_heads heads). MLA: the query
+        down/up projections (or one full one without ``q_lora_rank``), the KV down-projection
+        to the latent and the shared RoPE key, the latent's up-projection to each head's
+        no-RoPE key and value, and the output projection."""
+        if self.is_mla:
+            heads, hidden = self.attention_heads, self.hidden_size
+            v_dim = self.v_head_dim or self.head_dim
+            q_width = heads * self.head_dim
+            if self.q_lora_rank:
+                q = hidden * self.q_lora_rank + self.q_lora_rank * q_width
+            else:
+                q = hidden * q_width
+            kv_down = hidden * (self.kv_lora_rank + self.qk_rope_head_dim)
+            kv_up = self.kv_lora_rank * heads * (self.head_dim - self.qk_rope_head_dim + v_dim)
+            return q + kv_down + kv_up + heads * v_dim * hidden
         q_and_o = 2 * self.hidden_size * self.attention_heads * self.head_dim
         k_and_v = 2 * self.hidden_size * self.kv_heads * self.head_dim
         return q_and_o + k_and_v
 
     @property
+    def attention_replicated_params_per_layer(self) -> int:
+        """Attention weights every TP rank holds whole: MLA's down-projections (vLLM runs them
+        as replicated linears; the heads' projections are split). None otherwise."""
+        if not self.is_mla:
+            return 0
+        return self.hidden_size * (self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim)
+
+    @property
     def expert_params(self) -> int:
         """One gated MLP (gate, up, down projections)."""
         return 3 * self.hidden_size * self.intermediate_size
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """A dense layer's gated MLP."""
+        return 3 * self.hidden_size * (self.dense_intermediate_size or self.intermediate_size)
+
+    @property
+    def shared_expert_params(self) -> int:
+        """The shared experts of one MoE layer (every token passes through them)."""
+        width = self.shared_expert_intermediate_size or self.intermediate_size
+        return self.shared_experts * 3 * self.hidden_size * width
 
     @property
     def router_params_per_layer(self) -> int:
@@ -124,14 +211,35 @@ class ModelSpec:
         """Input embedding plus LM head (counted once when tied)."""
         return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
 
+    @property
+    def always_active_mlp_params(self) -> int:
+        """MLP weights of a mixture of experts that every token passes through: the dense
+        layers' MLPs and the MoE layers' shared experts (0 for a dense model, whose MLP is its
+        one "expert")."""
+        if not self.is_moe:
+            return 0
+        return (
+            self.dense_mlp_layers * self.dense_mlp_params
+            + self.moe_layers * self.shared_expert_params
+        )
+
+    @property
+    def routed_expert_params(self) -> int:
+        """All routed experts of all MoE layers (what expert parallelism spreads)."""
+        return self.moe_layers * self.experts * self.expert_params
+
     def _layer_params(self, experts: int) -> int:
         """Matmul weights of all layers when ``experts`` experts per layer count."""
-        per_layer = (
-            self.attention_params_per_layer
-            + experts * self.expert_params
+        if not self.is_moe:
+            per_layer = self.attention_params_per_layer + experts * self.expert_params
+            return self.layers * per_layer
+        moe = self.moe_layers * (
+            experts * self.expert_params
+            + self.shared_expert_params
             + self.router_params_per_layer
         )
-        return self.layers * per_layer
+        dense = self.dense_mlp_layers * self.dense_mlp_params
+        return self.layers * self.attention_params_per_layer + moe + dense
 
     @property
     def linear_params(self) -> int:
@@ -144,7 +252,8 @@ class ModelSpec:
 
     @property
     def active_params(self) -> int:
-        """Parameters one token passes through (MoE: only its top-k experts)."""
+        """Parameters one token passes through (MoE: only its top-k experts, plus the shared
+        experts and dense layers; the input embedding and LM head both counted)."""
         return self._layer_params(self.experts_per_token) + self.embedding_params
 
 
@@ -372,9 +481,62 @@ def load_gpus(path: Path) -> list[GPU]:
     return gpus
 
 
+# Optional columns of models.csv (blank: not used; see ModelSpec), with their "not used" value.
+MODEL_OPTIONAL_COLUMNS: Mapping[str, int] = {
+    "dense_layers": 0,
+    "moe_layer_step": 1,
+    "dense_intermediate_size": 0,
+    "shared_experts": 0,
+    "shared_expert_intermediate_size": 0,
+    "kv_lora_rank": 0,
+    "q_lora_rank": 0,
+    "qk_rope_head_dim": 0,
+    "v_head_dim": 0,
+    "sliding_window": 0,
+    "sliding_layers": 0,
+}
+
+
+def _optional_whole(row: Mapping[str, str], key: str, path: Path) -> int:
+    """An optional column: blank is its "not used" value, else a whole number of 0 or more."""
+    value = _float(row, key, path)
+    if value is None:
+        return MODEL_OPTIONAL_COLUMNS[key]
+    if value < 0 or not value.is_integer():
+        raise CatalogError(
+            f"{path}: {shown(row.get('name'))}: {key} = {value:g} must be a whole number, "
+            "0 or more (or blank: not used)"
+        )
+    return int(value)
+
+
+def check_model_shape(model: ModelSpec) -> str | None:
+    """What is inconsistent in ``model``'s 2026 fields (None when nothing): leading dense
+    layers and MoE interleaving within the layers, windowed layers with a window, MLA's RoPE
+    key within the query/key head."""
+    if model.experts_per_token > model.experts or model.attention_heads % model.kv_heads:
+        return "experts_per_token must not exceed experts, and kv_heads must divide attention_heads"
+    if model.moe_layer_step < 1 or model.dense_layers >= model.layers:
+        return "moe_layer_step must be 1 or more and dense_layers fewer than the layers"
+    if (model.dense_layers or model.moe_layer_step > 1 or model.shared_experts) and (
+        not model.is_moe
+    ):
+        return "dense_layers, moe_layer_step and shared_experts describe a mixture of experts"
+    if model.sliding_layers > model.layers or (model.sliding_layers > 0) != (
+        model.sliding_window > 0
+    ):
+        return "sliding_layers (at most the layers) and sliding_window go together"
+    if model.is_mla and not 0 < model.qk_rope_head_dim < model.head_dim:
+        return "an MLA model needs qk_rope_head_dim, less than head_dim (the query/key head)"
+    if not model.is_mla and (model.q_lora_rank or model.qk_rope_head_dim):
+        return "q_lora_rank and qk_rope_head_dim describe MLA: give kv_lora_rank too"
+    return None
+
+
 def load_models(path: Path) -> list[ModelSpec]:
     models = []
     for row in _rows(path, MODEL_COLUMNS):
+        extra = {key: _optional_whole(row, key, path) for key in MODEL_OPTIONAL_COLUMNS}
         model = ModelSpec(
             name=row["name"],
             aliases=_aliases(row["aliases"]),
@@ -391,12 +553,11 @@ def load_models(path: Path) -> list[ModelSpec]:
             tied_embeddings=row["tied_embeddings"].strip().lower() == "true",
             max_context=_whole(row, "max_context", path),
             source=row.get("source", ""),
+            **extra,
         )
-        if model.experts_per_token > model.experts or model.attention_heads % model.kv_heads:
-            raise CatalogError(
-                f"{path}: {shown(model.name)}: experts_per_token must not exceed experts, and "
-                "kv_heads must divide attention_heads"
-            )
+        problem = check_model_shape(model)
+        if problem:
+            raise CatalogError(f"{path}: {shown(model.name)}: {problem}")
         models.append(model)
     return models
 
@@ -626,7 +787,14 @@ def model_from_hf_config(
     )
 
 
-MODEL_FILE_COLUMNS = (*MODEL_COLUMNS[:2], "family", *MODEL_COLUMNS[2:], "source", "source_date")
+MODEL_FILE_COLUMNS = (
+    *MODEL_COLUMNS[:2],
+    "family",
+    *MODEL_COLUMNS[2:],
+    "source",
+    "source_date",
+    *MODEL_OPTIONAL_COLUMNS,
+)
 
 
 def model_row(model: ModelSpec, source_date: str) -> dict[str, str]:
@@ -648,6 +816,11 @@ def model_row(model: ModelSpec, source_date: str) -> dict[str, str]:
         "max_context": str(model.max_context),
         "source": model.source,
         "source_date": source_date,
+        # the 2026 columns: blank where not used, as in the bundled file
+        **{
+            key: "" if getattr(model, key) == unused else str(getattr(model, key))
+            for key, unused in MODEL_OPTIONAL_COLUMNS.items()
+        },
     }
 
 
