@@ -54,6 +54,9 @@ class Recommendation:
     # the winner's sizing and verifications (not in the result dictionary): the fleet search
     # (planner.recommend.mix) builds its pools from it
     winner_screened: Screened | None = None
+    # aggregated vs disaggregated: which won, each one's cost and the saving
+    # (planner.recommend.disagg.architecture_summary); None when not searched
+    architecture: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +72,7 @@ class Recommendation:
             "hourly": self.hourly,
             "notes": self.notes,
             "confidence": self.confidence,
+            **({"architecture": self.architecture} if self.architecture else {}),
         }
 
 
@@ -77,6 +81,8 @@ def _with_pool(winner: dict[str, Any] | None, demand: dict[str, Any]) -> dict[st
     a script reads every recommendation the same way."""
     if winner is None:
         return None
+    if winner.get("pools"):  # a disaggregated winner lists its prefill and decode pools
+        return winner
     pool = {
         "pool": winner["model"],
         "models": [winner["model"]],
@@ -222,6 +228,17 @@ def recommend(
             leaders[0].load_headroom = sweep.growth(leaders[0])
         if leaders and request.margin.on:
             sweep.point_sized(leaders[0], _point_capacity(request, leaders[0], profiles))
+        disagg = None
+        if options.disaggregation != "off":
+            from planner.recommend.disagg import search as search_disaggregated
+
+            # "auto": only pairs screened below the aggregated winner are worth simulating
+            below = (
+                leaders[0].monthly_usd
+                if leaders and options.disaggregation == "auto"
+                else float("inf")
+            )
+            disagg = search_disaggregated(sweep, candidates, below)
 
     passed = []
     for s in sorted((s for s in verified if s.passed), key=rank_key):
@@ -260,6 +277,33 @@ def recommend(
         )
     tokens = monthly_tokens(request)
     ranked = [ranked_row(s, request, tokens) for s in (*passed, *failed)]
+    if options.disaggregation == "only":
+        passed, ranked, winner = [], [], None
+    architecture = None
+    disagg_winner = None
+    if disagg is not None:
+        from planner.recommend.disagg import architecture_summary, disagg_row
+
+        disagg_winner = disagg.winner
+        architecture = architecture_summary(disagg, winner, request, tokens)
+        if disagg_winner is not None and (
+            winner is None or disagg_winner.monthly_usd < winner.monthly_usd
+        ):
+            ranked.insert(0, disagg_row(disagg_winner, request, tokens))
+        else:
+            disagg_winner = None
+    if disagg_winner is not None:
+        from planner.recommend.disagg import disagg_hourly, disagg_plan
+
+        winner_row: dict[str, Any] | None = ranked[0]
+        plan = disagg_plan(disagg_winner, request, spot)
+        hourly = disagg_hourly(disagg_winner, request)
+        confidence = _disagg_confidence(request, disagg_winner)
+    else:
+        winner_row = ranked[0] if winner is not None else None
+        plan = winner_plan(winner, request, spot)
+        hourly = _hourly(winner, request)
+        confidence = _confidence(request, winner, sweep)
     return Recommendation(
         request={
             "targets": request.targets.to_dict(),
@@ -268,8 +312,8 @@ def recommend(
             "spot_share": spot,
         },
         demand=request.demand.summary(),
-        winner=ranked[0] if winner is not None else None,
-        plan=winner_plan(winner, request, spot),
+        winner=winner_row,
+        plan=plan,
         ranked=ranked,
         pareto=_pareto(passed),
         rejected=[r.to_dict() for r in rejected],
@@ -287,10 +331,12 @@ def recommend(
             "verify_s": verify_s,  # the candidates; the rest of wall_s tightens and checks growth
             "wall_s": time.perf_counter() - began,
         },
-        hourly=_hourly(winner, request),
-        notes=_notes(winner, screened, affordable, request),
-        confidence=_confidence(request, winner, sweep),
-        winner_screened=winner,
+        hourly=hourly,
+        notes=_notes(winner, screened, affordable, request)
+        + ([architecture["note"]] if architecture and architecture.get("note") else []),
+        confidence=confidence,
+        winner_screened=None if disagg_winner is not None else winner,
+        architecture=architecture,
     )
 
 
@@ -436,6 +482,28 @@ def _confidence(request: Request, winner: Screened | None, sweep: Sweep) -> dict
             if margin.on
             else "no margin: the fleet is sized on the point estimates"
         ),
+    }
+
+
+def _disagg_confidence(request: Request, winner: Any) -> dict[str, Any]:
+    """The margin block for a disaggregated winner: per target its simulated P99 and upper
+    bound (the margin's cost is not searched separately for disaggregated fleets)."""
+    margin = request.margin
+    v = winner.verified
+    point = {m: v.worst(m) if v else None for m in METRICS}
+    upper = {m: v.worst_upper(m) if v else None for m in METRICS}
+    gpu = winner.decode.candidate.offer.gpu
+    return {
+        "level": margin.confidence,
+        "accuracy_file": margin.accuracy.source,
+        "accuracy_generated": margin.accuracy.generated,
+        "engine": margin.engine,
+        "targets": margin_summary(margin, gpu, request.targets.strictest(), point, upper),
+        "margin_usd_per_month": None,
+        "point_estimate_fleet": None,
+        "method": "the disaggregated fleet's simulated P99s, checked at the margin's upper bound"
+        if margin.on
+        else "no margin: the fleet is sized on the point estimates",
     }
 
 

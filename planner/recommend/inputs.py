@@ -227,6 +227,9 @@ class Constraints:
         return data
 
 
+DISAGGREGATION = ("auto", "only", "off")
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     """How hard to look: how many screened candidates to verify, over which hours."""
@@ -242,6 +245,10 @@ class SearchOptions:
     # tighten the cheapest verified fleet of every other GPU type too (near the leader's
     # cost): a fleet's single pools, which the mix must beat, are then the cheapest found
     tighten_runners_up: bool = False
+    # disaggregated prefill/decode fleets: "auto" searches them beside the aggregated ones
+    # (simulating only pairs screened cheaper than the aggregated winner), "only" searches
+    # nothing else, "off" none (planner.recommend.disagg)
+    disaggregation: str = "auto"
     seed: int = 0
     workers: int = 0  # processes for the verification; 0: one per core
     dask: str | None = None  # scheduler address, or "local" for a LocalCluster
@@ -265,6 +272,11 @@ class SearchOptions:
         if not 0 <= self.tighten_margin <= 1:
             raise UsageError(
                 f"--tighten-margin {self.tighten_margin}: expected a share of load in [0, 1]"
+            )
+        if self.disaggregation not in DISAGGREGATION:
+            raise UsageError(
+                f"--disaggregation {self.disaggregation!r}: expected one of "
+                f"{', '.join(DISAGGREGATION)}"
             )
         if self.max_attempts < 1 or not 0 < self.escalation < 1:
             raise UsageError("attempts must be >= 1 and the escalation factor in (0, 1)")

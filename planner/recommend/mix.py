@@ -108,7 +108,11 @@ class FleetRequest:
             targets=model.targets,
             constraints=replace(t.constraints, model=model.model, alternative_models=()),
             options=replace(
-                t.options, compare_gpus=True, tighten_runners_up=True, growth_check=False
+                t.options,
+                compare_gpus=True,
+                tighten_runners_up=True,
+                growth_check=False,
+                disaggregation="off",  # a fleet's pools are aggregated (issue 33: not yet mixed)
             ),
         )
 

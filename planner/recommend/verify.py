@@ -34,6 +34,18 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass(frozen=True)
+class DecodePool:
+    """A disaggregated fleet's decode pool (the task's ``serving`` and ``replicas`` are then its
+    prefill pool's) and the link the KV cache crosses (planner.simulate.disagg)."""
+
+    serving: ServingSpec
+    profile: Profile
+    replicas: tuple[int, ...]  # decode replicas each hour of the horizon
+    link: str
+    first_token: str | None = None
+
+
+@dataclass(frozen=True)
 class VerifyTask:
     candidate_id: int
     attempt: int
@@ -50,6 +62,7 @@ class VerifyTask:
     # each metric's model factor (planner.recommend.margin)
     confidence: float | None = None
     factors: tuple[tuple[str, float], ...] = ()
+    decode: DecodePool | None = None  # set: a disaggregated fleet
 
     def simulation_key(self) -> tuple[Any, ...]:
         """What the simulation depends on besides the shared targets: candidates on different
@@ -65,6 +78,14 @@ class VerifyTask:
             self.load_scale,
             self.confidence,
             self.factors,
+            self.decode
+            and (
+                self.decode.serving,
+                self.decode.profile,
+                tuple(tuple(self.decode.replicas[a:b]) for a, b in self.windows),
+                self.decode.link,
+                self.decode.first_token,
+            ),
         )
 
 
@@ -125,6 +146,9 @@ class Verification:
     # and whether the point P99s alone met the targets
     upper: dict[str, dict[str, float | None]] = field(default_factory=dict)
     point_passed: bool | None = None
+    # a disaggregated fleet: the transfer, the decode wait and each pool, from the window with
+    # the longest P99 TTFT (planner.simulate.disagg)
+    disaggregation: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -155,6 +179,7 @@ class Verification:
             "misses": [m.to_dict() for m in self.misses],
             "p99_upper": self.upper or None,
             "passed_on_points": self.passed_on_points,
+            **({"disaggregation": self.disaggregation} if self.disaggregation else {}),
         }
 
 
@@ -167,20 +192,18 @@ def verify(task: VerifyTask, workloads: Mapping[Window, Workload]) -> Verificati
     seen: dict[str, int] = {}
     requests = refused = 0
     wall = 0.0
+    disaggregation: dict[str, Any] | None = None
+    worst_ttft = -1.0
     for first, last in task.windows:
         workload = workloads[(first, last)]
         if len(workload) == 0:
             continue
         if task.load_scale != 1.0:
             workload = workload.scaled(task.load_scale, task.seed)
-        schedule = list(task.replicas[first:last])
-        result = simulate(
-            workload,
-            task.serving,
-            FleetConfig(schedule=schedule, gpus_per_replica=task.gpus_per_replica, seed=task.seed),
-            task.profile,
-            slos=task.slos,
-        )
+        result = _simulate_window(task, workload, first, last)
+        ttft99 = result.summary["all"]["ttft"]["p99"]
+        if result.disaggregation is not None and (ttft99 or 0.0) > worst_ttft:
+            disaggregation, worst_ttft = result.disaggregation, ttft99 or 0.0
         wall += result.wall_s
         requests += result.requests
         refused += result.fleet.rejected_too_long + result.fleet.rejected_no_replica
@@ -233,6 +256,27 @@ def verify(task: VerifyTask, workloads: Mapping[Window, Workload]) -> Verificati
         upper,
         # the point P99s pass when only upper bounds missed
         None if task.confidence is None else (len(misses) - latency + point_misses) == 0,
+        disaggregation,
+    )
+
+
+def _simulate_window(task: VerifyTask, workload: Workload, first: int, last: int) -> Any:
+    """The task's fleet over hours [first, last): one pool, or a prefill and a decode pool."""
+    schedule = list(task.replicas[first:last])
+    fleet = FleetConfig(schedule=schedule, gpus_per_replica=task.gpus_per_replica, seed=task.seed)
+    if task.decode is None:
+        return simulate(workload, task.serving, fleet, task.profile, slos=task.slos)
+    from planner.simulate.disagg import DisaggregatedSpec, simulate_disaggregated
+
+    pool = task.decode
+    return simulate_disaggregated(
+        workload,
+        DisaggregatedSpec(task.serving, pool.serving, pool.link, pool.first_token),
+        fleet,
+        FleetConfig(schedule=list(pool.replicas[first:last]), seed=task.seed),
+        task.profile,
+        pool.profile,
+        slos=task.slos,
     )
 
 

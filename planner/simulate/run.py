@@ -173,6 +173,9 @@ class SimulationResult:
     prompt_limit: dict[str, Any] | None = None
     # how the requests arrived, in words ("closed loop: 64 clients, waves, think 0 s")
     load_model: str | None = None
+    # a disaggregated run's transfer, decode wait and pools (planner.simulate.disagg); None
+    # for aggregated replicas
+    disaggregation: dict[str, Any] | None = None
 
     @property
     def timeline(self) -> pd.DataFrame:
@@ -195,6 +198,7 @@ class SimulationResult:
             "prompt_limit": self.prompt_limit,
             "load_model": self.load_model,
             "notes": self.notes,
+            **({"disaggregation": self.disaggregation} if self.disaggregation else {}),
         }
 
 
