@@ -234,9 +234,7 @@ class ModelSpec:
             per_layer = self.attention_params_per_layer + experts * self.expert_params
             return self.layers * per_layer
         moe = self.moe_layers * (
-            experts * self.expert_params
-            + self.shared_expert_params
-            + self.router_params_per_layer
+            experts * self.expert_params + self.shared_expert_params + self.router_params_per_layer
         )
         dense = self.dense_mlp_layers * self.dense_mlp_params
         return self.layers * self.attention_params_per_layer + moe + dense
@@ -269,6 +267,14 @@ class Precision:
     quality_delta_pct: float
     quality_source: str
     notes: str = ""
+    # which weights the format quantizes: "all" linear layers, or in a mixture of experts only
+    # the routed "experts" (the rest in 16-bit, as gpt-oss ships its MXFP4 checkpoint)
+    scope: str = "all"
+
+    def experts_only(self, model: ModelSpec) -> bool:
+        """Whether only ``model``'s routed experts are in this precision (its other weights in
+        16-bit): a precision of scope "experts" on a mixture of experts."""
+        return self.scope == "experts" and model.is_moe
 
     @property
     def weight_bytes(self) -> float:
@@ -354,6 +360,7 @@ PRECISION_COLUMNS = (
     "dequant_compute_factor",
     "quality_delta_pct",
 )
+PRECISION_SCOPES = ("all", "experts")
 PEAK_COLUMNS = (
     "bf16_tflops",
     "fp16_tflops",
@@ -526,6 +533,10 @@ def check_model_shape(model: ModelSpec) -> str | None:
         model.sliding_window > 0
     ):
         return "sliding_layers (at most the layers) and sliding_window go together"
+    if model.sliding_layers >= model.layers:
+        return "sliding_layers must leave at least one global layer"
+    if model.is_mla and model.sliding_layers:
+        return "MLA with sliding-window layers is not modelled"
     if model.is_mla and not 0 < model.qk_rope_head_dim < model.head_dim:
         return "an MLA model needs qk_rope_head_dim, less than head_dim (the query/key head)"
     if not model.is_mla and (model.q_lora_rank or model.qk_rope_head_dim):
@@ -576,6 +587,12 @@ def load_precisions(path: Path) -> list[Precision]:
                 f"{path}: {shown(row['name'])}: scale_bits_per_weight = {scale_bits:g} "
                 "must be 0 or more"
             )
+        scope = (row.get("scope") or "").strip() or "all"
+        if scope not in PRECISION_SCOPES:
+            raise CatalogError(
+                f"{path}: {shown(row['name'])}: scope must be one of "
+                f"{', '.join(PRECISION_SCOPES)} (or blank: all), got {shown(scope)}"
+            )
         precisions.append(
             Precision(
                 name=row["name"],
@@ -588,6 +605,7 @@ def load_precisions(path: Path) -> list[Precision]:
                 quality_delta_pct=_required(row, "quality_delta_pct", path, positive=False),
                 quality_source=row.get("quality_source", ""),
                 notes=row.get("notes", ""),
+                scope=scope,
             )
         )
     return precisions

@@ -64,6 +64,10 @@ class Deployment:
     memory_rule: str = "total"
     runtime_reserve_bytes: float = FRAMEWORK_RESERVE_BYTES
     logits_bytes: float = 4.0  # FP32 logits of max_seqs sequences, held while sampling
+    # expert parallelism: 1 shards every expert over the TP group (each GPU a 1/tp slice of
+    # every expert); ep = tp splits the experts whole over the group's GPUs (vLLM's
+    # --enable-expert-parallel). Memory per GPU is the same; time differs (see LatencyModel).
+    ep: int = 1
 
     def __post_init__(self) -> None:
         self.gpu.peak(self.precision.compute_peak)  # raises when the chip lacks the units
@@ -100,6 +104,29 @@ class Deployment:
             raise UnsupportedError(
                 f"an FP8 KV cache needs FP8 support, which {self.gpu.name} lacks"
             )
+        self._check_ep()
+
+    def _check_ep(self) -> None:
+        """Expert parallelism: 1, or the TP degree on a mixture of experts whose experts it
+        divides."""
+        ep, m = self.ep, self.model
+        if ep == 1:
+            return
+        if not m.is_moe:
+            raise UnsupportedError(
+                f"expert parallelism {ep}: {m.name} is a dense model (no experts to split); "
+                "leave --ep at 1"
+            )
+        if ep != self.tp:
+            raise UnsupportedError(
+                f"expert parallelism {ep} with tensor parallelism {self.tp}: ep must be 1 "
+                f"(experts sharded over the TP group) or equal the TP degree ({self.tp}: the "
+                "experts split whole over the group's GPUs, as vLLM's --enable-expert-parallel)"
+            )
+        if m.experts % ep:
+            raise UnsupportedError(
+                f"expert parallelism {ep} does not divide the {m.experts} experts of {m.name}"
+            )
 
     # --- sizes -----------------------------------------------------------------------------
 
@@ -121,15 +148,58 @@ class Deployment:
 
     @property
     def kv_bytes_per_token(self) -> float:
-        """KV cache bytes one token of context takes on each GPU."""
+        """KV cache bytes one token of context takes on each GPU in the layers whose cache
+        grows with the context: all layers, or only the global ones of a model with sliding-
+        window layers (:attr:`window_kv_bytes_per_token` has the others). MLA caches one latent
+        of kv_lora_rank + qk_rope_head_dim per token and layer, not split by TP: every TP rank
+        holds the whole latent (as vLLM does)."""
         m = self.model
+        if m.is_mla:
+            return m.layers * (m.kv_lora_rank + m.qk_rope_head_dim) * self.kv_bytes
+        if m.sliding_layers:
+            return 2 * m.global_layers * self.kv_heads_per_gpu * m.head_dim * self.kv_bytes
         return 2 * m.layers * self.kv_heads_per_gpu * m.head_dim * self.kv_bytes
 
     @property
-    def weight_bytes_per_gpu(self) -> float:
+    def window_kv_bytes_per_token(self) -> float:
+        """KV cache bytes one token takes on each GPU in the sliding-window (or chunked)
+        layers, which hold at most ``sliding_window`` tokens of a sequence (0 without them)."""
         m = self.model
-        linear = m.linear_params * self.precision.weight_bytes
-        return (linear + m.embedding_params * self.activation_bytes) / self.tp
+        if not m.sliding_layers:
+            return 0.0
+        return 2 * m.sliding_layers * self.kv_heads_per_gpu * m.head_dim * self.kv_bytes
+
+    def kv_bytes_for(self, tokens: float, sequences: float = 1) -> float:
+        """KV cache bytes of ``tokens`` tokens of context over ``sequences`` sequences, on each
+        GPU: the global layers' per token, the windowed layers' at most a window per
+        sequence."""
+        window = min(tokens, sequences * self.model.sliding_window)
+        return tokens * self.kv_bytes_per_token + window * self.window_kv_bytes_per_token
+
+    @property
+    def dense_weight_bytes(self) -> float:
+        """Bytes per weight of the layers besides the routed experts: the precision's, or
+        16-bit when the precision quantizes only the experts (MXFP4 on gpt-oss)."""
+        if self.precision.experts_only(self.model):
+            return self.activation_bytes
+        return self.precision.weight_bytes
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        """Weights on each GPU: the matmuls and embeddings split over the TP group (with
+        expert parallelism each GPU holds experts / ep whole experts: the same bytes), MLA's
+        down-projections whole on every rank."""
+        m, p = self.model, self.precision
+        if p.experts_only(m):
+            routed = m.routed_expert_params
+            linear = routed * p.weight_bytes + (m.linear_params - routed) * self.activation_bytes
+        else:
+            linear = m.linear_params * p.weight_bytes
+        per_gpu = (linear + m.embedding_params * self.activation_bytes) / self.tp
+        if m.is_mla and self.tp > 1:
+            replicated = m.layers * m.attention_replicated_params_per_layer
+            per_gpu += replicated * self.dense_weight_bytes * (1 - 1 / self.tp)
+        return per_gpu
 
     @property
     def activation_reserve_bytes(self) -> float:
@@ -138,7 +208,14 @@ class Deployment:
         batch while sampling, and the runtime's own memory (CUDA context, graphs, buffers)."""
         m = self.model
         # the MLP's gate/up output for every routed expert (per-expert width for MoE)
-        mlp = 2 * m.intermediate_size * m.experts_per_token / self.tp
+        if m.is_moe and (m.shared_experts or m.dense_mlp_layers):
+            # the widest layer: routed plus shared experts, or a dense layer's MLP
+            shared = m.shared_experts * (m.shared_expert_intermediate_size or m.intermediate_size)
+            moe_width = 2 * (m.intermediate_size * m.experts_per_token + shared)
+            dense_width = 2 * (m.dense_intermediate_size or m.intermediate_size)
+            mlp = max(moe_width, dense_width if m.dense_mlp_layers else 0) / self.tp
+        else:
+            mlp = 2 * m.intermediate_size * m.experts_per_token / self.tp
         per_token = (4 * m.hidden_size + mlp) * self.activation_bytes
         # every rank gathers the whole vocabulary's logits to sample
         logits = min(self.max_seqs, self.max_batched_tokens) * m.vocab_size * self.logits_bytes
@@ -161,16 +238,34 @@ class Deployment:
 
     @property
     def kv_capacity_tokens(self) -> int:
-        """Tokens of KV cache that fit beside the weights; raises when the model does not fit."""
+        """Tokens of KV cache that fit beside the weights; raises when the model does not fit.
+
+        With sliding-window layers: the most tokens T that any max_seqs sequences or fewer
+        holding T tokens in all fit, ``T x global bytes + min(T, max_seqs x window) x window
+        bytes <= free`` (a sequence's windowed layers hold at most a window of it, and the
+        sum of min(c_i, window) never exceeds either bound)."""
         free = self.kv_cache_bytes
-        tokens = int(free // self.kv_bytes_per_token) if free > 0 else 0
+        if free <= 0:
+            tokens = 0
+        elif not self.window_kv_bytes_per_token:
+            tokens = int(free // self.kv_bytes_per_token)
+        else:
+            per_token = self.kv_bytes_per_token + self.window_kv_bytes_per_token
+            windows = self.max_seqs * self.model.sliding_window
+            if free <= per_token * windows:
+                tokens = int(free // per_token)
+            else:
+                tokens = int(
+                    (free - windows * self.window_kv_bytes_per_token) // self.kv_bytes_per_token
+                )
         if tokens < self.model.max_context and tokens < 2048:
             need = self.weight_bytes_per_gpu + self.activation_reserve_bytes
+            least = min(self.model.max_context, 2048)
             raise DoesNotFitError(
                 f"{self.model.name} in {self.precision.name} does not fit {self.tp} x "
                 f"{self.gpu.name}: it needs {need / GIB:.1f} GiB per GPU for weights and "
-                f"activations plus at least {min(self.model.max_context, 2048):,} tokens of KV "
-                f"cache ({min(self.model.max_context, 2048) * self.kv_bytes_per_token / GIB:.1f}"
+                f"activations plus at least {least:,} tokens of KV "
+                f"cache ({self.kv_bytes_for(least) / GIB:.1f}"
                 f" GiB), and each GPU has {self.usable_bytes / GIB:.1f} GiB "
                 f"({self.gpu.memory_bytes / GIB:.1f} GiB x {self.memory_utilization:g} "
                 "utilization); use more GPUs (--tp), a smaller precision, a larger GPU or a "
@@ -230,6 +325,31 @@ def gemm_scale(profile: Profile, precision: Precision) -> float:
     return float(getattr(profile, name)) if name else 1.0
 
 
+def _plain(model: ModelSpec, precision: Precision) -> bool:
+    """A model of the pre-2026 kind (every layer alike, no MLA, windows, shared experts or
+    dense layers beside experts) in a precision of all its weights: its constants are
+    computed as they always were, to the bit."""
+    return not (
+        model.is_mla
+        or model.sliding_layers
+        or model.always_active_mlp_params
+        or precision.experts_only(model)
+    )
+
+
+def ep_imbalance(ep: int, experts_per_token: int, tokens: int) -> float:
+    """How much more routed work the busiest of ``ep`` GPUs gets than the mean, for a batch
+    of ``tokens`` tokens each routed to ``experts_per_token`` experts spread uniformly: the
+    token-expert assignments a GPU receives are about binomial(n k, 1/ep), and the expected
+    largest of ep such counts is about mean + sd x sqrt(2 ln ep), so the factor is
+    1 + sqrt(2 ln(ep) (ep - 1) / (n k)). Uniform routing is the optimistic case (real
+    routers have hot experts); the batch is the deployment's largest decode batch."""
+    if ep <= 1:
+        return 1.0
+    assignments = max(1, tokens * experts_per_token)
+    return 1.0 + math.sqrt(2 * math.log(ep) * (ep - 1) / assignments)
+
+
 class LatencyModel:
     """Iteration times of one deployment under one calibration profile (vectorized)."""
 
@@ -258,17 +378,45 @@ class LatencyModel:
         wbytes = p.weight_bytes
         heads = m.attention_heads // tp
         # per GPU, per token
-        self.proj_flops_per_token = 2 * m.layers * m.attention_params_per_layer / tp
-        self.proj_bytes = m.layers * m.attention_params_per_layer * wbytes / tp
-        self.expert_flops_per_token = 2 * m.layers * m.expert_params / tp
-        self.expert_bytes = m.layers * m.expert_params * wbytes / tp  # one expert, all layers
-        self.router_flops_per_token = 2 * m.layers * m.router_params_per_layer
-        self.attn_flops_per_pair = 4 * m.layers * heads * m.head_dim  # QK^T and AV
+        if _plain(m, p):
+            self.proj_flops_per_token = 2 * m.layers * m.attention_params_per_layer / tp
+            self.proj_bytes = m.layers * m.attention_params_per_layer * wbytes / tp
+        else:
+            self.proj_flops_per_token, self.proj_bytes = self._always_active(shard_eff)
+        moe_layers = m.moe_layers if m.is_moe else m.layers  # a dense MLP is one "expert"
+        self.expert_flops_per_token = 2 * moe_layers * m.expert_params / tp
+        self.expert_bytes = moe_layers * m.expert_params * wbytes / tp  # one expert, all layers
+        self.router_flops_per_token = 2 * moe_layers * m.router_params_per_layer
+        self.ep_imbalance = 1.0
+        if d.ep > 1:
+            # whole experts: no TP-narrowed GEMMs or weight reads (undo shard_eff, which
+            # matmul_flops and bandwidth carry), and the busiest GPU's share of the routed
+            # tokens sets the pace
+            self.ep_imbalance = ep_imbalance(
+                d.ep, m.experts_per_token, min(d.max_seqs, d.max_batched_tokens)
+            )
+            self.expert_flops_per_token *= shard_eff * self.ep_imbalance
+            self.expert_bytes *= shard_eff
+        self.attn_flops_per_pair = self._attention_flops_per_pair(heads)
         self.kv_bytes_per_token = d.kv_bytes_per_token
+        self.kv_read_bytes_per_token = self.kv_bytes_per_token + self._mla_decode_extra(heads)
+        # each decoding sequence reads its windowed layers' KV: at most a window of tokens
+        # (priced as a whole window: exact once the context passes it)
+        self.window_read_s = d.window_kv_bytes_per_token * m.sliding_window / self.kv_bandwidth
         self.lm_flops_per_token = 2 * m.hidden_size * m.vocab_size / tp
         self.lm_bytes = m.hidden_size * m.vocab_size * d.activation_bytes / tp
         self.allreduces = 2 * m.layers if tp > 1 else 0
         self.allreduce_bytes_per_token = m.hidden_size * d.activation_bytes * 2 * (tp - 1) / tp
+        if d.ep > 1:
+            # MoE layers dispatch and combine with all-to-alls instead of all-reducing: one
+            # op count and the mean bytes per op give the same total as the two kinds
+            a2a = m.hidden_size * d.activation_bytes * m.experts_per_token * (d.ep - 1) / d.ep
+            reduces = m.layers + m.dense_mlp_layers  # attention, and the dense layers' MLPs
+            ops = reduces + 2 * m.moe_layers
+            self.allreduces = ops
+            self.allreduce_bytes_per_token = (
+                reduces * self.allreduce_bytes_per_token + 2 * m.moe_layers * a2a
+            ) / ops
         # a device that is never split (a CPU row: link 0) moves nothing between devices
         self.link_bandwidth = (gpu.link_gbps * 1e9 * profile.comm_eff) if tp > 1 else np.inf
         # the one step formula (planner.latency.step), on these constants: iteration_seconds here
@@ -289,7 +437,7 @@ class LatencyModel:
             attn_fixed=self.attn_fixed,
             attn_flops_per_pair=self.attn_flops_per_pair,
             attn_flops=self.attn_flops,
-            kv_bytes_per_token=self.kv_bytes_per_token,
+            kv_bytes_per_token=self.kv_read_bytes_per_token,
             kv_bandwidth=self.kv_bandwidth,
             lm_flops_per_token=self.lm_flops_per_token,
             lm_flops=self.lm_flops,
@@ -299,8 +447,50 @@ class LatencyModel:
             allreduce_bytes_per_token=self.allreduce_bytes_per_token,
             link_bandwidth=self.link_bandwidth,
             overhead_s=profile.iteration_overhead_ms * 1e-3,
-            sequence_s=profile.sequence_us * 1e-6,
+            sequence_s=profile.sequence_us * 1e-6 + self.window_read_s,
         )
+
+    def _always_active(self, shard_eff: float) -> tuple[float, float]:
+        """FLOPs per token and bytes per GPU of the weights every token passes through besides
+        its routed experts: attention projections, dense layers' MLPs and shared experts (TP-
+        sharded; MLA's down-projections whole on every rank), plus the sliding-window layers'
+        attention (at most a window of keys per token, priced per token at the attention
+        peak). With a precision of scope "experts" these run in 16-bit: their FLOPs are scaled
+        by the precision's GEMM rate over the 16-bit one, so one matmul rate prices both."""
+        d, m, p = self.deployment, self.deployment.model, self.deployment.precision
+        tp = d.tp
+        replicated = m.layers * m.attention_replicated_params_per_layer
+        sharded = m.layers * m.attention_params_per_layer - replicated + m.always_active_mlp_params
+        params = sharded / tp + replicated
+        flops = 2 * params
+        if p.experts_only(m):
+            dense_flops = activation_peak(d.gpu, p) * 1e12 * self.profile.compute_eff * shard_eff
+            flops *= self.matmul_flops / dense_flops
+        window = 4 * m.sliding_layers * (m.attention_heads // tp) * m.head_dim * m.sliding_window
+        flops += window * self.matmul_flops / self.attn_flops
+        return flops, params * d.dense_weight_bytes
+
+    def _attention_flops_per_pair(self, heads: int) -> float:
+        """FLOPs of one (query, key) pair over the global layers on each GPU: QK^T and AV,
+        2 x head dim each; MLA in its expanded (prefill) form, QK over the nope + RoPE query
+        head and AV over the value head."""
+        m = self.deployment.model
+        if m.is_mla:
+            return 2 * m.layers * heads * (m.head_dim + (m.v_head_dim or m.head_dim))
+        return 4 * m.global_layers * heads * m.head_dim
+
+    def _mla_decode_extra(self, heads: int) -> float:
+        """MLA decodes in the absorbed form (queries projected into the latent: per head
+        2 x (kv_lora_rank + rope) FLOPs for QK and 2 x kv_lora_rank for AV per context token),
+        more than the expanded form the pair term prices: the difference per KV token read,
+        in bytes that take as long at the KV bandwidth as the FLOPs at the attention peak."""
+        m = self.deployment.model
+        if not m.is_mla:
+            return 0.0
+        absorbed = 2 * (m.kv_lora_rank + m.qk_rope_head_dim) + 2 * m.kv_lora_rank
+        expanded = 2 * (m.head_dim + (m.v_head_dim or m.head_dim))
+        extra = m.layers * heads * (absorbed - expanded)
+        return max(0.0, extra * self.kv_bandwidth / self.attn_flops)
 
     def gemm_rows(self, tokens: ArrayLike) -> Array:
         """Rows a GEMM of ``tokens`` rows costs at the asymptotic rate: with an efficiency of
@@ -346,7 +536,8 @@ class LatencyModel:
         attention = (
             active * self.attn_fixed
             + pairs * self.attn_flops_per_pair / self.attn_flops
-            + (kv + n) * self.kv_bytes_per_token / self.kv_bandwidth
+            + (kv + n) * self.kv_read_bytes_per_token / self.kv_bandwidth
+            + lm * self.window_read_s
         )
         lm_head = np.maximum(
             self.gemm_rows(lm) * self.lm_flops_per_token / self.lm_flops,
