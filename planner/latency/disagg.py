@@ -69,6 +69,8 @@ class _KVLayout:
 
     kv_heads_per_gpu = Deployment.kv_heads_per_gpu
     kv_bytes_per_token = Deployment.kv_bytes_per_token
+    window_kv_bytes_per_token = Deployment.window_kv_bytes_per_token
+    kv_bytes_for = Deployment.kv_bytes_for
 
 
 def kv_bytes_value(kv_precision: float | str) -> float:
@@ -186,7 +188,13 @@ def kv_transfer_bytes(
 
     Bytes per token are Deployment's (:attr:`Deployment.kv_bytes_per_token` at TP 1: 2 x layers
     x KV heads x head dim x KV bytes). A decode rank takes each head it holds from the prefill
-    replicas of that head in turn, so that replicated heads spread over the prefill GPUs."""
+    replicas of that head in turn, so that replicated heads spread over the prefill GPUs.
+
+    Two 2026 cases: an MLA model's latent (layers x (kv_lora_rank + rope) x KV bytes per token)
+    is one copy that every TP rank holds whole (vLLM replicates it), so each decode rank
+    receives all of it, from the prefill ranks in turn; a model with sliding-window layers
+    sends its global layers' KV for every token and its windowed layers' for the last window
+    of the prompt only (what the decode side attends to)."""
     if tokens < 0:
         raise UsageError(f"prompt tokens {tokens}: expected 0 or more")
     kv_bytes = kv_bytes_value(kv_precision)
@@ -195,6 +203,17 @@ def kv_transfer_bytes(
     # _KVLayout carries the fields Deployment's KV properties read (model, tp, kv_bytes)
     layout = cast(Deployment, _KVLayout(model, 1, kv_bytes))
     per_token = float(layout.kv_bytes_per_token)
+    if model.is_mla:
+        # one latent, whole on every decode rank: each receives all of it
+        latent = per_token * tokens
+        mla_flows = tuple(
+            Flow(target % prefill_tp, target, 1, latent) for target in range(decode_tp)
+        )
+        return KVTransfer(tokens, prefill_tp, decode_tp, per_token, mla_flows)
+    if model.sliding_layers:
+        # windowed layers: only the prompt's last window crosses
+        cache = float(layout.kv_bytes_for(tokens))
+        per_token = cache / tokens if tokens else per_token
     per_head_token = per_token / model.kv_heads
     holders: dict[int, list[int]] = {}
     for rank in range(prefill_tp):

@@ -408,9 +408,12 @@ class LatencyModel:
         self.allreduces = 2 * m.layers if tp > 1 else 0
         self.allreduce_bytes_per_token = m.hidden_size * d.activation_bytes * 2 * (tp - 1) / tp
         if d.ep > 1:
-            # MoE layers dispatch and combine with all-to-alls instead of all-reducing: one
-            # op count and the mean bytes per op give the same total as the two kinds
-            a2a = m.hidden_size * d.activation_bytes * m.experts_per_token * (d.ep - 1) / d.ep
+            # MoE layers dispatch and combine with all-to-alls instead of all-reducing: a
+            # token's hidden state goes to its top-k experts, (ep - 1) / ep of them on other
+            # GPUs, and each GPU sends for the 1/ep of the batch it holds (its dispatch share),
+            # so per batch token each GPU sends hidden x bytes x k x (ep - 1) / ep^2. One op
+            # count and the mean bytes per op give the same total as the two kinds
+            a2a = m.hidden_size * d.activation_bytes * m.experts_per_token * (d.ep - 1) / d.ep**2
             reduces = m.layers + m.dense_mlp_layers  # attention, and the dense layers' MLPs
             ops = reduces + 2 * m.moe_layers
             self.allreduces = ops
