@@ -664,7 +664,26 @@ HF_ARCHITECTURES: Mapping[str, str] = {
     "MistralForCausalLM": "mistral",
     "Qwen2ForCausalLM": "qwen2",
     "MixtralForCausalLM": "mixtral",
+    # the 2026 models (issue 33): MoE with shared experts and dense layers, MLA, windows
+    "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "GptOssForCausalLM": "gpt_oss",
+    "DeepseekV2ForCausalLM": "deepseek_v2",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "Llama4ForCausalLM": "llama4",
+    "Llama4ForConditionalGeneration": "llama4",
+    "Gemma3ForCausalLM": "gemma3",
+    "Gemma3ForConditionalGeneration": "gemma3",
+    "Mistral3ForConditionalGeneration": "mistral",
 }
+HF_MOE_FAMILIES = ("mixtral", "qwen3_moe", "gpt_oss", "deepseek_v2", "deepseek_v3", "llama4")
+# Multimodal configs keep the language model's fields under text_config (the vision encoder
+# is not priced: planner serves text)
+HF_TEXT_CONFIG = (
+    "Llama4ForConditionalGeneration",
+    "Gemma3ForConditionalGeneration",
+    "Mistral3ForConditionalGeneration",
+)
 _MOST = {  # generous bounds: larger is a typo, not a model
     "hidden_size": 1 << 17,
     "num_hidden_layers": 4096,
@@ -676,6 +695,26 @@ _MOST = {  # generous bounds: larger is a typo, not a model
     "max_position_embeddings": 1 << 27,
     "num_local_experts": 4096,
     "num_experts_per_tok": 4096,
+    "n_routed_experts": 4096,
+    "num_experts": 4096,
+    "experts_per_token": 4096,
+    "moe_intermediate_size": 1 << 20,
+    "intermediate_size_mlp": 1 << 20,
+    "shared_expert_intermediate_size": 1 << 20,
+    "n_shared_experts": 64,
+    "first_k_dense_replace": 4096,
+    "interleave_moe_layer_step": 4096,
+    "moe_layer_freq": 4096,
+    "decoder_sparse_step": 4096,
+    "kv_lora_rank": 1 << 16,
+    "q_lora_rank": 1 << 16,
+    "qk_rope_head_dim": 4096,
+    "qk_nope_head_dim": 4096,
+    "v_head_dim": 4096,
+    "sliding_window": 1 << 27,
+    "attention_chunk_size": 1 << 27,
+    "sliding_window_pattern": 4096,
+    "no_rope_layer_interval": 4096,
 }
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ALIAS_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/ -]{0,127}")
@@ -729,6 +768,42 @@ def check_model_aliases(aliases: Iterable[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _first_whole(config: Mapping[str, Any], keys: Sequence[str], where: str, default: int) -> int:
+    """The first of ``keys`` the config gives (a whole number), else ``default``."""
+    for key in keys:
+        if config.get(key) is not None:
+            return _config_whole(config, key, where, None)
+    return default
+
+
+def _sliding_layers(config: Mapping[str, Any], family: str, layers: int, where: str) -> int:
+    """How many layers attend within a window (or a chunk): gpt-oss and newer configs list
+    ``layer_types``; Gemma 3 gives ``sliding_window_pattern`` (every n-th layer global); Llama
+    4 chunks every layer but its NoPE ones (``no_rope_layers``: 0 marks a global layer, or
+    every ``no_rope_layer_interval``-th, default 4)."""
+    kinds = config.get("layer_types")
+    if isinstance(kinds, list) and kinds:
+        if len(kinds) != layers or not all(isinstance(k, str) for k in kinds):
+            raise ModelConfigError(
+                f"{where}: layer_types: expected {layers} names (one per layer), got {len(kinds)}"
+            )
+        return sum(k in ("sliding_attention", "chunked_attention") for k in kinds)
+    if family == "gemma3" and config.get("sliding_window_pattern") is not None:
+        pattern = _config_whole(config, "sliding_window_pattern", where, None)
+        return layers - layers // pattern
+    if family == "llama4" and config.get("attention_chunk_size") is not None:
+        flags = config.get("no_rope_layers")
+        if isinstance(flags, list) and flags:
+            if len(flags) != layers or any(f not in (0, 1) for f in flags):
+                raise ModelConfigError(
+                    f"{where}: no_rope_layers: expected {layers} flags of 0 or 1, one per layer"
+                )
+            return sum(flags)
+        interval = _first_whole(config, ("no_rope_layer_interval",), where, 4)
+        return layers - layers // interval
+    return 0
+
+
 def model_from_hf_config(
     config: Mapping[str, Any], where: str, name: str, aliases: tuple[str, ...], source: str
 ) -> ModelSpec:
@@ -737,7 +812,15 @@ def model_from_hf_config(
     expected. Fields: architectures, hidden_size, num_hidden_layers, num_attention_heads,
     num_key_value_heads (default: the attention heads), head_dim (default: hidden_size /
     heads), intermediate_size, vocab_size, max_position_embeddings, tie_word_embeddings
-    (default false), and for Mixtral num_local_experts and num_experts_per_tok."""
+    (default false); for a mixture of experts num_local_experts (or n_routed_experts,
+    num_experts) and num_experts_per_tok, moe_intermediate_size (the routed experts' width;
+    intermediate_size is then the dense layers'), n_shared_experts or
+    shared_expert_intermediate_size, first_k_dense_replace, interleave_moe_layer_step (or
+    moe_layer_freq, decoder_sparse_step), Llama 4's intermediate_size_mlp; for MLA
+    kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; for windows
+    sliding_window (or attention_chunk_size) with layer_types, sliding_window_pattern or
+    no_rope_layers. A multimodal config's text_config is read (the vision part is not
+    priced)."""
     architectures = config.get("architectures")
     if not (
         isinstance(architectures, list) and architectures and isinstance(architectures[0], str)
@@ -749,8 +832,20 @@ def model_from_hf_config(
     if architecture not in HF_ARCHITECTURES:
         raise ModelConfigError(
             f"{where}: architectures = {shown(architecture)}: planner models "
-            f"{', '.join(HF_ARCHITECTURES)} (decoder-only, grouped-query attention, gated MLP)"
+            f"{', '.join(HF_ARCHITECTURES)} (decoder-only, grouped-query or latent attention, "
+            "gated MLP or a mixture of them)"
         )
+    family_kind = HF_ARCHITECTURES[architecture]
+    outer = config
+    if architecture in HF_TEXT_CONFIG:
+        text = config.get("text_config")
+        if not isinstance(text, Mapping):
+            raise ModelConfigError(
+                f"{where}: text_config: expected the language model's fields ({architecture} "
+                "keeps them there)"
+            )
+        config = text
+        where = f"{where}: text_config"
     hidden = _config_whole(config, "hidden_size", where, None)
     heads = _config_whole(config, "num_attention_heads", where, None)
     kv_heads = _config_whole(config, "num_key_value_heads", where, heads)
@@ -758,51 +853,126 @@ def model_from_hf_config(
         raise ModelConfigError(
             f"{where}: num_key_value_heads = {kv_heads} must divide num_attention_heads = {heads}"
         )
-    if config.get("head_dim") is None and hidden % heads:
+    layers = _config_whole(config, "num_hidden_layers", where, None)
+    kv_lora = _first_whole(config, ("kv_lora_rank",), where, 0)
+    mla: dict[str, int] = {}
+    if kv_lora:
+        rope = _config_whole(config, "qk_rope_head_dim", where, None)
+        nope = _config_whole(config, "qk_nope_head_dim", where, None)
+        head_dim = nope + rope
+        mla = {
+            "kv_lora_rank": kv_lora,
+            "q_lora_rank": _first_whole(config, ("q_lora_rank",), where, 0),
+            "qk_rope_head_dim": rope,
+            "v_head_dim": _config_whole(config, "v_head_dim", where, head_dim),
+        }
+    else:
+        if config.get("head_dim") is None and hidden % heads:
+            raise ModelConfigError(
+                f"{where}: hidden_size = {hidden} is not a multiple of num_attention_heads = "
+                f"{heads}; give head_dim"
+            )
+        head_dim = _config_whole(config, "head_dim", where, hidden // heads)
+    moe = family_kind in HF_MOE_FAMILIES
+    expert_keys = ("num_local_experts", "n_routed_experts", "num_experts")
+    experts = _first_whole(config, expert_keys, where, 0 if moe else 1)
+    if moe and not experts:
         raise ModelConfigError(
-            f"{where}: hidden_size = {hidden} is not a multiple of num_attention_heads = {heads}; "
-            "give head_dim"
+            f"{where}: num_local_experts is missing (or n_routed_experts, num_experts): "
+            f"expected a whole number for the mixture of experts {architecture}"
         )
-    head_dim = _config_whole(config, "head_dim", where, hidden // heads)
-    moe = HF_ARCHITECTURES[architecture] == "mixtral"
-    experts = _config_whole(config, "num_local_experts", where, None if moe else 1)
-    per_token = _config_whole(config, "num_experts_per_tok", where, None if moe else 1)
+    per_token = _first_whole(
+        config, ("num_experts_per_tok", "experts_per_token"), where, 0 if moe else 1
+    )
+    if moe and not per_token:
+        raise ModelConfigError(f"{where}: num_experts_per_tok is missing: expected 1 to {experts}")
     if moe and not 1 <= per_token <= experts:
         raise ModelConfigError(
             f"{where}: num_experts_per_tok = {per_token} must be from 1 to num_local_experts = "
             f"{experts}"
         )
     if not moe and experts != 1:
+        moe_architectures = [a for a, f in HF_ARCHITECTURES.items() if f in HF_MOE_FAMILIES]
         raise ModelConfigError(
             f"{where}: num_local_experts = {experts} with architecture {architecture}: expected "
-            "1 (a mixture of experts is MixtralForCausalLM)"
+            f"1 (a mixture of experts is {', '.join(moe_architectures)})"
         )
-    tied = config.get("tie_word_embeddings", False)
+    intermediate = _config_whole(config, "intermediate_size", where, None)
+    moe_fields: dict[str, int] = {}
+    if moe:
+        dense_width = intermediate
+        if config.get("moe_intermediate_size") is not None:
+            intermediate = _config_whole(config, "moe_intermediate_size", where, None)
+        if family_kind == "llama4":
+            dense_width = _first_whole(config, ("intermediate_size_mlp",), where, intermediate)
+            shared, shared_width = 1, intermediate  # Llama 4's one shared expert
+        elif config.get("n_shared_experts") is not None:
+            shared, shared_width = _config_whole(config, "n_shared_experts", where, None), 0
+        elif config.get("shared_expert_intermediate_size") is not None:
+            shared = 1
+            shared_width = _config_whole(config, "shared_expert_intermediate_size", where, None)
+        else:
+            shared, shared_width = 0, 0
+        mlp_only = config.get("mlp_only_layers")
+        if isinstance(mlp_only, list) and mlp_only:
+            raise ModelConfigError(
+                f"{where}: mlp_only_layers = {shown(str(mlp_only))}: dense layers in the middle "
+                "are not modelled (only leading ones, first_k_dense_replace)"
+            )
+        step_keys = ("interleave_moe_layer_step", "moe_layer_freq", "decoder_sparse_step")
+        dense_layers = _first_whole(config, ("first_k_dense_replace",), where, 0)
+        moe_fields = {
+            "dense_layers": dense_layers,
+            "moe_layer_step": _first_whole(config, step_keys, where, 1),
+            "dense_intermediate_size": dense_width if dense_width != intermediate else 0,
+            "shared_experts": shared,
+            "shared_expert_intermediate_size": shared_width,
+        }
+    sliding = _sliding_layers(config, family_kind, layers, where)
+    window = 0
+    if sliding:
+        keys = ("attention_chunk_size",) if family_kind == "llama4" else ("sliding_window",)
+        window = _first_whole(config, keys, where, 0)
+        if not window:
+            raise ModelConfigError(
+                f"{where}: {keys[0]} is missing: {sliding} layers attend within a window"
+            )
+        if sliding >= layers:
+            sliding, window = 0, 0  # every layer windowed: priced as global (conservative)
+    tied = outer.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
     if not isinstance(tied, bool):
         raise ModelConfigError(
             f"{where}: tie_word_embeddings = {shown(str(tied))}: expected true or false"
         )
-    model_type = config.get("model_type")
+    model_type = outer.get("model_type")
     family = (
         model_type if isinstance(model_type, str) and NAME_PATTERN.fullmatch(model_type) else ""
     )
-    return ModelSpec(
+    model = ModelSpec(
         name=check_model_name(name),
         aliases=check_model_aliases(aliases),
-        family=family or HF_ARCHITECTURES[architecture],
-        layers=_config_whole(config, "num_hidden_layers", where, None),
+        family=family or family_kind,
+        layers=layers,
         hidden_size=hidden,
         attention_heads=heads,
         kv_heads=kv_heads,
         head_dim=head_dim,
-        intermediate_size=_config_whole(config, "intermediate_size", where, None),
+        intermediate_size=intermediate,
         vocab_size=_config_whole(config, "vocab_size", where, None),
         experts=experts,
         experts_per_token=per_token,
         tied_embeddings=tied,
         max_context=_config_whole(config, "max_position_embeddings", where, None),
         source=source,
+        sliding_window=window,
+        sliding_layers=sliding,
+        **mla,
+        **moe_fields,
     )
+    problem = check_model_shape(model)
+    if problem:
+        raise ModelConfigError(f"{where}: {problem}")
+    return model
 
 
 MODEL_FILE_COLUMNS = (
