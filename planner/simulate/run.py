@@ -73,6 +73,9 @@ class ServingSpec:
     # TensorRT-LLM's capacity scheduler policy, guaranteed_no_evict or max_utilization (None:
     # the engine's default); an alternative to ``admission``, only for engine trtllm
     scheduler: str | None = None
+    # expert parallelism of a mixture of experts: 1, or tp (experts split whole over the TP
+    # group's GPUs; see planner.latency.model.Deployment.ep)
+    ep: int = 1
 
     def __post_init__(self) -> None:
         if self.scheduler is not None:  # refused at once, before any data is read
@@ -117,7 +120,7 @@ class ServingSpec:
         catalog = load_catalog()
         if self.kv_cache is not None:
             kv_cache_bytes(self.kv_cache)  # an unknown precision is a UsageError
-        return deploy(
+        deployment = deploy(
             self.engine_profile,
             catalog.gpus.get(self.gpu),
             catalog.models.get(self.model),
@@ -128,6 +131,8 @@ class ServingSpec:
             max_batched_tokens=self.max_batched_tokens,
             max_seqs=self.max_seqs,
         )
+        # replace() checks the EP degree against the model and the TP degree
+        return replace(deployment, ep=self.ep) if self.ep != 1 else deployment
 
     def kv_cache_source(self, deployment: Deployment) -> str:
         return kv_cache_source(self.engine_profile, self.kv_cache, deployment)
