@@ -3,6 +3,7 @@ the price sheets and the catalog allow, and for each one left out, why."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ class Candidate:
     kv_cache: str = "fp16"  # the KV-cache precision the engine runs (asked or its default)
     kv_cache_source: str = "--kv-cache"
     memory_utilization: float = 0.9
+    ep: int = 1  # expert parallelism of a mixture of experts: 1 or tp
 
     @property
     def replicas_per_instance(self) -> int:
@@ -90,10 +92,11 @@ class Candidate:
             chunked_prefill=self.chunked_prefill,
             engine=constraints.engine,
             scheduler=constraints.scheduler,
+            ep=self.ep,
         )
 
-    def deployment_key(self) -> tuple[str, str, str, int]:
-        return (self.offer.gpu, self.model, self.precision, self.tp)
+    def deployment_key(self) -> tuple[str, str, str, int, int]:
+        return (self.offer.gpu, self.model, self.precision, self.tp, self.ep)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -107,6 +110,7 @@ class Candidate:
             "alternative_model": self.alternative,
             "precision": self.precision,
             "tp": self.tp,
+            "ep": self.ep,
             "replicas_per_instance": self.replicas_per_instance,
             "max_seqs": self.max_seqs,
             "chunked_prefill": self.chunked_prefill,
@@ -261,7 +265,9 @@ def enumerate_candidates(
                             where = base if smallest else {**base, "max_seqs": max_seqs}
                             rejected.append(Rejection("space", kind, deployment, where))
                             break  # more sequences need more memory: none of them fits
-                        for chunked in constraints.chunked_prefill:
+                        for chunked, ep in itertools.product(
+                            constraints.chunked_prefill, _ep_degrees(deployment)
+                        ):
                             candidates.append(
                                 Candidate(
                                     id=len(candidates),
@@ -279,11 +285,20 @@ def enumerate_candidates(
                                         engine, constraints.kv_cache, deployment
                                     ),
                                     memory_utilization=deployment.memory_utilization,
+                                    ep=ep,
                                 )
                             )
     if not candidates:
         rejected.extend(_unusable_tp(found, constraints))
     return candidates, rejected
+
+
+def _ep_degrees(deployment: Deployment) -> tuple[int, ...]:
+    """The expert-parallel degrees worth searching: 1 (experts sharded over the TP group), and
+    for a mixture of experts on several GPUs whose experts they divide, the TP degree too
+    (experts whole on each GPU; the same memory, other time)."""
+    m, tp = deployment.model, deployment.tp
+    return (1, tp) if m.is_moe and tp > 1 and m.experts % tp == 0 else (1,)
 
 
 def _unusable_tp(found: list[Offer], constraints: Constraints) -> list[Rejection]:
