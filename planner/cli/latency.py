@@ -24,7 +24,7 @@ from planner.errors import UsageError
 from planner.latency.profile import DEFAULT_ENGINE
 
 if TYPE_CHECKING:
-    from planner.latency.catalog import GPU
+    from planner.latency.catalog import GPU, ModelSpec
     from planner.latency.model import Deployment
     from planner.latency.profile import Profile
     from planner.usecases.calibrate import CalibrateResult
@@ -405,7 +405,13 @@ def catalog_models(as_json: bool = JSON_OPTION) -> None:
     if as_json:
         print_json(
             [
-                {**asdict(m), "total_params": m.total_params, "active_params": m.active_params}
+                {
+                    **asdict(m),
+                    "total_params": m.total_params,
+                    "active_params": m.active_params,
+                    "attention": _attention_kind(m),
+                    "ep_ready": m.is_moe,
+                }
                 for m in models
             ]
         )
@@ -418,12 +424,32 @@ def catalog_models(as_json: bool = JSON_OPTION) -> None:
             Column("layers", [str(m.layers) for m in models], 2, "right"),
             Column("hidden", [str(m.hidden_size) for m in models], 3, "right"),
             Column("heads / KV heads", [f"{m.attention_heads} / {m.kv_heads}" for m in models], 1),
-            Column(
-                "experts",
-                [f"{m.experts_per_token} of {m.experts}" if m.is_moe else "-" for m in models],
-            ),
+            Column("attention", [_attention_kind(m) for m in models], 1),
+            Column("experts", [_experts(m) for m in models], 1),
+            Column("EP", ["yes" if m.is_moe else "-" for m in models]),
         ]
     )
+
+
+def _attention_kind(m: ModelSpec) -> str:
+    """GQA, MLA (latent + RoPE key) or GQA with windowed layers, in a few words."""
+    if m.is_mla:
+        return f"MLA {m.kv_lora_rank}+{m.qk_rope_head_dim}"
+    if m.sliding_layers:
+        return f"GQA, {m.sliding_layers} layers window {m.sliding_window:,}"
+    return "GQA"
+
+
+def _experts(m: ModelSpec) -> str:
+    """Routed top-k of the experts, the shared experts and the dense layers, in a few words."""
+    if not m.is_moe:
+        return "-"
+    parts = [f"{m.experts_per_token} of {m.experts}"]
+    if m.shared_experts:
+        parts.append(f"+ {m.shared_experts} shared")
+    if m.dense_mlp_layers:
+        parts.append(f"({m.moe_layers} MoE layers)")
+    return " ".join(parts)
 
 
 @catalog_app.command("add-model")
