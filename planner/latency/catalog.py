@@ -907,7 +907,8 @@ def model_from_hf_config(
             dense_width = _first_whole(config, ("intermediate_size_mlp",), where, intermediate)
             shared, shared_width = 1, intermediate  # Llama 4's one shared expert
         elif config.get("n_shared_experts") is not None:
-            shared, shared_width = _config_whole(config, "n_shared_experts", where, None), 0
+            shared = _config_whole(config, "n_shared_experts", where, None)
+            shared_width = intermediate  # DeepSeek's shared experts are routed-expert wide
         elif config.get("shared_expert_intermediate_size") is not None:
             shared = 1
             shared_width = _config_whole(config, "shared_expert_intermediate_size", where, None)
