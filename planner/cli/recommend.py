@@ -486,6 +486,14 @@ def recommend_command(
         "--compare-gpus/--no-compare-gpus",
         help="Also simulate the cheapest candidate of every other GPU type.",
     ),
+    disaggregation: str = typer.Option(
+        "auto",
+        "--disaggregation",
+        metavar="auto|only|off",
+        help="Prefill and decode on pools of their own: auto (searched beside aggregated "
+        "replicas; pairs screened cheaper than the aggregated winner are simulated), only, or "
+        "off.",
+    ),
     workers: int = typer.Option(
         0, "--workers", min=0, help="Local processes (0: one per core; at most 4 per core)."
     ),
@@ -575,6 +583,7 @@ def recommend_command(
         verify_hours=verify_hours,
         max_attempts=max_attempts,
         compare_gpus=compare_gpus,
+        disaggregation=disaggregation.strip().lower(),
         growth_check=growth_check,
         tighten_steps=tighten_steps,
         tighten_margin=tighten_margin,
@@ -707,6 +716,7 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
     _print_search(result)
     if result.winner is not None and result.plan is not None:
         _print_winner(result.winner, result.plan)
+        _print_architecture(result.winner, result.architecture)
         _print_confidence(result.confidence)
     _print_alternatives(result, rows)
     _print_rejections(result)
@@ -786,6 +796,43 @@ def _print_winner(w: dict[str, Any], plan: dict[str, Any]) -> None:
             f"{_usd(case['monthly_usd_with_this_plan'])}/month with this plan, "
             f"{_usd(case['monthly_usd_replanned'])} replanned ({case['replanned_option']})"
         )
+
+
+def _print_architecture(w: dict[str, Any], arch: dict[str, Any] | None) -> None:
+    """A disaggregated winner's roles and KV transfer; which architecture won, by how much."""
+    if w.get("architecture") == "disaggregated":
+        for pool in w["pools"]:
+            stdout.print(
+                f"  {pool['role']}: {pool['replicas_peak']} x TP {pool['tp']} at peak, max "
+                f"{pool['max_seqs']} sequences, {_usd(pool['monthly_usd'])}/month"
+            )
+        transfer = (w.get("verification") or {}).get("disaggregation") or {}
+        t = transfer.get("transfer_s") or {}
+        share = (transfer.get("transfer_share_of_ttft") or {}).get("p50")
+        stdout.print(
+            f"  KV cache over {_cell(w['kv_link'])}"
+            + (" (assumed: not in the links catalog)" if w.get("kv_link_assumed") else "")
+            + (
+                f": transfer P99 {_ms(t.get('p99'))} ms, {share:.1%} of TTFT at the median"
+                if share is not None
+                else ""
+            )
+        )
+    if arch is None:
+        return
+    agg, dis = arch["aggregated_monthly_usd"], arch["disaggregated_monthly_usd"]
+    if arch["winner"] == "disaggregated" and agg is not None:
+        stdout.print(
+            f"  disaggregated wins: {_usd(dis)} vs {_usd(agg)}/month aggregated "
+            f"(saves {arch['saving_share']:.0%})"
+        )
+    elif arch["winner"] == "aggregated" and dis is not None:
+        stdout.print(
+            f"  aggregated wins: {_usd(agg)} vs {_usd(dis)}/month disaggregated "
+            f"(saves {arch['saving_share']:.0%})"
+        )
+    elif arch.get("note"):
+        stdout.print(f"  disaggregated: {_cell(arch['note'])}")
 
 
 def _print_confidence(conf: dict[str, Any]) -> None:

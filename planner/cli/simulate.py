@@ -119,6 +119,42 @@ def simulate_command(
     ),
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp8, int8, int4-awq."),
     tp: int = typer.Option(1, "--tp", help="GPUs per replica (tensor parallelism)."),
+    prefill_replicas: int | None = typer.Option(
+        None,
+        "--prefill-replicas",
+        min=1,
+        help="Disaggregated serving: prefill replicas (with --decode-replicas; the prompt's KV "
+        "cache then crosses --kv-link to a decode replica).",
+    ),
+    decode_replicas: int | None = typer.Option(
+        None, "--decode-replicas", min=1, help="Disaggregated serving: decode replicas."
+    ),
+    prefill_tp: int | None = typer.Option(
+        None, "--prefill-tp", min=1, help="GPUs per prefill replica (default: --tp)."
+    ),
+    decode_tp: int | None = typer.Option(
+        None, "--decode-tp", min=1, help="GPUs per decode replica (default: --tp)."
+    ),
+    prefill_gpu: str | None = typer.Option(
+        None, "--prefill-gpu", help="GPU type of the prefill replicas (default: --gpu)."
+    ),
+    decode_gpu: str | None = typer.Option(
+        None, "--decode-gpu", help="GPU type of the decode replicas (default: --gpu)."
+    ),
+    kv_link: str | None = typer.Option(
+        None,
+        "--kv-link",
+        help="What the KV cache crosses (data/catalog/links.csv: a link or instance type, e.g. "
+        "aws-p5-efa, p5.48xlarge, nvlink-h100). Default: the GPU's NVLink when both roles fit "
+        "one node.",
+    ),
+    first_token: str | None = typer.Option(
+        None,
+        "--first-token",
+        metavar="decode|prefill",
+        help="Which role yields the first token: decode (vLLM's connector: TTFT includes a "
+        "decode step) or prefill (SGLang, TensorRT-LLM). Default: by engine.",
+    ),
     kv_cache: str | None = KV_CACHE_OPTION,
     memory_utilization: float | None = GPU_MEMORY_UTILIZATION_OPTION,
     max_seqs: int | None = typer.Option(
@@ -357,6 +393,24 @@ def _whatif(p: dict[str, Any]) -> WhatIf:
         response_cache_hit_rate=p["response_cache_hit_rate"],
     )
     demand = _demand(p)
+    roles = ("prefill_tp", "decode_tp", "prefill_gpu", "decode_gpu", "kv_link", "first_token")
+    disaggregation = None
+    if p["prefill_replicas"] is not None or p["decode_replicas"] is not None:
+        if p["prefill_replicas"] is None or p["decode_replicas"] is None:
+            raise UsageError(
+                "a disaggregated run takes both --prefill-replicas and --decode-replicas"
+            )
+        disaggregation = inputs.Disaggregation(
+            p["prefill_replicas"],
+            p["decode_replicas"],
+            *(p[k] for k in roles),
+        )
+    elif any(p[k] is not None for k in roles):
+        given = next(k for k in roles if p[k] is not None)
+        raise UsageError(
+            f"--{given.replace('_', '-')} describes a disaggregated run: give --prefill-replicas "
+            "and --decode-replicas too"
+        )
     return inputs.WhatIf(
         serving=serving,
         demand=demand,
@@ -376,6 +430,7 @@ def _whatif(p: dict[str, Any]) -> WhatIf:
         requests=p["requests"],
         max_model_len=p["max_model_len"],
         over_length=p["over_length"],
+        disaggregation=disaggregation,
     )
 
 
@@ -542,7 +597,41 @@ def _s(value: Any) -> str:
     return f"{value:,.{3 if abs(value) < 10 else 1 if abs(value) < 10_000 else 0}f}"
 
 
+def _print_roles(result: SimulationResult) -> None:
+    """A disaggregated run: each role's deployment and pool, the KV transfer (time, its share
+    of TTFT, the wait for a free link) and the wait for decode room."""
+    d = result.disaggregation
+    assert d is not None
+    for pool in d["pools"]:
+        s = result.serving[pool["role"]]
+        fleet = pool["fleet"]
+        cost = f", ${pool['cost']['total']:,.2f}" if pool.get("cost") else ""
+        stdout.print(
+            f"[bold]{pool['role']}[/]: {fleet['launched']} x {s['tp']} x {s['gpu']} "
+            f"{s['precision']}, KV cache {s['kv_capacity_tokens']:,} tokens, at most "
+            f"{s['max_seqs']:,} sequences, {s['max_batched_tokens']:,} tokens per iteration; "
+            f"queued at most {pool['queued_peak']:,.1f} (a 60 s mean){cost}"
+        )
+    t, share, wait = d["transfer_s"], d["transfer_share_of_ttft"], d["transfer_wait_s"]
+    stdout.print(
+        f"KV transfer over {escape(d['link'])} ({escape(d['link_transport'])}), "
+        f"{d['kv_bytes_per_prompt_token'] / 1024:,.0f} KiB per prompt token: P50 {_ms(t['p50'])} "
+        f"ms, P99 {_ms(t['p99'])} ms; waiting for a free link P99 {_ms(wait['p99'])} ms; "
+        f"{_share(share['p50'])} of TTFT at the median (first token from the "
+        f"{d['first_token']} side)"
+    )
+    dw = d["decode_wait_s"]
+    stdout.print(
+        f"decode: from the KV cache's arrival to the first decode step's end P50 "
+        f"{_ms(dw['p50'])} ms, P99 {_ms(dw['p99'])} ms (more than a step: held for room)"
+    )
+
+
 def _print(result: SimulationResult) -> None:
+    if result.disaggregation is not None:
+        _print_roles(result)
+        _print_summary(result)
+        return
     s = result.serving
     stdout.print(
         f"[bold]{s['model']}[/] {s['precision']} on {s['tp']} x {s['gpu']} per replica, "
@@ -567,6 +656,10 @@ def _print(result: SimulationResult) -> None:
         f"({escape(s['kv_cache_source'])}); at most {s['max_seqs']:,} sequences and "
         f"{s['max_batched_tokens']:,} tokens per iteration"
     )
+    _print_summary(result)
+
+
+def _print_summary(result: SimulationResult) -> None:
     overall = result.summary["all"]
     if result.load_model is not None:
         stdout.print(f"load: {escape(result.load_model)}")

@@ -390,7 +390,8 @@ def search(
             [],
             len(pairs),
             f"the cheapest disaggregated pair screened at ${pairs[0].monthly_usd:,.0f}/month, "
-            f"not below the aggregated ${below_usd:,.0f}: not simulated",
+            f"not below ${below_usd:,.0f} (the aggregated winner's cost, or the budget): not "
+            "simulated",
         )
     picked: list[DisaggScreened] = []
     seen: set[tuple[Any, ...]] = set()
@@ -505,7 +506,8 @@ def disagg_row(s: DisaggScreened, request: Request, tokens: tuple[float, float])
             }
         )
         pools.append(pool)
-    return {**base, "pools": pools, "saving_vs_single_pool_usd": 0.0}
+    # as a fleet lists its pools, the recommendation's winner lists these (engine._with_pool)
+    return {**base, "roles": pools}
 
 
 def disagg_plan(s: DisaggScreened, request: Request, spot: float) -> dict[str, Any]:
@@ -546,9 +548,10 @@ def architecture_summary(
     agg_usd = aggregated.monthly_usd if aggregated is not None else None
     dis = outcome.winner
     dis_usd = dis.monthly_usd if dis is not None else None
+    mine: float | None
+    other: float | None
     if dis_usd is not None and (agg_usd is None or dis_usd < agg_usd):
-        won, other = "disaggregated", agg_usd
-        mine = dis_usd
+        won, other, mine = "disaggregated", agg_usd, dis_usd
     else:
         won, other, mine = "aggregated", dis_usd, agg_usd
     saving = other - mine if other is not None and mine is not None else None

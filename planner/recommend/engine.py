@@ -81,8 +81,8 @@ def _with_pool(winner: dict[str, Any] | None, demand: dict[str, Any]) -> dict[st
     a script reads every recommendation the same way."""
     if winner is None:
         return None
-    if winner.get("pools"):  # a disaggregated winner lists its prefill and decode pools
-        return winner
+    if winner.get("roles"):  # a disaggregated winner: its prefill and decode pools
+        return {**winner, "pools": winner["roles"], "saving_vs_single_pool_usd": 0.0}
     pool = {
         "pool": winner["model"],
         "models": [winner["model"]],
@@ -238,6 +238,8 @@ def recommend(
                 if leaders and options.disaggregation == "auto"
                 else float("inf")
             )
+            if budget is not None:
+                below = min(below, budget + 1e-9)
             disagg = search_disaggregated(sweep, candidates, below)
 
     passed = []
@@ -289,14 +291,16 @@ def recommend(
         if disagg_winner is not None and (
             winner is None or disagg_winner.monthly_usd < winner.monthly_usd
         ):
-            ranked.insert(0, disagg_row(disagg_winner, request, tokens))
+            row = disagg_row(disagg_winner, request, tokens)
+            row["id"] = max((c.id for c in candidates), default=0) + 1  # not a candidate's
+            ranked.insert(0, row)
         else:
             disagg_winner = None
     if disagg_winner is not None:
         from planner.recommend.disagg import disagg_hourly, disagg_plan
 
         winner_row: dict[str, Any] | None = ranked[0]
-        plan = disagg_plan(disagg_winner, request, spot)
+        plan: dict[str, Any] | None = disagg_plan(disagg_winner, request, spot)
         hourly = disagg_hourly(disagg_winner, request)
         confidence = _disagg_confidence(request, disagg_winner)
     else:
@@ -315,7 +319,7 @@ def recommend(
         winner=winner_row,
         plan=plan,
         ranked=ranked,
-        pareto=_pareto(passed),
+        pareto=_pareto(passed, ranked[0] if disagg_winner is not None else None),
         rejected=[r.to_dict() for r in rejected],
         stats={
             "candidates": len(candidates) + sum(1 for r in rejected if r.stage == "space"),
@@ -639,10 +643,23 @@ def ranked_row(s: Screened, request: Request, tokens: tuple[float, float]) -> di
     }
 
 
-def _pareto(passed: list[Screened]) -> list[int]:
+def _pareto(passed: list[Screened], extra: dict[str, Any] | None = None) -> list[int]:
     """Candidate ids on the cost-vs-P99 front: no other verified candidate is at least as
-    cheap, as fast (P99 TTFT and TPOT) and as accurate (quality loss) and better in one."""
+    cheap, as fast (P99 TTFT and TPOT) and as accurate (quality loss) and better in one.
+    ``extra``: a ranked row on the front too (a disaggregated winner)."""
     points = []
+    if extra is not None:
+        points.append(
+            (
+                extra["id"],
+                (
+                    extra["monthly_usd"],
+                    extra["p99_ttft_s"] or 0.0,
+                    extra["p99_tpot_s"] or 0.0,
+                    -extra["quality_delta_pct"],
+                ),
+            )
+        )
     for s in passed:
         v = s.verified
         assert v is not None

@@ -380,7 +380,7 @@ def simulate_disaggregated(
     ttft = first_token - workload.arrival_s
     # the transfer stage as TTFT sees it: waiting for a free link, then moving the cache
     transfer_stage = landed - prefilled
-    pools = []
+    pools: list[dict[str, Any]] = []
     total_cost: dict[str, Any] | None = None
     for role, stage, fleet in zip(ROLES, stages, (prefill_fleet, decode_fleet), strict=False):
         pool_cost = None

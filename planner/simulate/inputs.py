@@ -374,6 +374,31 @@ class ReplicaPrices:
 
 
 @dataclass(frozen=True)
+class Disaggregation:
+    """A disaggregated fleet (``--prefill-replicas``/``--decode-replicas``): each role's
+    replicas and, where they differ from the what-if's serving, its GPU and TP; the KV link
+    (None: the GPU's NVLink when both roles fit one node) and which side yields the first token
+    (None: by engine)."""
+
+    prefill_replicas: int
+    decode_replicas: int
+    prefill_tp: int | None = None
+    decode_tp: int | None = None
+    prefill_gpu: str | None = None
+    decode_gpu: str | None = None
+    kv_link: str | None = None
+    first_token: str | None = None
+
+    def __post_init__(self) -> None:
+        for option, count in (
+            ("--prefill-replicas", self.prefill_replicas),
+            ("--decode-replicas", self.decode_replicas),
+        ):
+            if count < 1:
+                raise UsageError(f"{option} {count}: a disaggregated fleet needs at least 1")
+
+
+@dataclass(frozen=True)
 class WhatIf:
     """One simulation: what each replica runs, what arrives, the fleet, prices and targets."""
 
@@ -390,6 +415,7 @@ class WhatIf:
     max_model_len: int | None = None  # the engine's longest prompt (None: no limit)
     over_length: str = "truncate"  # a longer prompt is cut (truncate) or refused (refuse)
     price_names: Mapping[str, str] = field(default_factory=lambda: dict(PRICE_OPTIONS))
+    disaggregation: Disaggregation | None = None  # prefill and decode apart (None: aggregated)
 
 
 def check_settings(

@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from planner.common.files import check_output_path
 from planner.common.text import printable, shown
@@ -207,6 +207,19 @@ class PreparedRun:
     over_length_mode: str = "truncate"
     # a dataset that logs several models: the requests of the served model taken from it
     models: ModelPick | None = None
+    # prefill and decode apart: the roles, the decode pool's fleet and profile, prices by role
+    disaggregated: DisaggregatedRun | None = None
+
+
+@dataclass(frozen=True)
+class DisaggregatedRun:
+    """What :func:`~planner.simulate.disagg.simulate_disaggregated` takes besides the
+    workload: ``PreparedRun.fleet`` and ``profile`` are the prefill pool's."""
+
+    spec: Any  # planner.simulate.disagg.DisaggregatedSpec
+    decode_fleet: FleetConfig
+    decode_profile: Profile
+    prices: dict[str, dict[str, float]] | None
 
 
 def prepare_whatif(whatif: WhatIf, sessions: SessionScope) -> PreparedRun:
@@ -243,6 +256,16 @@ def prepare_whatif(whatif: WhatIf, sessions: SessionScope) -> PreparedRun:
         )
     slos = class_slos(workload.classes, whatif.class_slos, whatif.slo)
     check_rate_limit_classes(fleet.rate_limits, workload.classes)
+    disaggregated = None
+    if whatif.disaggregation is not None:
+        disaggregated = _disaggregated(whatif, serving, profiles, spec, prices)
+        fleet = replace(
+            fleet,
+            replicas={"on-demand": whatif.disaggregation.prefill_replicas},
+            gpus_per_replica=disaggregated.spec.prefill.tp,
+        )
+        serving = disaggregated.spec.prefill
+        profile = engine_profile(profiles, serving.deployment().gpu.name, spec, whatif.profile)
     return PreparedRun(
         limited.kept,
         serving,
@@ -257,7 +280,68 @@ def prepare_whatif(whatif: WhatIf, sessions: SessionScope) -> PreparedRun:
         max_model_len=whatif.max_model_len,
         over_length_mode=whatif.over_length,
         models=models,
+        disaggregated=disaggregated,
     )
+
+
+def _disaggregated(
+    whatif: WhatIf,
+    serving: ServingSpec,
+    profiles: Any,
+    engine: Any,
+    prices: dict[str, float] | None,
+) -> DisaggregatedRun:
+    """The roles of a disaggregated what-if: each the what-if's serving with its own GPU and
+    TP, the link (by default the GPU's NVLink when both roles fit one node), the decode pool,
+    and each role's replica prices (the given price per replica is per ``--tp`` GPUs)."""
+    from planner.latency.catalog import load_catalog
+    from planner.latency.disagg import load_link_table
+    from planner.simulate.disagg import DisaggregatedSpec
+
+    d = whatif.disaggregation
+    assert d is not None
+    settings = whatif.fleet
+    if settings.autoscale or settings.schedule is not None:
+        raise UsageError(
+            "--autoscale and --schedule size an aggregated fleet; a disaggregated run takes "
+            "fixed --prefill-replicas and --decode-replicas"
+        )
+    prefill = replace(serving, gpu=d.prefill_gpu or serving.gpu, tp=d.prefill_tp or serving.tp)
+    decode = replace(serving, gpu=d.decode_gpu or serving.gpu, tp=d.decode_tp or serving.tp)
+    link = d.kv_link
+    if link is None:
+        gpus = load_catalog().gpus
+        p_gpu, d_gpu = gpus.get(prefill.gpu), gpus.get(decode.gpu)
+        used = d.prefill_replicas * prefill.tp + d.decode_replicas * decode.tp
+        node = [
+            entry.name
+            for entry in load_link_table().entries
+            if entry.scope == "node" and entry.gpu == p_gpu.name
+        ]
+        if p_gpu.name != d_gpu.name or used > p_gpu.max_gpus_per_node or not node:
+            raise UsageError(
+                f"the prefill and decode roles ({used} GPUs of {p_gpu.name}"
+                + (f" and {d_gpu.name}" if p_gpu.name != d_gpu.name else "")
+                + ") do not share one node's NVLink: give --kv-link NAME, one of "
+                + ", ".join(e.name for e in load_link_table().entries)
+            )
+        link = node[0]
+    spec = DisaggregatedSpec(prefill, decode, link, d.first_token)
+    spec.resolved_link()  # an unknown link is an error now, before any simulation
+    decode_fleet = FleetConfig(
+        replicas={"on-demand": d.decode_replicas},
+        router=settings.router,
+        gpus_per_replica=decode.tp,
+        seed=whatif.seed,
+    )
+    decode_profile = engine_profile(profiles, decode.deployment().gpu.name, engine, whatif.profile)
+    role_prices = None
+    if prices is not None:
+        role_prices = {
+            role: {k: v / serving.tp * s.tp for k, v in prices.items()}
+            for role, s in (("prefill", prefill), ("decode", decode))
+        }
+    return DisaggregatedRun(spec, decode_fleet, decode_profile, role_prices)
 
 
 def run_whatif(
@@ -272,6 +356,28 @@ def run_whatif(
     percentiles get their ``confidence`` intervals (:func:`add_intervals`; ``accuracy``:
     the held-out errors, by default :func:`~planner.latency.uncertainty.bundled_accuracy`;
     no confidence: none)."""
+    if prepared.disaggregated is not None:
+        from planner.simulate.disagg import simulate_disaggregated
+
+        run = prepared.disaggregated
+        result = simulate_disaggregated(
+            prepared.workload,
+            run.spec,
+            prepared.fleet,
+            run.decode_fleet,
+            prepared.profile,
+            run.decode_profile,
+            slos=prepared.slos,
+            price_per_replica_hour=run.prices,
+            progress=progress,
+        )
+        result.available_requests = max(prepared.available_requests, result.requests)
+        _note_models(prepared, result)
+        _note_prompt_limit(prepared, result)
+        if confidence is not None:
+            errors = accuracy if accuracy is not None else accuracy_for(confidence)
+            add_intervals(result, prepared.serving.engine, confidence, errors)
+        return result
     result = simulate_workload(
         prepared.workload,
         prepared.serving,

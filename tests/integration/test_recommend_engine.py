@@ -134,7 +134,10 @@ def check_only_verified_fleets_recommended(data: dict[str, Any]) -> None:
     assert {k: v for k, v in winner.items() if k not in ("pools", "saving_vs_single_pool_usd")} == (
         ranked[0]
     )
-    assert [p["instance_type"] for p in winner["pools"]] == [ranked[0]["instance_type"]]
+    # one pool; a disaggregated winner's two (prefill, decode) on its instance type
+    roles = ["prefill", "decode"] if winner.get("architecture") == "disaggregated" else [None]
+    assert [p.get("role") for p in winner["pools"]] == roles
+    assert {p["instance_type"] for p in winner["pools"]} == {ranked[0]["instance_type"]}
     assert winner["saving_vs_single_pool_usd"] == 0.0
     assert winner["monthly_usd"] == min(row["monthly_usd"] for row in passed)
     assert ranked[: len(passed)] == passed  # verified rows first
