@@ -52,12 +52,12 @@ def week_demand() -> Demand:
     )
 
 
-def once(workers: int, dask: str | None = None) -> dict[str, Any]:
+def once(workers: int, dask: str | None = None, disaggregation: str = "auto") -> dict[str, Any]:
     request = Request(
         week_demand(),
         Targets({"default": SLO(ttft_s=2.0, tpot_s=0.2)}),
         Constraints(model="llama-3.1-8b"),
-        SearchOptions(verify_top=20, workers=workers, dask=dask),
+        SearchOptions(verify_top=20, workers=workers, dask=dask, disaggregation=disaggregation),
     )
     prices = load_snapshot()
     began = time.perf_counter()
@@ -65,8 +65,13 @@ def once(workers: int, dask: str | None = None) -> dict[str, Any]:
     total = time.perf_counter() - began
     stats = result.stats
     winner = result.winner or {}
+    arch = result.architecture or {}
     return {
         "workers": workers,
+        "disaggregation": disaggregation,
+        "architecture": arch.get("winner"),
+        "pairs_screened": arch.get("pairs_screened"),
+        "pairs_verified": len(arch.get("pairs_verified") or []),
         "runner": stats["runner"],
         "configurations": stats["candidates"],
         "screened": stats["screened"],
@@ -88,9 +93,17 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--serial", action="store_true", help="also run with one process")
     parser.add_argument("--dask", action="store_true", help="also run on a Dask LocalCluster")
+    parser.add_argument(
+        "--compare-disaggregation",
+        action="store_true",
+        help="also run with --disaggregation off (issue 33: the search with disaggregated "
+        "pairs stays within 2x of the search without)",
+    )
     parser.add_argument("--json", type=Path, help="write results here")
     args = parser.parse_args()
     runs = [once(args.workers)] + ([once(1)] if args.serial else [])
+    if args.compare_disaggregation:
+        runs.append(once(args.workers, disaggregation="off"))
     if args.dask:
         runs.append(once(args.workers, "local"))
     same = len({(r["winner"], r["winner_monthly_usd"]) for r in runs}) == 1
@@ -102,8 +115,13 @@ def main() -> None:
             f"({r['screened_per_s']:,}/s); {r['verified']} verified in {r['verify_s']:.1f} s: "
             f"{r['screen_and_verify_s']:.1f} s ({verdict} the {TARGET_S:.0f} s target); "
             f"tightening and growth check {r['refine_s']:.1f} s; {r['simulations']} simulations, "
-            f"total {r['total_s']:.1f} s; winner {r['winner']} ${r['winner_monthly_usd']:,}/month"
+            f"total {r['total_s']:.1f} s; winner {r['winner']} ${r['winner_monthly_usd']:,}/month; "
+            f"disaggregation {r['disaggregation']}: {r['pairs_screened'] or 0} pairs screened, "
+            f"{r['pairs_verified']} simulated, {r['architecture'] or 'not searched'} won"
         )
+    if args.compare_disaggregation:
+        ratio = runs[0]["total_s"] / runs[-1]["total_s"]
+        print(f"with disaggregated pairs / without: {ratio:.2f}x the time (target: under 2x)")
     print("same winner in every run" if same else "RUNS DISAGREE")
     if args.json:
         payload = {"machine": platform.platform(), "python": platform.python_version()}

@@ -21,7 +21,12 @@ from planner.latency.catalog import load_catalog
 from planner.latency.uncertainty import DEFAULT_CONFIDENCE
 from planner.recommend import tables
 from planner.recommend.engine import why_no_fleet
-from planner.recommend.inputs import DEFAULT_PRECISIONS, Constraints, SearchOptions
+from planner.recommend.inputs import (
+    DEFAULT_PRECISIONS,
+    DISAGGREGATION,
+    Constraints,
+    SearchOptions,
+)
 from planner.recommend.limits import LimitNames
 from planner.recommend.mix import DEFAULT_SIZE_BUCKETS
 from planner.recommend.plot import cost_vs_p99, fleet_by_pool, fleet_by_purchase
@@ -256,7 +261,7 @@ def _constraint_inputs(providers: list[str], gpus: list[str], precisions: list[s
 
 def _effort_inputs() -> None:
     st.markdown("**Search effort**")
-    effort = st.columns(5)
+    effort = st.columns(6)
     effort[0].number_input(
         "Candidates to simulate",
         min_value=1,
@@ -295,6 +300,13 @@ def _effort_inputs() -> None:
         help="Size the fleet so the P99 targets hold at the upper end of this confidence's "
         "interval (the model's held-out error and the simulation's sampling error); 0: on the "
         "point estimates.",
+    )
+    effort[5].selectbox(
+        "Prefill/decode apart",
+        DISAGGREGATION,
+        key="rec-disaggregation",
+        help="Disaggregated serving: prefill and decode on pools of their own, the KV cache "
+        "moved between them. auto: searched beside aggregated replicas; only; off.",
     )
 
 
@@ -359,6 +371,7 @@ def _spec() -> RecommendRequest | None:
             compare_gpus=bool(state["rec-compare-gpus"]),
             growth_check=bool(state["rec-growth-check"]),
             confidence=float(state["rec-confidence"]) or None,
+            disaggregation=str(state.get("rec-disaggregation") or "auto"),
         ),
         names=PAGE_NAMES,
     )
@@ -516,6 +529,7 @@ def _winner(data: dict[str, Any]) -> None:
         help="Input and output tokens of a 730-hour month of this demand.",
     )
     money[3].metric("Instances at peak", f"{winner['peak_instances']:,}")
+    _architecture(data)
     slos = _targets(data)
     for col, metric in zip(st.columns(3), METRICS, strict=True):
         value, target = _ms(winner.get(f"p99_{metric}_s")), slos[metric]
@@ -528,6 +542,52 @@ def _winner(data: dict[str, Any]) -> None:
             delta_color="inverse",
             help="no target set" if target is None else f"target {_duration(target)}",
         )
+
+
+def _architecture(data: dict[str, Any]) -> None:
+    """A disaggregated winner's roles and KV transfer; which architecture won and by how much."""
+    winner, arch = data["winner"], data.get("architecture")
+    if winner.get("architecture") == "disaggregated":
+        transfer = (winner.get("verification") or {}).get("disaggregation") or {}
+        t = transfer.get("transfer_s") or {}
+        share = (transfer.get("transfer_share_of_ttft") or {}).get("p50")
+        st.markdown(
+            "**Disaggregated**: prefill and decode on pools of their own, the prompt's KV cache "
+            f"sent over **{winner['kv_link']}**"
+            + (" (assumed: not in the links catalog)" if winner.get("kv_link_assumed") else "")
+            + (
+                f": transfer P99 {_duration(_ms(t.get('p99')))}, {share:.1%} of TTFT at the median."
+                if share is not None
+                else "."
+            )
+        )
+        st.dataframe(
+            [
+                {
+                    "role": pool["role"],
+                    "$ per month": pool["monthly_usd"],
+                    "replicas at peak": pool["replicas_peak"],
+                    "TP": pool["tp"],
+                    "max sequences": pool["max_seqs"],
+                    "GPU": pool["gpu"],
+                }
+                for pool in winner["pools"]
+            ],
+            hide_index=True,
+            column_config={"$ per month": MONEY},
+        )
+    if not arch:
+        return
+    agg, dis = arch.get("aggregated_monthly_usd"), arch.get("disaggregated_monthly_usd")
+    if agg is not None and dis is not None:
+        won = arch["winner"]
+        other = "aggregated" if won == "disaggregated" else "disaggregated"
+        st.caption(
+            f"{won.capitalize()} won: ${min(agg, dis):,.0f} vs ${max(agg, dis):,.0f} per month "
+            f"{other} (saves {arch['saving_share']:.0%})."
+        )
+    elif arch.get("note"):
+        st.caption(f"Disaggregated: {arch['note']}.")
 
 
 def _confidence(data: dict[str, Any]) -> None:

@@ -57,6 +57,7 @@ TPOT_HEADROOM = 0.85  # the screened mean step time stays this far under the P99
 BATCH_USE = 0.85  # share of the decode batch limit the sizing fills on average
 MAX_PREFILL_LOAD = 0.95
 PAIRS_TO_VERIFY = 3
+PAIRS_PRICED = 40  # pairs, cheapest on demand, whose purchase plans are worked out
 
 
 @dataclass(frozen=True)
@@ -203,8 +204,9 @@ def screen_pairs(
     candidates: list[Candidate],
     profiles: dict[str, Any],
     spot: float,
-) -> list[DisaggScreened]:
-    """Every prefill/decode pair on one instance type, sized and priced, cheapest first."""
+) -> tuple[list[DisaggScreened], int]:
+    """The prefill/decode pairs on one instance type, sized and priced, cheapest first (the
+    PAIRS_PRICED cheapest on demand), and how many pairs were screened."""
     lengths = Lengths.sample(
         request.demand.inputs, request.demand.outputs, POOL_SAMPLE, request.options.seed
     )
@@ -216,7 +218,7 @@ def screen_pairs(
         if cand.offer.gpu in profiles:
             groups.setdefault((cand.offer.label, cand.model, cand.precision), []).append(cand)
     latencies: dict[tuple[Any, ...], LatencyModel] = {}
-    pairs: list[DisaggScreened] = []
+    rough: list[tuple[float, RoleCapacity, RoleCapacity]] = []
     for group in groups.values():
         prefills: dict[int, RoleCapacity] = {}
         decodes: list[RoleCapacity] = []
@@ -251,11 +253,25 @@ def screen_pairs(
                 prefills[cand.tp] = role
         for p in prefills.values():
             for d in decodes:
-                pairs.append(_sized(p, d, p.rps, d.rps, request, spot))
+                rough.append((_on_demand_usd(p, d, request), p, d))
+    # the purchase plans (the costly part) only for the pairs cheapest on demand
+    rough.sort(key=lambda r: (r[0], r[1].candidate.id, r[2].candidate.id))
+    pairs = [_sized(p, d, p.rps, d.rps, request, spot) for _, p, d in rough[:PAIRS_PRICED]]
     pairs.sort(
         key=lambda s: (round(s.monthly_usd, 6), s.prefill.candidate.id, s.decode.candidate.id)
     )
-    return pairs
+    return pairs, len(rough)
+
+
+def _on_demand_usd(prefill: RoleCapacity, decode: RoleCapacity, request: Request) -> float:
+    """The pair's instance-hours at the on-demand price: the rough cost that ranks pairs."""
+    rates = request.demand.curve.requests_per_hour
+    floor = request.constraints.min_replicas
+    x = hourly_replicas(rates, prefill.rps, floor)
+    y = hourly_replicas(rates, decode.rps, floor)
+    offer = decode.candidate.offer
+    instances = -(-(x * prefill.candidate.tp + y * decode.candidate.tp) // offer.gpu_count)
+    return float(instances.sum()) * offer.on_demand
 
 
 def _task(sweep: Sweep, s: DisaggScreened, attempt: int) -> VerifyTask:
@@ -380,7 +396,7 @@ def search(
 ) -> DisaggOutcome:
     """The cheapest verified disaggregated fleet, trying the pairs screened below
     ``below_usd`` a month (the aggregated winner's cost, or infinity)."""
-    pairs = screen_pairs(sweep.request, candidates, sweep.profiles, sweep.spot)
+    pairs, screened = screen_pairs(sweep.request, candidates, sweep.profiles, sweep.spot)
     if not pairs:
         return DisaggOutcome(None, [], 0, "no prefill/decode pair met the targets on the screen")
     cheaper = [s for s in pairs if s.monthly_usd < below_usd]
@@ -388,7 +404,7 @@ def search(
         return DisaggOutcome(
             None,
             [],
-            len(pairs),
+            screened,
             f"the cheapest disaggregated pair screened at ${pairs[0].monthly_usd:,.0f}/month, "
             f"not below ${below_usd:,.0f} (the aggregated winner's cost, or the budget): not "
             "simulated",
@@ -407,10 +423,10 @@ def search(
     passed = sorted((s for s in verified if s.passed), key=lambda s: s.monthly_usd)
     if not passed:
         return DisaggOutcome(
-            None, verified, len(pairs), "no disaggregated pair met the targets in simulation"
+            None, verified, screened, "no disaggregated pair met the targets in simulation"
         )
     winner = _tighten(sweep, passed[0]) if sweep.request.options.tighten_steps else passed[0]
-    return DisaggOutcome(winner, verified, len(pairs), "")
+    return DisaggOutcome(winner, verified, screened, "")
 
 
 def hourly_rates(request: Request) -> NDArray[np.float64]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.common import PAGES
@@ -255,3 +256,29 @@ def test_every_model_of_a_log_is_planned_as_a_fleet(
     targets = data["request"]["targets"]
     assert targets["llama-3.1-70b"]["slos"]["default"]["ttft_s"] == 5.0
     assert targets["llama-3.1-8b"]["slos"]["default"]["ttft_s"] == 2.0
+
+
+def test_a_disaggregated_search_shows_its_roles_and_transfer(
+    demo_home: Path, page: Callable[[str], AppTest]
+) -> None:
+    before = _stored(demo_home)
+    at = page("recommend")
+    at.selectbox(key="rec-dataset").select("demo-azure-conv")
+    at.selectbox(key="rec-disaggregation").select("only")
+    _small_search(at)
+    at.button(key="rec-run").click().run()
+    no_exception(at)
+    _wait_until(at, lambda at: len(_stored(demo_home)) == len(before) + 1)
+    at.run()
+    no_exception(at)
+    data = _result(demo_home, _stored(demo_home)[-1]["id"])
+    winner = data["winner"]
+    assert data["request"]["options"]["disaggregation"] == "only"
+    assert winner is not None and winner["architecture"] == "disaggregated"
+    text = " ".join(_texts(at.markdown))
+    assert "**Disaggregated**" in text and winner["kv_link"] in text
+    roles = _table(at, "role")
+    assert list(roles["role"]) == ["prefill", "decode"]
+    assert roles["$ per month"].sum() == pytest.approx(winner["monthly_usd"])
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["$ per month"] == f"${winner['monthly_usd']:,.0f}"
