@@ -172,7 +172,7 @@ def test_dense_models_have_all_parameters_active() -> None:
         ("gpus", "A100 SXM 80GB", "A100-80GB"),
         ("gpus", "H200 131GB HBM3", "H200"),
         ("gpus", "amd mi300x", "MI300X"),
-        ("models", "Llama-3.3-70B-Instruct", "llama-3.3-70b"),
+        ("models", "Llama-3.3-70B-Instruct", "llama-3.1-70b"),
         ("models", "LLAMA-3.1-8B", "llama-3.1-8b"),
         ("models", "meta-llama/llama-2-7b-hf", "llama-2-7b"),
         ("models", "Mixtral-8x7B", "mixtral-8x7b"),

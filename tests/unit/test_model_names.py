@@ -22,7 +22,7 @@ from planner.workload.model_names import (
         ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
         ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"),
         ("meta-llama/Llama-3.1-70B-Instruct", "llama-3.1-70b"),
-        ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b"),
+        ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"),
         ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
         ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
         # normalised forms: org prefix, Meta- prefix, tuning and quantisation suffixes
