@@ -530,3 +530,29 @@ def test_catalog_models_lists_the_zoo_with_sources(tmp_path: Path) -> None:
     assert deepseek["kv_lora_rank"] == 512 and deepseek["shared_experts"] == 1
     assert listed["qwen3-8b"]["ep_ready"] is False
     assert listed["gpt-oss-120b"]["sliding_layers"] == 18
+
+
+# --- the search: EP beside TP in the candidate space -----------------------------------------
+
+
+def test_the_candidate_space_tries_ep_for_moe_models_only() -> None:
+    from planner.recommend.inputs import Constraints
+    from planner.recommend.space import enumerate_candidates
+    from tests.unit.test_recommend_screen import point
+
+    prices = [point("p5.48xlarge", "H100-SXM", 8, 98.0)]
+
+    def space(name: str) -> set[tuple[int, int]]:
+        constraints = Constraints(
+            model=name, precisions=("fp8",), max_seqs=(128,), chunked_prefill=(True,)
+        )
+        candidates, _ = enumerate_candidates(prices, constraints)
+        # every candidate's deployment runs (ServingSpec carries ep into Deployment)
+        for c in candidates:
+            assert c.serving(constraints).deployment().ep == c.ep
+        return {(c.tp, c.ep) for c in candidates}
+
+    moe = space("qwen3-235b-a22b")  # fits 4 or 8 H100s in FP8
+    assert {(4, 1), (4, 4), (8, 1), (8, 8)} <= moe
+    assert all(ep in (1, tp) for tp, ep in moe)
+    assert {ep for _, ep in space("qwen3-8b")} == {1}
