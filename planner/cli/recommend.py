@@ -743,13 +743,17 @@ def _print_search(result: Recommendation) -> None:
 def _print_winner(w: dict[str, Any], plan: dict[str, Any]) -> None:
     chosen = plan["chosen"]
     unit = chosen["commitment_unit"].replace("_", " ")
+    layout = (
+        f"disaggregated: prefill TP {w['prefill_tp']}, decode TP {w['decode_tp']} with max "
+        f"{w['max_seqs']} sequences"
+        if w.get("architecture") == "disaggregated"
+        else f"TP {w['tp']}, max {w['max_seqs']} sequences, chunked prefill "
+        + ("on" if w["chunked_prefill"] else "off")
+    )
     stdout.print(
         f"\n[bold]recommended:[/] {_cell(w['provider'])}/{_cell(w['region'])} "
         f"{_cell(w['instance_type'])} ({w['gpus_per_instance']} x {_cell(w['gpu'])}), "
-        f"{_cell(w['model'])} {_cell(w['precision'])}, "
-        f"TP {w['tp']}, "
-        f"max {w['max_seqs']} sequences, chunked prefill "
-        + ("on" if w["chunked_prefill"] else "off")
+        f"{_cell(w['model'])} {_cell(w['precision'])}, {layout}"
     )
     stdout.print(
         f"  engine {_cell(w['engine'])}: KV cache {_cell(w['kv_cache'])} "
@@ -801,7 +805,7 @@ def _print_winner(w: dict[str, Any], plan: dict[str, Any]) -> None:
 def _print_architecture(w: dict[str, Any], arch: dict[str, Any] | None) -> None:
     """A disaggregated winner's roles and KV transfer; which architecture won, by how much."""
     if w.get("architecture") == "disaggregated":
-        for pool in w["pools"]:
+        for pool in w.get("pools") or w.get("roles") or []:
             stdout.print(
                 f"  {pool['role']}: {pool['replicas_peak']} x TP {pool['tp']} at peak, max "
                 f"{pool['max_seqs']} sequences, {_usd(pool['monthly_usd'])}/month"

@@ -146,12 +146,17 @@ def prefill_capacity(
     )
 
 
+def _slo(request: Request, cand: Candidate) -> Any:
+    """The strictest targets, shrunk by the model's error on this GPU class (the confidence
+    margin), as the aggregated screen plans against them."""
+    return request.margin.shrink(request.targets.strictest(), cand.offer.gpu)
+
+
 def decode_capacity(
-    cand: Candidate, request: Request, latency: LatencyModel, lengths: Lengths
+    cand: Candidate, request: Request, latency: LatencyModel, lengths: Lengths, slo: Any
 ) -> RoleCapacity | None:
     """Requests/s one decode replica serves (Little's law at the largest batch that keeps the
     step time under the TPOT and E2E targets with headroom, within its KV cache)."""
-    slo = request.targets.strictest()
     deployment = latency.deployment
     mean_out = float(np.maximum(lengths.outputs, 1).mean())
     context = float(lengths.decoding_context)
@@ -210,7 +215,6 @@ def screen_pairs(
     lengths = Lengths.sample(
         request.demand.inputs, request.demand.outputs, POOL_SAMPLE, request.options.seed
     )
-    slo = request.targets.strictest()
     side = _first_token_side(request)
     constraints = request.constraints
     groups: dict[tuple[str, str, str], list[Candidate]] = {}
@@ -229,7 +233,7 @@ def screen_pairs(
                     cand.serving(constraints).deployment(), profiles[cand.offer.gpu]
                 )
             latency = latencies[key]
-            role = decode_capacity(cand, request, latency, lengths)
+            role = decode_capacity(cand, request, latency, lengths, _slo(request, cand))
             if role is not None:
                 decodes.append(role)
         if not decodes:
@@ -241,6 +245,7 @@ def screen_pairs(
             decode_dep = latencies[
                 (*decodes[0].candidate.deployment_key(), decodes[0].candidate.max_seqs)
             ].deployment
+            slo = _slo(request, cand)
             budget = math.inf if slo.ttft_s is None else slo.ttft_s
             link, _ = _link_for(cand, 2)  # the network: the slower of the two links
             p99_prompt = int(np.percentile(lengths.inputs, 99))

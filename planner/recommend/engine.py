@@ -215,7 +215,10 @@ def recommend(
     owned = nullcontext(runner) if runner is not None else Runner(options.workers, options.dask)
     with owned as active_runner:
         sweep = Sweep(request, spot, profiles, active_runner, progress)
-        verified, remaining = sweep.verify_cheapest(affordable)
+        verified: list[Screened] = []
+        remaining: list[Screened] = []
+        if options.disaggregation != "only":  # "only": aggregated fleets are not wanted
+            verified, remaining = sweep.verify_cheapest(affordable)
         verify_s = time.perf_counter() - began - screen_s
         leaders = sorted((s for s in verified if s.passed), key=rank_key)
         if leaders and options.tighten_steps:
@@ -288,6 +291,20 @@ def recommend(
 
         disagg_winner = disagg.winner
         architecture = architecture_summary(disagg, winner, request, tokens)
+        for pair in disagg.verified:
+            if not pair.passed and pair.verified is not None:
+                misses = "; ".join(m.describe() for m in pair.verified.misses)
+                rejected.append(
+                    Rejection(
+                        "verify",
+                        "disaggregated-misses-" + pair.verified.misses[0].metric,
+                        f"prefill TP {pair.prefill.candidate.tp} x "
+                        f"{int(pair.prefill_replicas.max())}, decode TP "
+                        f"{pair.decode.candidate.tp} x {int(pair.decode_replicas.max())} at "
+                        f"peak, after {len(pair.verifications)} attempt(s): {misses}",
+                        pair.decode.candidate.describe(),
+                    )
+                )
         if disagg_winner is not None and (
             winner is None or disagg_winner.monthly_usd < winner.monthly_usd
         ):
@@ -336,7 +353,12 @@ def recommend(
             "wall_s": time.perf_counter() - began,
         },
         hourly=hourly,
-        notes=_notes(winner, screened, affordable, request)
+        notes=[
+            note
+            for note in _notes(winner, screened, affordable, request)
+            # a disaggregated winner answers the aggregated search's "nothing met the targets"
+            if disagg_winner is None or not note.startswith(("no configuration", "nothing was"))
+        ]
         + ([architecture["note"]] if architecture and architecture.get("note") else []),
         confidence=confidence,
         winner_screened=None if disagg_winner is not None else winner,

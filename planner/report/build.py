@@ -376,6 +376,15 @@ def _purchase_words(purchase: Purchase) -> str:
 
 
 def _fleet_words(winner: dict[str, Any]) -> str:
+    if winner.get("architecture") == "disaggregated":
+        return (
+            f"{winner['provider']}/{winner['region']}/{winner['instance_type']}, "
+            f"{winner['gpus_per_instance']} x {winner['gpu']}, {winner['model']} "
+            f"{winner['precision']}, disaggregated: {winner['prefill_replicas_peak']} prefill "
+            f"replica(s) of TP {winner['prefill_tp']} and {winner['decode_replicas_peak']} "
+            f"decode replica(s) of TP {winner['decode_tp']} at peak, the KV cache over "
+            f"{winner['kv_link']}"
+        )
     per = int(winner.get("replicas_per_instance") or 1)
     replicas = f", {per} replicas an instance" if per > 1 else ""
     return (
