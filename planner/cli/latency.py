@@ -54,6 +54,33 @@ def latency(
     model: str = typer.Option(..., "--model", help="Model (see `planner catalog models`)."),
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp8, int8, int4-awq."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree (GPUs per replica)."),
+    ep: int = typer.Option(
+        1,
+        "--ep",
+        help="Expert parallelism of a mixture of experts: 1 (experts split by TP) or --tp "
+        "(each GPU holds whole experts).",
+    ),
+    prefill_tp: int | None = typer.Option(
+        None,
+        "--prefill-tp",
+        help="Disaggregated: GPUs of the prefill instance (default --tp); the request is then "
+        "also shown prefilled there, its KV cache sent over --kv-link and decoded apart.",
+    ),
+    decode_tp: int | None = typer.Option(
+        None, "--decode-tp", help="Disaggregated: GPUs of the decode instance (default --tp)."
+    ),
+    kv_link: str | None = typer.Option(
+        None,
+        "--kv-link",
+        help="Disaggregated: what the KV cache crosses (data/catalog/links.csv, e.g. "
+        "aws-p5-efa); default the GPU's NVLink when both roles fit one node.",
+    ),
+    first_token: str | None = typer.Option(
+        None,
+        "--first-token",
+        metavar="decode|prefill",
+        help="Disaggregated: which role yields the first token (default: by engine).",
+    ),
     batch: int = typer.Option(1, "--batch", help="Sequences decoding together."),
     static: bool = typer.Option(
         False,
@@ -139,6 +166,11 @@ def latency(
         seed=seed,
         profile=profile_name,
         scheduler=scheduler,
+        ep=ep,
+        prefill_tp=prefill_tp,
+        decode_tp=decode_tp,
+        kv_link=kv_link,
+        first_token=first_token,
     )
     check_numbers(query)  # before the --memory-utilization alias, as always
     utilization = memory_utilization_option(memory_utilization, memory_utilization_alias)
@@ -158,6 +190,24 @@ def latency(
         print_json(prediction.result)
         return
     _print_latency(prediction.result, prediction.deployment, prediction.profile)
+    if prediction.result.get("disaggregated"):
+        _print_disaggregated(prediction.result["disaggregated"])
+
+
+def _print_disaggregated(d: dict[str, Any]) -> None:
+    """The same request disaggregated: each stage of its TTFT, the transfer's share."""
+    stdout.print(
+        f"[bold]disaggregated[/]: prefill on TP {d['prefill_tp']}, decode on TP "
+        f"{d['decode_tp']} in a batch of {d['decode_batch']}, KV cache "
+        f"{d['kv_bytes'] / 2**20:,.1f} MiB over {escape(d['link'])} "
+        f"({escape(d['link_transport'])}), first token from the {d['first_token']} side"
+    )
+    stdout.print(
+        f"  TTFT {d['ttft_ms']:,.1f} ms = prefill {d['prefill_ms']:,.1f} + transfer "
+        f"{d['transfer_ms']:,.1f} ({d['transfer_share_of_ttft']:.1%}) + first decode step "
+        f"{d['first_step_ms']:,.1f}; TPOT {d['tpot_ms']:,.1f} ms; end-to-end "
+        f"{d['e2e_ms']:,.0f} ms"
+    )
 
 
 def _print_latency(result: dict[str, Any], deployment: Deployment, profile: Profile) -> None:

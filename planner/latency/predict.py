@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -72,6 +72,19 @@ class LatencyQuery:
     # TensorRT-LLM's capacity scheduler policy the simulator runs under --qps (None: the
     # engine's own admission, engines.csv)
     scheduler: str | None = None
+    ep: int = 1  # expert parallelism: 1 (experts TP-sharded) or --tp (experts split whole)
+    # disaggregated prefill and decode (any set): each role's TP (None: --tp), the KV link
+    # (None: the GPU's NVLink when both roles fit one node), which side yields the first token
+    prefill_tp: int | None = None
+    decode_tp: int | None = None
+    kv_link: str | None = None
+    first_token: str | None = None
+
+    @property
+    def disaggregated(self) -> bool:
+        return any(
+            v is not None for v in (self.prefill_tp, self.decode_tp, self.kv_link, self.first_token)
+        )
 
 
 @dataclass(frozen=True)
@@ -136,6 +149,15 @@ def check_numbers(query: LatencyQuery) -> None:
     if query.qps is not None and query.concurrency is not None:
         raise UsageError("--qps and --concurrency are alternatives; give one")
     _count("--tp", query.tp, "GPUs", MAX_TP)
+    _count("--ep", query.ep, "GPUs", MAX_TP)
+    _count("--prefill-tp", query.prefill_tp, "GPUs", MAX_TP)
+    _count("--decode-tp", query.decode_tp, "GPUs", MAX_TP)
+    if query.disaggregated and (query.qps is not None or query.concurrency is not None):
+        raise UsageError(
+            "--qps and --concurrency simulate aggregated replicas here; simulate a "
+            "disaggregated fleet under load with `planner simulate --prefill-replicas N "
+            "--decode-replicas M`"
+        )
     _count("--batch", query.batch, "sequences")
     _count("--input", query.input_tokens, "tokens")
     _count("--output", query.output_tokens, "tokens")
@@ -263,6 +285,8 @@ def size(query: LatencyQuery) -> Sized:
         memory_utilization=query.memory_utilization,
         max_seqs=query.max_seqs,
     )
+    if query.ep != 1:
+        deployment = replace(deployment, ep=query.ep)  # checked by Deployment
     _check_shape(deployment, query.input_tokens, query.output_tokens)
     return Sized(spec, kv_asked, deployment)
 
@@ -368,7 +392,76 @@ def predict(
             saturation_qps(lat_model, input_tokens, output_tokens, seqs)
         )
     result["seed"] = query.seed
+    if query.ep != 1:
+        result["ep"] = query.ep
+    if query.disaggregated:
+        result["disaggregated"] = disaggregated_view(query, deployment, profile)
     return LatencyPrediction(result, deployment, spec, profile, problem)
+
+
+def disaggregated_view(
+    query: LatencyQuery, deployment: Deployment, profile: Profile
+) -> dict[str, Any]:
+    """The request served disaggregated: prefilled on ``--prefill-tp`` GPUs, its KV cache over
+    the link, decoded on ``--decode-tp`` GPUs in a batch of ``--batch`` (the deployment's
+    other settings for both roles): :func:`planner.latency.disagg.disaggregated_request`."""
+    from planner.latency.disagg import (
+        DecodeRole,
+        PrefillRole,
+        disaggregated_request,
+        load_link_table,
+    )
+
+    roles = {
+        # expert parallelism, when on, spans each role's own TP group
+        name: replace(
+            deployment,
+            tp=tp or deployment.tp,
+            ep=(tp or deployment.tp) if deployment.ep != 1 else 1,
+        )
+        for name, tp in (("prefill", query.prefill_tp), ("decode", query.decode_tp))
+    }
+    links = load_link_table()
+    if query.kv_link is not None:
+        link = links.get(query.kv_link)
+    else:
+        gpu = deployment.gpu
+        node = [e for e in links.entries if e.scope == "node" and e.gpu == gpu.name]
+        used = roles["prefill"].tp + roles["decode"].tp
+        if not node or used > gpu.max_gpus_per_node:
+            raise UsageError(
+                f"the prefill and decode roles ({used} GPUs of {gpu.name}) do not share one "
+                "node's NVLink: give --kv-link NAME, one of "
+                + ", ".join(e.name for e in links.entries)
+            )
+        link = node[0]
+    side = query.first_token or ("prefill" if query.engine in ("sglang", "trtllm") else "decode")
+    found = disaggregated_request(
+        PrefillRole(LatencyModel(roles["prefill"], profile)),
+        DecodeRole(LatencyModel(roles["decode"], profile)),
+        link,
+        query.input_tokens,
+        query.output_tokens,
+        decode_batch=query.batch,
+        first_token=side,
+    )
+    return {
+        "prefill_tp": roles["prefill"].tp,
+        "decode_tp": roles["decode"].tp,
+        "link": link.name,
+        "link_transport": link.transport,
+        "first_token": side,
+        "decode_batch": query.batch,
+        "kv_bytes": found.transfer.bytes,
+        "prefill_ms": found.prefill_s * 1e3,
+        "transfer_ms": found.transfer_s * 1e3,
+        "first_step_ms": found.first_step_s * 1e3,
+        "ttft_ms": found.ttft_s * 1e3,
+        "tpot_ms": found.tpot_s * 1e3,
+        "e2e_ms": found.e2e_s * 1e3,
+        "transfer_share_of_ttft": found.transfer_share,
+        "decode_kv_capacity_tokens": roles["decode"].kv_capacity_tokens,
+    }
 
 
 def batch_sizes(most: int, points: int = 40) -> list[int]:

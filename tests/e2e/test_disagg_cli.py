@@ -152,3 +152,27 @@ def test_recommend_disaggregated_and_its_report(home: Path, tmp_path: Path) -> N
     )
     bad = run(home, *args[:-1], "sometimes")
     assert bad.returncode != 0 and "--disaggregation 'sometimes'" in bad.stderr
+
+
+def test_latency_shows_the_request_disaggregated(home: Path) -> None:
+    base = ["latency", "--gpu", "H100", "--model", "llama-3.1-70b", "--input", "4000"]
+    data = json.loads(
+        run(
+            home, *base, "--tp", "8", "--decode-tp", "4", "--kv-link", "ethernet-100g", "--json"
+        ).stdout
+    )
+    d = data["disaggregated"]
+    assert (d["prefill_tp"], d["decode_tp"], d["link"]) == (8, 4, "ethernet-100g")
+    # TTFT is its stages; 1.31 GB over a shared 100 GbE NIC at 80%: 131 ms
+    assert d["ttft_ms"] == pytest.approx(d["prefill_ms"] + d["transfer_ms"] + d["first_step_ms"])
+    assert d["transfer_ms"] == pytest.approx(131.1, abs=0.5)
+    assert d["transfer_ms"] / d["ttft_ms"] == pytest.approx(d["transfer_share_of_ttft"])
+    text = run(home, *base, "--tp", "4", "--prefill-tp", "4", "--engine", "vllm").stdout
+    assert "disaggregated: prefill on TP 4" in text and "nvlink-h100" in text
+    for extra, message in (
+        (["--tp", "4", "--decode-tp", "4", "--qps", "1"], "planner simulate --prefill-replicas"),
+        (["--tp", "8", "--decode-tp", "4"], "give --kv-link"),
+        (["--tp", "4", "--ep", "4"], "expert"),
+    ):
+        bad = run(home, *base, *extra)
+        assert bad.returncode != 0 and message in bad.stderr, bad.stderr
