@@ -34,6 +34,7 @@ from planner.simulate.inputs import (
     MAX_SEQS,
     REQUESTS_PER_REPLICA,
     DemandSource,
+    Disaggregation,
     FleetSettings,
     InstancePrices,
     ReplicaPrices,
@@ -352,6 +353,52 @@ def _fleet_inputs() -> FleetSettings:
     )
 
 
+NODE_LINK = "the node's NVLink (both roles on one node)"
+TP_CHOICES = (1, 2, 4, 8)
+
+
+def _role_inputs(serving: ServingSpec) -> Disaggregation | None:
+    """Prefill and decode on pools of their own (``planner simulate --prefill-replicas``):
+    each role's replicas and TP, the link the KV cache crosses."""
+    apart = st.toggle(
+        "Prefill and decode apart (disaggregated)",
+        value=False,
+        key="whatif-disagg",
+        help="A prefill pool and a decode pool with their own queues; the prompt's KV cache "
+        "crosses the link between them. The fleet's replica counts above then do not apply.",
+    )
+    if not apart:
+        return None
+    from planner.latency.disagg import load_link_table
+
+    columns = st.columns(5)
+    prefill = columns[0].number_input(
+        "Prefill replicas", min_value=1, value=1, step=1, key="whatif-prefill-replicas"
+    )
+    decode = columns[1].number_input(
+        "Decode replicas", min_value=1, value=1, step=1, key="whatif-decode-replicas"
+    )
+    index = TP_CHOICES.index(serving.tp) if serving.tp in TP_CHOICES else 0
+    prefill_tp = columns[2].selectbox(
+        "Prefill TP", TP_CHOICES, index=index, key="whatif-prefill-tp"
+    )
+    decode_tp = columns[3].selectbox("Decode TP", TP_CHOICES, index=index, key="whatif-decode-tp")
+    link = columns[4].selectbox(
+        "KV link",
+        [NODE_LINK, *load_link_table().names()],
+        key="whatif-kv-link",
+        help="data/catalog/links.csv: NVLink inside a node, EFA, GPUDirect or InfiniBand "
+        "between instances, plain Ethernet.",
+    )
+    return Disaggregation(
+        int(prefill),
+        int(decode),
+        prefill_tp=int(prefill_tp),
+        decode_tp=int(decode_tp),
+        kv_link=None if link == NODE_LINK else str(link),
+    )
+
+
 def _price_inputs(gpu: str, tp: int) -> ReplicaPrices:
     instances = _instances(common.store_url(), common.version(), gpu, tp)
     sources = PRICE_SOURCES if instances else PRICE_SOURCES[1:]
@@ -430,6 +477,7 @@ def _inputs(datasets: dict[str, int], forecasts: dict[int, str]) -> Inputs | Non
     fleet: FleetSettings | None = None
     with common.shown_errors():
         fleet = _fleet_inputs()
+    roles = _role_inputs(serving)
     st.subheader("Targets and prices")
     slo_ms = _slo_inputs()
     prices = _price_inputs(serving.gpu, serving.tp)
@@ -450,6 +498,7 @@ def _inputs(datasets: dict[str, int], forecasts: dict[int, str]) -> Inputs | Non
         seed=int(seed),
         max_requests=DEFAULT_MAX_REQUESTS,
         price_names=PRICE_NAMES,
+        disaggregation=roles,
     )
     return Inputs(whatif, slo_ms, label.strip(), estimate)
 
@@ -680,6 +729,7 @@ def _show(run: dict[str, Any]) -> None:
     columns[2].metric("Cost", _usd(cost["total"] if cost else None))
     columns[3].metric("$ per hour", _usd(cost["total"] / hours if cost and hours > 0 else None))
     columns[4].metric("Peak replicas", f"{result['fleet']['peak_replicas']:,}")
+    _show_roles(result)
     for note in result["notes"]:
         st.info(note, icon=":material/info:")
     table = _percentiles(result["summary"])
@@ -743,6 +793,53 @@ def _show(run: dict[str, Any]) -> None:
         common.download_table(
             run["timeline"], f"whatif-{run['number']}-timeline", key="whatif-timeline"
         )
+
+
+def _show_roles(result: dict[str, Any]) -> None:
+    """A disaggregated run: each pool, the KV transfer and the wait for decode room."""
+    d = result.get("disaggregation")
+    if not d:
+        return
+    serving = result["serving"]
+    t, share = d["transfer_s"], d["transfer_share_of_ttft"]
+    st.markdown(
+        f"**Disaggregated**: the KV cache over **{d['link']}** ({d['link_transport']}), "
+        f"first token from the {d['first_token']} side."
+    )
+    columns = st.columns(4)
+    columns[0].metric("KV transfer P99", _ms_text(t["p99"]))
+    columns[1].metric("Transfer share of TTFT (median)", _share(share["p50"]))
+    columns[2].metric("Waiting for a free link P99", _ms_text(d["transfer_wait_s"]["p99"]))
+    columns[3].metric(
+        "Decode wait P99",
+        _ms_text(d["decode_wait_s"]["p99"]),
+        help="From the KV cache's arrival to the end of the first decode step: more than a "
+        "step means the request was held for room in the decode pool (back-pressure).",
+    )
+    st.dataframe(
+        [
+            {
+                "role": pool["role"],
+                "replicas": pool["fleet"]["launched"],
+                "GPUs each": serving[pool["role"]]["tp"],
+                "GPU": serving[pool["role"]]["gpu"],
+                "max sequences": serving[pool["role"]]["max_seqs"],
+                "queued at most": pool["queued_peak"],
+                "cost": (pool["cost"] or {}).get("total"),
+            }
+            for pool in d["pools"]
+        ],
+        hide_index=True,
+        key="whatif-roles",
+        column_config={
+            "cost": st.column_config.NumberColumn(format="dollar"),
+            "queued at most": st.column_config.NumberColumn(format="%.1f"),
+        },
+    )
+
+
+def _ms_text(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1e3:,.1f} ms"
 
 
 def _percentiles(summary: dict[str, Any]) -> pd.DataFrame:

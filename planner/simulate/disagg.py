@@ -38,6 +38,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,14 @@ from planner.latency.model import Deployment, LatencyModel
 from planner.latency.profile import Profile
 from planner.simulate.engine import EngineConfig, RooflineStepTimes
 from planner.simulate.fleet import Fleet, FleetConfig, FleetStats, TimelineSample
-from planner.simulate.metrics import SLO, MetricsCollector, RequestChunk, Timeline, cost
+from planner.simulate.metrics import (
+    SLO,
+    MetricsCollector,
+    RequestChunk,
+    RequestWriter,
+    Timeline,
+    cost,
+)
 from planner.simulate.run import ServingSpec, SimulationResult, serving_summary
 from planner.simulate.workload import Workload
 
@@ -264,6 +272,7 @@ def simulate_disaggregated(
     slos: dict[str, SLO] | None = None,
     price_per_replica_hour: dict[str, dict[str, float]] | None = None,
     progress: Callable[[int], None] | None = None,
+    requests_out: Path | None = None,
 ) -> SimulationResult:
     """Serve ``workload`` with a prefill pool and a decode pool joined by ``spec.link``.
 
@@ -375,6 +384,9 @@ def simulate_disaggregated(
     )
     collector = MetricsCollector(workload.classes, slos or {})
     collector.add(chunk)
+    if requests_out is not None:  # the client's view of each request, written whole
+        with RequestWriter(requests_out, workload.classes) as writer:
+            writer.write(chunk)
     wall = time.perf_counter() - began
 
     ttft = first_token - workload.arrival_s
@@ -465,6 +477,7 @@ def simulate_disaggregated(
         requests=n,
         simulated_s=duration_end,
         wall_s=wall,
+        requests_out=str(requests_out) if requests_out is not None else None,
         notes=notes,
         disaggregation=disaggregation,
     )

@@ -370,6 +370,7 @@ def run_whatif(
             slos=prepared.slos,
             price_per_replica_hour=run.prices,
             progress=progress,
+            requests_out=requests_out,
         )
         result.available_requests = max(prepared.available_requests, result.requests)
         _note_models(prepared, result)

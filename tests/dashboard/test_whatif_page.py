@@ -22,6 +22,7 @@ from planner.config import database_url
 from planner.demo import DATASET
 from planner.simulate.inputs import (
     DemandSource,
+    Disaggregation,
     FleetSettings,
     ReplicaPrices,
     WhatIf,
@@ -237,3 +238,37 @@ def test_a_fleet_without_a_price_for_its_spot_replicas_is_refused(
         "the fleet has spot replicas but no price for them; give a spot price per "
         "replica-hour too (or no prices at all)"
     ]
+
+
+def test_a_disaggregated_run_shows_its_roles_as_simulate_gives_them(
+    demo_home: Path, page: Page
+) -> None:
+    at = page("whatif")
+    at.number_input(key="whatif-load-scale").set_value(LOAD_SCALE).run()
+    at.toggle(key="whatif-disagg").set_value(True).run()
+    at.number_input(key="whatif-decode-replicas").set_value(2).run()
+    at.selectbox(key="whatif-kv-link").select("ethernet-25g").run()
+    _run(at)
+    assert not at.error, [e.value for e in at.error]
+    expected = _library(
+        WhatIf(
+            serving=L4_8B,
+            demand=DemandSource(dataset=DATASET, load_scale=LOAD_SCALE),
+            prices=_sheet_prices(),
+            slo=TARGETS,
+            disaggregation=Disaggregation(1, 2, prefill_tp=1, decode_tp=1, kv_link="ethernet-25g"),
+        )
+    )
+    [run] = _runs(at)
+    assert run["result"]["summary"] == expected.summary
+    d = expected.disaggregation
+    assert d is not None
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["KV transfer P99"] == f"{d['transfer_s']['p99'] * 1e3:,.1f} ms"
+    assert shown["Decode wait P99"] == f"{d['decode_wait_s']['p99'] * 1e3:,.1f} ms"
+    roles = _table(at, "role")
+    assert roles["role"].tolist() == ["prefill", "decode"]
+    assert roles["replicas"].tolist() == [1, 2]
+    # both pools priced at the sheet's per-GPU price: their costs add up to the run's
+    assert roles["cost"].sum() == pytest.approx(expected.cost["total"])  # type: ignore[index]
+    assert (Path(run["folder"]) / "requests.parquet").is_file()
