@@ -623,7 +623,7 @@ def _print_roles(result: SimulationResult) -> None:
     dw = d["decode_wait_s"]
     stdout.print(
         f"decode: from the KV cache's arrival to the first decode step's end P50 "
-        f"{_ms(dw['p50'])} ms, P99 {_ms(dw['p99'])} ms (more than a step: held for room)"
+        f"{_ms(dw['p50'])} ms, P99 {_ms(dw['p99'])} ms (beyond one decode step: held for room)"
     )
 
 
