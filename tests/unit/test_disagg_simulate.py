@@ -146,3 +146,29 @@ def test_bad_specs_are_refused_clearly() -> None:
         DisaggregatedSpec(SERVING, SERVING, "nvlink-h100", first_token="both")
     with pytest.raises(UsageError, match="unknown link"):
         run(workload(3, 1.0, 100, 10), "carrier-pigeon")
+
+
+def test_each_pool_takes_its_own_schedule_and_autoscaler() -> None:
+    from planner.simulate.fleet import Autoscaler
+
+    # two hours: the prefill pool scheduled 1 then 3 replicas, the decode pool autoscaled
+    w = workload(700, 0.1, 1000, 50, seed=11)
+    w = w.subset(w.arrival_s < 7200)
+    spec = DisaggregatedSpec(SERVING, SERVING, "nvlink-h100")
+    result = simulate_disaggregated(
+        w,
+        spec,
+        FleetConfig(schedule=[1, 3]),
+        FleetConfig(autoscaler=Autoscaler(min_replicas=1, max_replicas=4, target_utilization=0.7)),
+        IDEAL,
+    )
+    assert result.disaggregation is not None
+    prefill, decode = result.disaggregation["pools"]
+    # 1 replica the first hour, 3 from then to the run's end, 4 GPUs each
+    second_hour = result.simulated_s / 3600 - 1
+    assert 0.5 < second_hour <= 1.0
+    expected = 4 * (1 + 3 * second_hour)
+    assert prefill["fleet"]["gpu_hours"]["on-demand"] == pytest.approx(expected, rel=0.02)
+    assert prefill["fleet"]["peak_replicas"] == 3
+    assert 1 <= decode["fleet"]["peak_replicas"] <= 4
+    assert result.summary["all"]["finished"] == len(w)
