@@ -20,6 +20,7 @@ from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
 from planner.latency.uncertainty import DEFAULT_CONFIDENCE
 from planner.recommend import tables
+from planner.recommend.disagg import architecture_sentence
 from planner.recommend.engine import why_no_fleet
 from planner.recommend.inputs import (
     DEFAULT_PRECISIONS,
@@ -576,18 +577,9 @@ def _architecture(data: dict[str, Any]) -> None:
             hide_index=True,
             column_config={"$ per month": MONEY},
         )
-    if not arch:
-        return
-    agg, dis = arch.get("aggregated_monthly_usd"), arch.get("disaggregated_monthly_usd")
-    if agg is not None and dis is not None:
-        won = arch["winner"]
-        other = "aggregated" if won == "disaggregated" else "disaggregated"
-        st.caption(
-            f"{won.capitalize()} won: ${min(agg, dis):,.0f} vs ${max(agg, dis):,.0f} per month "
-            f"{other} (saves {arch['saving_share']:.0%})."
-        )
-    elif arch.get("note"):
-        st.caption(f"Disaggregated: {arch['note']}.")
+    sentence = architecture_sentence(arch)
+    if sentence is not None:
+        st.caption(sentence[0].upper() + sentence[1:] + ".")
 
 
 def _confidence(data: dict[str, Any]) -> None:

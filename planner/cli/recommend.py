@@ -822,21 +822,11 @@ def _print_architecture(w: dict[str, Any], arch: dict[str, Any] | None) -> None:
                 else ""
             )
         )
-    if arch is None:
-        return
-    agg, dis = arch["aggregated_monthly_usd"], arch["disaggregated_monthly_usd"]
-    if arch["winner"] == "disaggregated" and agg is not None:
-        stdout.print(
-            f"  disaggregated wins: {_usd(dis)} vs {_usd(agg)}/month aggregated "
-            f"(saves {arch['saving_share']:.0%})"
-        )
-    elif arch["winner"] == "aggregated" and dis is not None:
-        stdout.print(
-            f"  aggregated wins: {_usd(agg)} vs {_usd(dis)}/month disaggregated "
-            f"(saves {arch['saving_share']:.0%})"
-        )
-    elif arch.get("note"):
-        stdout.print(f"  disaggregated: {_cell(arch['note'])}")
+    from planner.recommend.disagg import architecture_sentence
+
+    sentence = architecture_sentence(arch)
+    if sentence is not None:
+        stdout.print(f"  {_cell(sentence)}")
 
 
 def _print_confidence(conf: dict[str, Any]) -> None:

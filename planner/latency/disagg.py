@@ -383,6 +383,27 @@ def load_link_table(path: Path | None = None) -> Table[Link]:
     return _links(path or links_path())
 
 
+def node_link(gpu: str, table: Table[Link] | None = None) -> Link | None:
+    """The NVLink row of ``gpu`` (a catalog GPU name): what the KV cache crosses when both
+    roles sit in one node; None where the catalog has none."""
+    for link in (table or load_link_table()).entries:
+        if link.scope == "node" and link.gpu == gpu:
+            return link
+    return None
+
+
+def default_link(gpu: str, gpus_used: int, gpus_per_node: int) -> Link:
+    """The link a disaggregated deployment takes when none is named: the GPU's NVLink when
+    both roles fit one node; otherwise a UsageError listing the links to name."""
+    link = node_link(gpu)
+    if link is None or gpus_used > gpus_per_node:
+        raise UsageError(
+            f"the prefill and decode roles ({gpus_used} GPUs of {gpu}) do not share one "
+            "node's NVLink: give --kv-link NAME, one of " + ", ".join(load_link_table().names())
+        )
+    return link
+
+
 # --- transfer time ------------------------------------------------------------------------
 
 

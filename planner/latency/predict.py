@@ -408,6 +408,7 @@ def disaggregated_view(
     from planner.latency.disagg import (
         DecodeRole,
         PrefillRole,
+        default_link,
         disaggregated_request,
         load_link_table,
     )
@@ -421,20 +422,12 @@ def disaggregated_view(
         )
         for name, tp in (("prefill", query.prefill_tp), ("decode", query.decode_tp))
     }
-    links = load_link_table()
-    if query.kv_link is not None:
-        link = links.get(query.kv_link)
-    else:
-        gpu = deployment.gpu
-        node = [e for e in links.entries if e.scope == "node" and e.gpu == gpu.name]
-        used = roles["prefill"].tp + roles["decode"].tp
-        if not node or used > gpu.max_gpus_per_node:
-            raise UsageError(
-                f"the prefill and decode roles ({used} GPUs of {gpu.name}) do not share one "
-                "node's NVLink: give --kv-link NAME, one of "
-                + ", ".join(e.name for e in links.entries)
-            )
-        link = node[0]
+    gpu = deployment.gpu
+    link = (
+        load_link_table().get(query.kv_link)
+        if query.kv_link is not None
+        else default_link(gpu.name, roles["prefill"].tp + roles["decode"].tp, gpu.max_gpus_per_node)
+    )
     side = query.first_token or ("prefill" if query.engine in ("sglang", "trtllm") else "decode")
     found = disaggregated_request(
         PrefillRole(LatencyModel(roles["prefill"], profile)),

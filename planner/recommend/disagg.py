@@ -41,6 +41,7 @@ from planner.latency.disagg import (
     deployment_kv_transfer,
     kv_transfer_seconds,
     load_link_table,
+    node_link,
 )
 from planner.latency.model import LatencyModel
 from planner.recommend.inputs import POOL_SAMPLE, Request
@@ -109,10 +110,8 @@ def _link_for(cand: Candidate, instances_peak: int) -> tuple[Link, bool]:
     """NVLink inside one instance, else the instance type's network, else a generic 100 GbE
     (``True``: assumed, not from the catalog)."""
     table = load_link_table()
-    if instances_peak <= 1:
-        for link in table.entries:
-            if link.scope == "node" and link.gpu == cand.offer.gpu:
-                return link, False
+    if instances_peak <= 1 and (node := node_link(cand.offer.gpu, table)) is not None:
+        return node, False
     for link in table.entries:
         if link.scope == "network" and cand.offer.instance_type in link.instance_types:
             return link, False
@@ -612,3 +611,20 @@ def architecture_summary(
         else None,
         "note": note,
     }
+
+
+def architecture_sentence(arch: dict[str, Any] | None) -> str | None:
+    """Which architecture won, by how much over the other, in words (a result's
+    ``architecture``); the note when the other was not simulated; None when not searched."""
+    if not arch:
+        return None
+    agg, dis = arch.get("aggregated_monthly_usd"), arch.get("disaggregated_monthly_usd")
+    if agg is not None and dis is not None and arch.get("winner"):
+        won = arch["winner"]
+        other = "aggregated" if won == "disaggregated" else "disaggregated"
+        return (
+            f"{won} won: ${min(agg, dis):,.0f} vs ${max(agg, dis):,.0f} per month {other} "
+            f"(saves {arch['saving_share']:.0%})"
+        )
+    note = arch.get("note")
+    return f"disaggregated: {note}" if note else None

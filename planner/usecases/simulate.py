@@ -295,7 +295,7 @@ def _disaggregated(
     TP, the link (by default the GPU's NVLink when both roles fit one node), the decode pool,
     and each role's replica prices (the given price per replica is per ``--tp`` GPUs)."""
     from planner.latency.catalog import load_catalog
-    from planner.latency.disagg import load_link_table
+    from planner.latency.disagg import default_link
     from planner.simulate.disagg import DisaggregatedSpec
 
     d = whatif.disaggregation
@@ -313,19 +313,9 @@ def _disaggregated(
         gpus = load_catalog().gpus
         p_gpu, d_gpu = gpus.get(prefill.gpu), gpus.get(decode.gpu)
         used = d.prefill_replicas * prefill.tp + d.decode_replicas * decode.tp
-        node = [
-            entry.name
-            for entry in load_link_table().entries
-            if entry.scope == "node" and entry.gpu == p_gpu.name
-        ]
-        if p_gpu.name != d_gpu.name or used > p_gpu.max_gpus_per_node or not node:
-            raise UsageError(
-                f"the prefill and decode roles ({used} GPUs of {p_gpu.name}"
-                + (f" and {d_gpu.name}" if p_gpu.name != d_gpu.name else "")
-                + ") do not share one node's NVLink: give --kv-link NAME, one of "
-                + ", ".join(e.name for e in load_link_table().entries)
-            )
-        link = node[0]
+        # two GPU types never share a node: no NVLink between them
+        most = p_gpu.max_gpus_per_node if p_gpu.name == d_gpu.name else 0
+        link = default_link(p_gpu.name, used, most).name
     spec = DisaggregatedSpec(prefill, decode, link, d.first_token)
     spec.resolved_link()  # an unknown link is an error now, before any simulation
     decode_fleet = FleetConfig(
@@ -372,24 +362,18 @@ def run_whatif(
             progress=progress,
             requests_out=requests_out,
         )
-        result.available_requests = max(prepared.available_requests, result.requests)
-        _note_models(prepared, result)
-        _note_prompt_limit(prepared, result)
-        if confidence is not None:
-            errors = accuracy if accuracy is not None else accuracy_for(confidence)
-            add_intervals(result, prepared.serving.engine, confidence, errors)
-        return result
-    result = simulate_workload(
-        prepared.workload,
-        prepared.serving,
-        prepared.fleet,
-        prepared.profile,
-        slos=prepared.slos,
-        price_per_replica_hour=prepared.prices,
-        requests_out=requests_out,
-        progress=progress,
-        refused=prepared.refused,
-    )
+    else:
+        result = simulate_workload(
+            prepared.workload,
+            prepared.serving,
+            prepared.fleet,
+            prepared.profile,
+            slos=prepared.slos,
+            price_per_replica_hour=prepared.prices,
+            requests_out=requests_out,
+            progress=progress,
+            refused=prepared.refused,
+        )
     result.available_requests = max(prepared.available_requests, result.requests)
     _note_models(prepared, result)
     _note_prompt_limit(prepared, result)
