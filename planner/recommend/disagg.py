@@ -45,10 +45,18 @@ from planner.latency.disagg import (
 )
 from planner.latency.model import LatencyModel
 from planner.recommend.inputs import POOL_SAMPLE, Request
-from planner.recommend.plan import PlanChoice, cheapest, purchase_plans
+from planner.recommend.plan import (
+    SENSITIVITY,
+    PlanChoice,
+    cheapest,
+    commitment_plan,
+    list_price_cost,
+    purchase_plans,
+)
 from planner.recommend.screen import Lengths, hourly_replicas
 from planner.recommend.space import Candidate
 from planner.recommend.sweep import Screened, Sweep
+from planner.recommend.tables import POOL_FIELDS
 from planner.recommend.verify import DecodePool, Verification, VerifyTask
 from planner.simulate.disagg import ENGINE_FIRST_TOKEN
 from planner.workload.rates import HOUR_S
@@ -450,8 +458,6 @@ def _gpu_hours(s: DisaggScreened) -> tuple[float, float]:
 def disagg_row(s: DisaggScreened, request: Request, tokens: tuple[float, float]) -> dict[str, Any]:
     """The pair as a ranked row (the keys a single-pool row has, the decode role's settings at
     the top level), with ``architecture`` and a pool per role."""
-    from planner.recommend.engine import POOL_FIELDS
-    from planner.recommend.plan import list_price_cost
     from planner.recommend.screen import METRICS
 
     v = s.verified
@@ -533,8 +539,6 @@ def disagg_row(s: DisaggScreened, request: Request, tokens: tuple[float, float])
 def disagg_plan(s: DisaggScreened, request: Request, spot: float) -> dict[str, Any]:
     """The commitment plan of the pair's instances (both roles on one instance type), with the
     fleet re-sized for the sensitivity loads."""
-    from planner.recommend.engine import SENSITIVITY
-    from planner.recommend.plan import commitment_plan
 
     resize = {}
     for label, factor in SENSITIVITY.items():

@@ -16,7 +16,7 @@ from planner.latency.model import LatencyModel
 from planner.latency.profile import Profile, choose_profile, load_bundled_profiles
 from planner.recommend.inputs import POOL_SAMPLE, Constraints, Request
 from planner.recommend.margin import margin_summary
-from planner.recommend.plan import commitment_plan, list_price_cost, spot_share
+from planner.recommend.plan import SENSITIVITY, commitment_plan, list_price_cost, spot_share
 from planner.recommend.screen import (
     METRICS,
     Capacity,
@@ -27,13 +27,13 @@ from planner.recommend.screen import (
 )
 from planner.recommend.space import Candidate, Rejection, enumerate_candidates
 from planner.recommend.sweep import Screened, StageProgress, Sweep, rank_key, size
+from planner.recommend.tables import POOL_FIELDS
 from planner.recommend.verify import Runner
 from planner.simulate.metrics import SLO
 from planner.workload.rates import HOUR_S
 from pricing.model import PricePoint
 
 ProfileFor = Callable[[str], Profile]
-SENSITIVITY = {"-20%": 0.8, "+20%": 1.2}
 
 
 @dataclass
@@ -94,30 +94,6 @@ def _with_pool(winner: dict[str, Any] | None, demand: dict[str, Any]) -> dict[st
         "monthly_usd": winner["monthly_usd"],
     }
     return {**winner, "pools": [pool], "saving_vs_single_pool_usd": 0.0}
-
-
-POOL_FIELDS = (
-    "provider",
-    "region",
-    "instance_type",
-    "gpu",
-    "gpus_per_instance",
-    "precision",
-    "tp",
-    "replicas_per_instance",
-    "max_seqs",
-    "chunked_prefill",
-    "engine",
-    "kv_cache",
-    "purchase",
-    "p99_ttft_s",
-    "p99_tpot_s",
-    "p99_e2e_s",
-    "verified",
-    "attempts",
-    "usd_per_million_tokens",
-    "usd_per_million_output_tokens",
-)
 
 
 def why_no_fleet(rejected: Sequence[Mapping[str, Any]]) -> str:

@@ -49,6 +49,7 @@ from planner.recommend.inputs import POOL_SAMPLE, Demand, Request, Targets
 from planner.recommend.plan import SAVINGS_PLANS
 from planner.recommend.screen import Capacity, Lengths
 from planner.recommend.sweep import Screened, StageProgress, Sweep, rank_key, size
+from planner.recommend.tables import POOL_FIELDS
 from planner.recommend.verify import Runner
 from planner.workload.rates import HOUR_S, RateCurve
 from pricing.costs import HOURS_PER_MONTH
@@ -803,7 +804,7 @@ def pool_dict(pool: Pool, total_requests: float, single_usd: float | None) -> di
     return {
         "pool": pool.name,
         "models": [pool.model, *(g.model for g in guests)],
-        **{k: row.get(k) for k in engine.POOL_FIELDS},
+        **{k: row.get(k) for k in POOL_FIELDS},
         # co-located, the host runs the precision the pair fitted at
         "precision": ((pool.colocation or {}).get("precisions") or {}).get(
             pool.model, row.get("precision")

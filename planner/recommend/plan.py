@@ -37,6 +37,7 @@ COMMITMENTS = (
     PurchaseOption.COMMITTED_1Y,
     PurchaseOption.COMMITTED_3Y,
 )
+SENSITIVITY = {"-20%": 0.8, "+20%": 1.2}  # the loads a plan is re-sized for
 SAVINGS_PLANS = (PurchaseOption.SAVINGS_PLAN_1Y, PurchaseOption.SAVINGS_PLAN_3Y)
 
 

@@ -11,6 +11,31 @@ import pandas as pd
 
 from planner.recommend.plan import hourly_by_purchase
 
+#: What a result's ``pools[]`` carry of each pool's configuration (a single pool's winner, a
+#: fleet's pools, a disaggregated winner's roles)
+POOL_FIELDS = (
+    "provider",
+    "region",
+    "instance_type",
+    "gpu",
+    "gpus_per_instance",
+    "precision",
+    "tp",
+    "replicas_per_instance",
+    "max_seqs",
+    "chunked_prefill",
+    "engine",
+    "kv_cache",
+    "purchase",
+    "p99_ttft_s",
+    "p99_tpot_s",
+    "p99_e2e_s",
+    "verified",
+    "attempts",
+    "usd_per_million_tokens",
+    "usd_per_million_output_tokens",
+)
+
 Result = dict[str, Any]
 
 

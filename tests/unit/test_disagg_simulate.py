@@ -134,7 +134,7 @@ def test_roles_may_use_different_gpus_and_tp() -> None:
     assert result.summary["all"]["finished"] == 30
     # GPU-hours of both pools: 4 prefill GPUs and 2 decode GPUs for the run's span
     hours = result.fleet.gpu_hours["on-demand"]
-    pools = result.disaggregation["pools"]  # type: ignore[index]
+    pools = result.disaggregation["pools"]
     assert hours == pytest.approx(sum(p["fleet"]["gpu_hours"]["on-demand"] for p in pools))
 
 
