@@ -47,7 +47,7 @@ def save_recommendation(
         model=", ".join([constraints["model"], *constraints["alternative_models"]]),
         winner=(
             f"{winner['provider']}/{winner['region']}/{winner['instance_type']} "
-            f"{winner['model']} {winner['precision']} TP{winner['tp']}"
+            f"{winner['model']} {winner['precision']} {_layout(winner)}"
             if winner
             else None
         ),
@@ -59,6 +59,13 @@ def save_recommendation(
     session.add(run)
     session.flush()
     return run
+
+
+def _layout(winner: dict[str, Any]) -> str:
+    """TP of a replica, or of each role of a disaggregated winner."""
+    if winner.get("architecture") == "disaggregated":
+        return f"disaggregated: prefill TP{winner['prefill_tp']} + decode TP{winner['decode_tp']}"
+    return f"TP{winner['tp']}"
 
 
 def _save_fleet(session: Session, data: dict[str, Any]) -> RecommendationRun:

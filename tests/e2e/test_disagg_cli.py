@@ -137,6 +137,11 @@ def test_recommend_disaggregated_and_its_report(home: Path, tmp_path: Path) -> N
     assert data["request"]["options"]["disaggregation"] == "only"
     listed = json.loads(run(home, "recommendations", "list", "--json").stdout)
     rec_id = listed[-1]["id"]
+    # the stored headline (recommendations list, the Overview) names the roles
+    assert (
+        f"prefill TP{winner['prefill_tp']} + decode TP{winner['decode_tp']}"
+        in (listed[-1]["winner"])
+    )
     book = tmp_path / "report.xlsx"
     report = run(home, "report", "--recommendation", str(rec_id), "--out", str(book))
     assert report.returncode == 0, report.stderr
