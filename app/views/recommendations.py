@@ -502,12 +502,19 @@ def _winner(data: dict[str, Any]) -> None:
         st.error(why_no_fleet(data["rejected"]), icon=":material/block:")
         return
     chosen = plan["chosen"]
+    layout = (
+        f"**disaggregated**: {winner['prefill_replicas_peak']} prefill replica(s) of TP "
+        f"{winner['prefill_tp']} and {winner['decode_replicas_peak']} decode replica(s) of TP "
+        f"{winner['decode_tp']} at peak, up to {winner['max_seqs']} sequences per decode replica"
+        if winner.get("architecture") == "disaggregated"
+        else f"TP {winner['tp']}, up to {winner['max_seqs']} sequences per replica, chunked "
+        f"prefill {'on' if winner['chunked_prefill'] else 'off'}; {winner['peak_replicas']} "
+        "replicas at peak"
+    )
     st.markdown(
         f"**{winner['provider']}/{winner['region']} {winner['instance_type']}** "
         f"({winner['gpus_per_instance']} x {winner['gpu']}), {winner['model']} "
-        f"{winner['precision']}, TP {winner['tp']}, up to {winner['max_seqs']} sequences per "
-        f"replica, chunked prefill {'on' if winner['chunked_prefill'] else 'off'}; "
-        f"{winner['peak_replicas']} replicas at peak on {winner['peak_instances']} instances "
+        f"{winner['precision']}, {layout} on {winner['peak_instances']} instances "
         f"({winner['mean_instances']:.1f} on average), bought **{chosen['option']}**."
     )
     money = st.columns(4)
