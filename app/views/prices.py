@@ -1,9 +1,11 @@
 """Prices: the cloud GPU prices in force (AWS, GCP, Azure and your own sheets) by purchase
-option, in $/hour and $/GPU-hour; the price-sheet versions and what changed between two; and
-your own override sheet, imported as ``planner prices import`` imports it."""
+option, in $/hour and $/GPU-hour; the price-sheet versions and what changed between two; your
+own override sheet, imported as ``planner prices import`` imports it; and the per-token prices
+of hosted model APIs (``planner prices list --kind api``), with their own override sheet."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -12,21 +14,42 @@ import streamlit as st
 
 from app import common
 from planner.usecases.prices import (
+    ApiPriceQuery,
     PriceDiffRequest,
     PriceImportRequest,
     PriceQuery,
     SheetUpload,
+    api_prices_in_force,
     default_price_diff,
     diff_prices,
+    ensure_api_prices_loaded,
     ensure_prices,
+    import_api_prices,
     import_prices,
     price_versions,
     prices_in_force,
 )
+from pricing.api import TokenPrice, cost_usd
 from pricing.entries import STATUS_OK
 from pricing.tables import diff_rows, price_rows, version_rows
 
 IMPORTED = "prices-imported"  # the last import's message, shown once after the rerun
+API_IMPORTED = "prices-api-imported"
+API_COLUMNS = {
+    "input_usd_per_mtok": st.column_config.NumberColumn("input $/M tok", format="$%.4f"),
+    "cached_input_usd_per_mtok": st.column_config.NumberColumn(
+        "cached input $/M tok", format="$%.4f"
+    ),
+    "output_usd_per_mtok": st.column_config.NumberColumn("output $/M tok", format="$%.4f"),
+    "batch_discount": st.column_config.NumberColumn(
+        "batch off", format="percent", help="The share the provider's batch API takes off."
+    ),
+    "monthly_usd": st.column_config.NumberColumn(
+        "$ / month", format="dollar", help="The tokens above, billed at this price."
+    ),
+    "list_input_usd_per_mtok": st.column_config.NumberColumn("list input $/M tok", format="$%.4f"),
+    "source_url": st.column_config.LinkColumn("source"),
+}
 PRICE_COLUMNS = {
     "usd_per_hour": st.column_config.NumberColumn("$/hour", format="$%.4f"),
     "usd_per_gpu_hour": st.column_config.NumberColumn("$/GPU-hour", format="$%.4f"),
@@ -275,6 +298,189 @@ def import_upload(name: str, data: bytes, *, label: str, decimal_comma: bool, fo
     )
 
 
+@st.cache_data(show_spinner=False)
+def _api_prices(url: str, version: str) -> pd.DataFrame:
+    entries = api_prices_in_force(ApiPriceQuery(), common.session)
+    return pd.DataFrame(
+        [
+            {
+                "provider": e.price.provider,
+                "offer": e.price.offer,
+                "model": e.price.model,
+                "catalog_model": e.price.catalog_model,
+                "input_usd_per_mtok": e.price.input_usd_per_mtok,
+                "cached_input_usd_per_mtok": e.price.cached_input_usd_per_mtok,
+                "output_usd_per_mtok": e.price.output_usd_per_mtok,
+                "batch_discount": e.price.batch_discount,
+                "rpm": e.price.rpm,
+                "tpm": e.price.tpm,
+                "context_tokens": e.price.context_tokens,
+                "source_date": e.price.source_date,
+                "source_url": e.price.source_url,
+                "provenance": e.price.provenance,
+                "notes": e.price.notes,
+                "source_kind": e.source_kind,
+                "version_id": e.version_id,
+                "list_input_usd_per_mtok": e.overrides.input_usd_per_mtok if e.overrides else None,
+            }
+            for e in entries
+        ]
+    )
+
+
+def _price(row: Mapping[Hashable, Any]) -> TokenPrice:
+    """A table row back as the price it shows (to bill the tokens the page asks about)."""
+
+    def maybe(value: Any) -> Any:
+        return None if pd.isna(value) else value
+
+    return TokenPrice(
+        provider=row["provider"],
+        offer=row["offer"],
+        model=row["model"],
+        catalog_model=maybe(row["catalog_model"]),
+        input_usd_per_mtok=float(row["input_usd_per_mtok"]),
+        output_usd_per_mtok=float(row["output_usd_per_mtok"]),
+        cached_input_usd_per_mtok=maybe(row["cached_input_usd_per_mtok"]),
+        batch_discount=maybe(row["batch_discount"]),
+        rpm=None,
+        tpm=None,
+        context_tokens=None,
+        source_url=row["source_url"],
+        source_date=row["source_date"],
+    )
+
+
+def _ensure_api_prices() -> None:
+    """As ``planner prices list --kind api`` does: a store with no API prices gets the bundled
+    API snapshot (once)."""
+    with common.shown_errors():
+        loaded = ensure_api_prices_loaded(common.session)
+        if loaded is not None:
+            st.info(
+                f"The store had no per-token API prices: loaded the bundled API snapshot as API "
+                f"version {loaded.id} ({loaded.row_count} prices).",
+                icon=":material/info:",
+            )
+
+
+def import_api_upload(
+    name: str, data: bytes, *, label: str, decimal_comma: bool, force: bool
+) -> str:
+    """Import an uploaded per-token price sheet (nothing stored on an error); what was done."""
+    request = PriceImportRequest(
+        SheetUpload(name, data), label.strip() or None, decimal_comma, force, "label"
+    )
+    imported = import_api_prices(request, common.session)
+    result, overrides = imported.result, imported.overrides
+    version = result.version
+    if not result.imported:
+        return (
+            f"{name}: the same per-token prices are already imported as API "
+            f"{version.describe()} and in force; nothing to do."
+        )
+    return (
+        f"Imported {version.row_count} per-token prices from {name} as API version "
+        f"{version.id} ({version.label}); {len(overrides)} override list prices."
+    )
+
+
+def _api_tab(frame: pd.DataFrame) -> None:
+    st.markdown(
+        "What hosted models charge per million tokens: the proprietary models logs name "
+        "(OpenAI, Anthropic, Google, Azure OpenAI, Bedrock) and the open-weights hosts "
+        "(Together, Fireworks, Groq, DeepInfra, Bedrock) for the catalog's models, as "
+        "`planner prices list --kind api` lists them. Every price has its source URL and date."
+    )
+    left, right = st.columns(2)
+    providers = left.multiselect(
+        "Provider", sorted(frame["provider"].unique()), key="prices-api-provider", placeholder="all"
+    )
+    models = right.multiselect(
+        "Model", sorted(frame["model"].unique()), key="prices-api-model", placeholder="all"
+    )
+    shown = frame
+    if providers:
+        shown = shown[shown["provider"].isin(providers)]
+    if models:
+        shown = shown[shown["model"].isin(models)]
+    if shown.empty:
+        st.info("No per-token prices match these filters.", icon=":material/filter_alt_off:")
+    else:
+        inputs, cached, outputs = st.columns(3)
+        input_m = inputs.number_input(
+            "Input tokens a month (millions)", min_value=0.0, value=100.0, key="prices-api-in"
+        )
+        cached_share = cached.number_input(
+            "Of which cached (%)",
+            min_value=0.0,
+            max_value=100.0,
+            value=0.0,
+            key="prices-api-cached",
+        )
+        output_m = outputs.number_input(
+            "Output tokens a month (millions)", min_value=0.0, value=20.0, key="prices-api-out"
+        )
+        shown = shown.assign(
+            monthly_usd=[
+                cost_usd(
+                    _price(row), input_m * 1e6, output_m * 1e6, input_m * 1e6 * cached_share / 100
+                )
+                for row in shown.to_dict("records")
+            ]
+        )
+        st.dataframe(
+            shown,
+            hide_index=True,
+            width="stretch",
+            column_config=API_COLUMNS,
+            key="prices-api-table",
+        )
+        common.download_table(shown, "api-prices", key="prices-api-download")
+        st.caption(
+            "$ / month: the tokens above at each price (cached tokens at the cached-input price "
+            "where the offer has one); batch APIs take the share shown off. A row from your own "
+            "sheet (source kind `user`) shows the list input price it overrides."
+        )
+    st.subheader("Your per-token price sheet")
+    st.markdown(
+        "Negotiated rates or your own hosts, as `planner prices import FILE --kind api` imports "
+        "them. Required columns: `provider`, `offer`, `input_usd_per_mtok`, "
+        "`output_usd_per_mtok`; see `docs/pricing.md`, Per-token API prices."
+    )
+    uploaded = st.file_uploader(
+        f"Per-token price sheet (.csv or .xlsx; at most {common.UPLOAD_LIMIT_MB:,} MB)",
+        type=["csv", "xlsx", "xlsm"],
+        key="prices-api-upload",
+    )
+    left, middle, right = st.columns([2, 1, 1])
+    label = left.text_input(
+        "Version name", key="prices-api-upload-label", placeholder="default: the file name"
+    )
+    decimal_comma = middle.checkbox("Decimal comma", key="prices-api-decimal-comma")
+    force = right.checkbox(
+        "Import implausible prices",
+        key="prices-api-force",
+        help="Prices over 10x (or under a tenth of) the price in force for the same offer.",
+    )
+    if st.button(
+        "Import sheet", key="prices-api-import", type="primary", disabled=uploaded is None
+    ):
+        assert uploaded is not None
+        with common.shown_errors():
+            st.session_state[API_IMPORTED] = import_api_upload(
+                uploaded.name,
+                uploaded.getvalue(),
+                label=label,
+                decimal_comma=decimal_comma,
+                force=force,
+            )
+            st.rerun()
+    message = st.session_state.pop(API_IMPORTED, None)
+    if message:
+        st.success(message, icon=":material/check_circle:")
+
+
 def _sheet_tab() -> None:
     st.markdown(
         "Your own prices (negotiated discounts, private offers) override list prices of the "
@@ -326,8 +532,8 @@ st.caption(
 )
 _ensure_prices()
 url, version = common.store_url(), common.version()
-prices_tab, versions_tab, sheet_tab = st.tabs(
-    ["Prices", "Versions and changes", "Your price sheet"]
+prices_tab, versions_tab, sheet_tab, api_tab = st.tabs(
+    ["Prices", "Versions and changes", "Your price sheet", "Per-token APIs"]
 )
 with prices_tab:
     frame = pd.DataFrame()
@@ -341,3 +547,10 @@ with versions_tab, common.shown_errors():
     _versions_tab(url, version)
 with sheet_tab:
     _sheet_tab()
+with api_tab:
+    _ensure_api_prices()
+    api_frame = pd.DataFrame()
+    with common.shown_errors():
+        api_frame = _api_prices(url, common.version())
+    if not api_frame.empty:
+        _api_tab(api_frame)

@@ -24,6 +24,8 @@ from planner.common.text import printable
 from pricing.model import PricePoint
 
 if TYPE_CHECKING:
+    from planner.usecases.prices import PriceImportRequest
+    from pricing.api_sheets import ApiPriceEntry
     from pricing.entries import PriceEntry, SheetDiff, VersionInfo
 
 
@@ -37,6 +39,14 @@ OPTION_HELP = (
     "savings-plan-3y, committed-1y, committed-3y, or a group: reserved, savings-plan, "
     "committed, commitments, all."
 )
+
+
+def _api_loaded(version: VersionInfo) -> None:
+    stderr.print(
+        f"the store had no per-token API prices: loaded the bundled API snapshot as API "
+        f"version {version.id} ({version.row_count} prices)",
+        markup=False,
+    )
 
 
 def _loaded(version: VersionInfo) -> None:
@@ -62,24 +72,132 @@ def _from(entry: PriceEntry) -> str:
     return text
 
 
+KIND_HELP = (
+    "Which prices: instance (GPU instances per hour, the default) or api (per-token prices of "
+    "hosted models: OpenAI, Anthropic, Google, Azure, Bedrock, Together, Fireworks, Groq, "
+    "DeepInfra)."
+)
+
+
+def _usd_per_mtok(value: float | None) -> str:
+    """USD per million tokens as money, with the digits that tell prices apart ($0.0375)."""
+    if value is None:
+        return "-"
+    whole, _, cents = f"{value:,.4f}".partition(".")
+    cents = cents.rstrip("0").ljust(2, "0")
+    return f"${whole}.{cents}"
+
+
+def _count(value: int | None) -> str:
+    return f"{value:,}" if value is not None else "-"
+
+
+def _api_from(entry: ApiPriceEntry) -> str:
+    text = f"v{entry.version_id} {entry.source_kind}"
+    if entry.overrides is not None:
+        text += f" (list {_usd_per_mtok(entry.overrides.input_usd_per_mtok)} in)"
+    return text
+
+
+def _list_api(ctx: typer.Context, model: str | None, provider: str | None, as_json: bool) -> None:
+    from planner.usecases.prices import ApiPriceQuery, api_prices_in_force
+
+    with sessions_from(ctx) as sessions:
+        entries = api_prices_in_force(ApiPriceQuery(model, provider), sessions, loaded=_api_loaded)
+    if as_json:
+        print_json([e.to_dict() for e in entries])
+        return
+    prices = [e.price for e in entries]
+    print_table(
+        [
+            Column("provider", [p.provider for p in prices]),
+            # an offer id has no spaces: as a wrapping key column it keeps its whole width
+            Column("offer", [printable(p.offer) for p in prices], wrap=True),
+            Column("model", [printable(p.model) for p in prices], 3),
+            Column("catalog model", [p.catalog_model or "-" for p in prices], 4),
+            Column(
+                "input /M tok", [_usd_per_mtok(p.input_usd_per_mtok) for p in prices], 0, "right"
+            ),
+            Column(
+                "cached /M tok",
+                [_usd_per_mtok(p.cached_input_usd_per_mtok) for p in prices],
+                2,
+                "right",
+            ),
+            Column(
+                "output /M tok", [_usd_per_mtok(p.output_usd_per_mtok) for p in prices], 0, "right"
+            ),
+            Column(
+                "batch off",
+                [
+                    f"{p.batch_discount:.0%}" if p.batch_discount is not None else "-"
+                    for p in prices
+                ],
+                2,
+                "right",
+            ),
+            Column("rpm", [_count(p.rpm) for p in prices], 6, "right"),
+            Column("tpm", [_count(p.tpm) for p in prices], 6, "right"),
+            Column("context", [_count(p.context_tokens) for p in prices], 5, "right"),
+            Column("date", [p.source_date for p in prices], 1),
+            Column("from", [_api_from(e) for e in entries], 7),
+        ]
+    )
+    stdout.print(
+        f"{len(entries)} per-token prices, USD per million tokens; batch off: the batch "
+        "API's discount; sources and URLs: `planner prices list --kind api --json`",
+        soft_wrap=False,
+    )
+
+
 @app.command("list")
 @user_errors
 def list_command(
     ctx: typer.Context,
-    provider: str | None = typer.Option(None, "--provider", help="aws, gcp, azure or other."),
+    provider: str | None = typer.Option(
+        None,
+        "--provider",
+        help="aws, gcp, azure or other; with --kind api: openai, anthropic, google, azure, "
+        "bedrock, together, fireworks, groq, deepinfra or a provider of your sheet.",
+    ),
     gpu: str | None = typer.Option(
         None, "--gpu", help="GPU: catalog name, alias or family (H100 = H100-SXM and H100-PCIe)."
     ),
     region: str | None = typer.Option(None, "--region", help="Region, e.g. us-east-1."),
     option: str | None = typer.Option(None, "--option", help=OPTION_HELP),
+    kind: str = typer.Option("instance", "--kind", help=KIND_HELP),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        help="With --kind api: the offers serving this model, as a log or the catalog names it "
+        "(gpt-4o-mini-2024-07-18, claude-3-5-sonnet-20241022, llama-3.1-8b, "
+        "meta-llama/Llama-3.1-8B-Instruct-Turbo), best match first.",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List the prices in force: the newest version's price of each instance and option, your
-    own sheet's price where you imported one. An unknown filter value is an error (exit 2) with
-    the closest known values; a known one that matches nothing lists nothing."""
-    from planner.usecases.prices import PriceQuery, prices_in_force
+    own sheet's price where you imported one (--kind api: each provider's per-token price of
+    each model offer). An unknown filter value is an error (exit 2) with the closest known
+    values; a known one that matches nothing lists nothing."""
+    from planner.errors import UsageError
+    from planner.usecases.prices import PriceQuery, price_kind, prices_in_force
     from pricing.tables import option_label
 
+    if price_kind(kind) == "api":
+        given = [
+            name
+            for name, value in (("--gpu", gpu), ("--region", region), ("--option", option))
+            if value is not None
+        ]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)}: filters of instance prices; --kind api takes --model and "
+                "--provider"
+            )
+        _list_api(ctx, model, provider, as_json)
+        return
+    if model is not None:
+        raise UsageError("--model: a filter of per-token prices; add --kind api")
     with sessions_from(ctx) as sessions:
         query = PriceQuery(provider, region, gpu, option)
         entries = prices_in_force(query, sessions, loaded=_loaded)
@@ -226,14 +344,25 @@ def import_command(
         f"1/{PRICE_MAX_RATIO:g} of) the price in force for the same instance, region and "
         f"option, below {PRICE_MIN_USD_PER_HOUR} $/h, or dated before 2000 or over 10 years ahead.",
     ),
+    kind: str = typer.Option(
+        "instance",
+        "--kind",
+        help="instance: GPU instance prices (the columns of docs/pricing.md); api: per-token "
+        "prices (provider, offer, input_usd_per_mtok, output_usd_per_mtok, ...; see "
+        "docs/pricing.md, Per-token API prices).",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Import your own prices (negotiated discounts, private offers) as a new version; they
-    override list prices of the same instance, region and option. Importing the same content
-    again while its prices are in force does nothing (and says so)."""
-    from planner.usecases.prices import PriceImportRequest, import_prices
+    override list prices of the same instance, region and option (--kind api: of the same
+    provider and offer). Importing the same content again while its prices are in force does
+    nothing (and says so)."""
+    from planner.usecases.prices import PriceImportRequest, import_prices, price_kind
 
     request = PriceImportRequest(path, label, decimal_comma, force)
+    if price_kind(kind) == "api":
+        _import_api(ctx, path, request, as_json)
+        return
     with sessions_from(ctx) as sessions:
         imported = import_prices(request, sessions, loaded=_loaded)
     result, entries = imported.result, imported.overrides
@@ -263,6 +392,45 @@ def import_command(
         stdout.print(
             f"  {escape(printable('/'.join(x for x in e.point.key() if x)))}: "
             f"{_money(e.overrides.usd_per_hour)} -> {_money(e.point.usd_per_hour)} ({change:+.1%})"
+        )
+
+
+def _import_api(ctx: typer.Context, path: Path, request: PriceImportRequest, as_json: bool) -> None:
+    from planner.usecases.prices import import_api_prices
+
+    with sessions_from(ctx) as sessions:
+        imported = import_api_prices(request, sessions, loaded=_api_loaded)
+    result, entries = imported.result, imported.overrides
+    version = result.version
+    if as_json:
+        print_json(
+            {
+                **version.to_dict(),
+                "kind": "api",
+                "imported": result.imported,
+                "overrides": [e.to_dict() for e in entries],
+            }
+        )
+        return
+    if not result.imported:
+        stdout.print(
+            f"{escape(printable(str(path)))}: the same per-token prices are already imported as "
+            f"API {escape(printable(version.describe()))} and in force; nothing to do"
+        )
+        return
+    stdout.print(
+        f"imported {version.row_count} per-token prices from {escape(printable(str(path)))} as "
+        f"API version {version.id} ({escape(printable(version.label))}); {len(entries)} "
+        "override list prices"
+    )
+    for e in entries:
+        assert e.overrides is not None
+        stdout.print(
+            f"  {escape(printable(e.price.provider))} {escape(printable(e.price.offer))}: input "
+            f"{_usd_per_mtok(e.overrides.input_usd_per_mtok)} -> "
+            f"{_usd_per_mtok(e.price.input_usd_per_mtok)}, output "
+            f"{_usd_per_mtok(e.overrides.output_usd_per_mtok)} -> "
+            f"{_usd_per_mtok(e.price.output_usd_per_mtok)} per million tokens"
         )
 
 
@@ -360,12 +528,20 @@ def diff_command(
 
 @app.command("versions")
 @user_errors
-def versions_command(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
-    """The history of price sheets: every snapshot load, refresh (failed ones too) and import."""
-    from planner.usecases.prices import price_versions
+def versions_command(
+    ctx: typer.Context,
+    kind: str = typer.Option("instance", "--kind", help=KIND_HELP),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The history of price sheets: every snapshot load, refresh (failed ones too) and import
+    (--kind api: of the per-token API price sheets)."""
+    from planner.usecases.prices import api_price_versions, price_kind, price_versions
 
     with sessions_from(ctx) as sessions:
-        versions = price_versions(sessions, loaded=_loaded)
+        if price_kind(kind) == "api":
+            versions = api_price_versions(sessions, loaded=_api_loaded)
+        else:
+            versions = price_versions(sessions, loaded=_loaded)
     if as_json:
         print_json([v.to_dict() for v in versions])
         return
@@ -390,18 +566,29 @@ def load_snapshot_command(
     force: bool = typer.Option(
         False, "--force", help="Load it again even if this snapshot is already a version."
     ),
+    kind: str = typer.Option(
+        "instance",
+        "--kind",
+        help="instance: the GPU instance snapshot (gpu_prices_snapshot.csv); api: the per-token "
+        "API snapshot (api_prices_snapshot.csv).",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Load the bundled price snapshot (data/prices/) as a new version."""
-    from planner.usecases.prices import load_snapshot
+    """Load a bundled price snapshot (data/prices/) as a new version."""
+    from planner.usecases.prices import load_api_snapshot, load_snapshot, price_kind
 
+    api = price_kind(kind) == "api"
     with sessions_from(ctx) as sessions:
-        version, loaded = load_snapshot(sessions, force=force)
+        if api:
+            version, loaded = load_api_snapshot(sessions, force=force)
+        else:
+            version, loaded = load_snapshot(sessions, force=force)
     if as_json:
-        print_json({**version.to_dict(), "loaded": loaded})
+        print_json({**version.to_dict(), "loaded": loaded, **({"kind": "api"} if api else {})})
         return
+    what = "per-token API prices as API " if api else "prices as "
     if loaded:
-        stdout.print(f"loaded {version.row_count} prices as {escape(version.describe())}")
+        stdout.print(f"loaded {version.row_count} {what}{escape(version.describe())}")
     else:
         stdout.print(
             f"this snapshot is already {escape(version.describe())}; --force loads it again"

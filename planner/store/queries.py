@@ -59,7 +59,7 @@ def contents_version(session: Session) -> str:
     in any table readers summarise): callers cache what they read from the store under it."""
     from planner.store.forecast_models import ForecastRun
     from planner.store.models import BenchRunRecord, CalibrationProfile
-    from planner.store.price_models import PriceSheetVersion
+    from planner.store.price_models import ApiPriceSheetVersion, PriceSheetVersion
     from planner.store.recommend_models import RecommendationRun
 
     parts = []
@@ -70,6 +70,7 @@ def contents_version(session: Session) -> str:
         PriceSheetVersion,
         CalibrationProfile,
         BenchRunRecord,
+        ApiPriceSheetVersion,
     )
     for table in tables:
         count, last = session.execute(select(func.count(), func.max(table.id))).one()

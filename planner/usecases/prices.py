@@ -1,5 +1,9 @@
 """Prices: ``planner prices list|compare|import|diff|versions`` and the Prices page.
 
+Two kinds of price sheets: GPU instance prices (per hour, the default) and per-token API
+prices (``--kind api``: :mod:`pricing.api`, stored by :mod:`pricing.api_sheets`), each versioned
+in the store and loaded from its bundled snapshot on first use.
+
 Each function loads the bundled snapshot into a store with no list prices (in its own
 transaction, reported to ``loaded``), then reads or writes in sessions of ``sessions`` and
 computes on values (:mod:`pricing.entries`, :mod:`pricing.tables`). A :class:`PriceQuery` holds
@@ -20,6 +24,16 @@ from planner.common.text import printable
 from planner.common.uploads import upload_file_name, uploaded_file
 from planner.errors import UsageError
 from planner.usecases import SessionScope
+from pricing.api_sheets import (
+    ApiImportResult,
+    ApiPriceEntry,
+    api_entries,
+    ensure_api_prices,
+    import_api_sheet,
+    list_api_versions,
+    load_api_snapshot_version,
+    select_entries,
+)
 from pricing.entries import STATUS_OK, PriceEntry, Scope, SheetDiff, VersionInfo
 from pricing.sheets import (
     REFRESH_PROVIDERS,
@@ -272,3 +286,118 @@ def _checked(query: PriceQuery, sessions: SessionScope, loaded: Loaded | None) -
             option=query.option,
         )
         yield session
+
+
+# -- per-token API prices ----------------------------------------------------------------------
+
+#: The kinds of price sheets ``--kind`` names.
+PRICE_KINDS = ("instance", "api")
+
+
+def price_kind(kind: str, option: str = "--kind") -> str:
+    """``kind`` checked: ``instance`` (GPU instance prices) or ``api`` (per-token API prices)."""
+    name = kind.strip().lower()
+    if name not in PRICE_KINDS:
+        raise UsageError(
+            f"{option} {kind!r}: expected one of {', '.join(PRICE_KINDS)} (instance: GPU "
+            "instance prices per hour; api: per-token prices of hosted models)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class ApiPriceQuery:
+    """Filters of ``planner prices list --kind api``: a model as a log or the catalog names it
+    (``gpt-4o-mini-2024-07-18``, ``llama-3.1-8b``) and a provider; ``None`` selects all."""
+
+    model: str | None = None
+    provider: str | None = None
+
+
+def api_prices_in_force(
+    query: ApiPriceQuery, sessions: SessionScope, *, loaded: Loaded | None = None
+) -> list[ApiPriceEntry]:
+    """The per-token prices in force that ``query`` selects: by model then provider, or, with a
+    model, best match first (:func:`pricing.api.api_prices_for`). A filter value that selects
+    nothing is refused with the closest known values."""
+    _ensure_api(sessions, loaded)
+    with _session(sessions) as session:
+        entries = api_entries(session)
+    return select_entries(entries, model=query.model, provider=query.provider)
+
+
+@dataclass(frozen=True)
+class ApiPriceImport:
+    """The API price version imported (or the earlier one with the same content, ``imported``
+    false) and its prices that override a list price."""
+
+    result: ApiImportResult
+    overrides: list[ApiPriceEntry]
+
+
+def import_api_prices(
+    request: PriceImportRequest, sessions: SessionScope, *, loaded: Loaded | None = None
+) -> ApiPriceImport:
+    """Import ``request.sheet`` as per-token API prices: the same checks and located errors for
+    a file and an upload; nothing is stored on an error."""
+    sheet, label = request.sheet, request.label
+    if isinstance(sheet, SheetUpload):
+        name = upload_file_name(sheet.file_name)
+    if label is not None and (not label.strip() or printable(label) != label):
+        raise UsageError(f"{request.label_option}: expected a name without control characters")
+    _ensure_api(sessions, loaded)
+    with _session(sessions) as session:
+        if isinstance(sheet, SheetUpload):
+            with uploaded_file(name, sheet.data) as path:
+                result = import_api_sheet(
+                    session,
+                    path,
+                    label=label or name,
+                    decimal_comma=request.decimal_comma,
+                    force=request.force,
+                    source_ref=f"upload {name}",
+                )
+        else:
+            result = import_api_sheet(
+                session,
+                sheet,
+                label=label,
+                decimal_comma=request.decimal_comma,
+                force=request.force,
+            )
+    with _session(sessions) as session:
+        overrides = [
+            e
+            for e in api_entries(session)
+            if e.version_id == result.version.id and e.overrides is not None
+        ]
+    return ApiPriceImport(result, overrides)
+
+
+def load_api_snapshot(sessions: SessionScope, *, force: bool = False) -> tuple[VersionInfo, bool]:
+    """Load the bundled API price snapshot as a new version (again only with ``force``); the
+    version, and whether it was loaded now."""
+    with _session(sessions) as session:
+        return load_api_snapshot_version(session, force=force)
+
+
+def api_price_versions(
+    sessions: SessionScope, *, loaded: Loaded | None = None
+) -> list[VersionInfo]:
+    """Every API price-sheet version, oldest first."""
+    _ensure_api(sessions, loaded)
+    with _session(sessions) as session:
+        return list_api_versions(session)
+
+
+def ensure_api_prices_loaded(sessions: SessionScope) -> VersionInfo | None:
+    """Load the bundled API snapshot, in its own transaction, if the store has none; the
+    version loaded, else ``None``."""
+    with _session(sessions) as session:
+        return ensure_api_prices(session)
+
+
+def _ensure_api(sessions: SessionScope, loaded: Loaded | None) -> None:
+    version = ensure_api_prices_loaded(sessions)
+    if version is not None and loaded is not None:
+        loaded(version)
