@@ -50,8 +50,8 @@ def test_the_tab_lists_the_bundled_api_prices_and_bills_a_month(
     assert mini["monthly_usd"] == pytest.approx(expected_usd)
     # half the input cached: billed at the cached-input price
     at.number_input(key="prices-api-cached").set_value(50.0).run()
-    mini = _api_table(at)
-    mini = mini[(mini["provider"] == "openai") & (mini["offer"] == "gpt-4o-mini")].iloc[0]
+    table = _api_table(at)
+    mini = table[(table["provider"] == "openai") & (table["offer"] == "gpt-4o-mini")].iloc[0]
     cached_usd = (
         50 * mini["input_usd_per_mtok"]
         + 50 * mini["cached_input_usd_per_mtok"]
