@@ -221,8 +221,11 @@ class _Cells:
     def number(self, column: str) -> float | None:
         text = self.text(column)
         percent = column == "batch_discount" and text.endswith("%")
+        # a workbook's numeric cells are numbers already: never read with a locale's separators
+        native = column in getattr(self.raw, "native", ())
+        number_text = _plain_number if native else self.number_text
         try:
-            plain = self.number_text(text.removesuffix("%") if percent else text)
+            plain = number_text(text.removesuffix("%") if percent else text)
         except ValueError as exc:
             expected, why = exc.args
             message = f"{expected}, got {text!r}" + (f": {why}" if why else "")

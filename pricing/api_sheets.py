@@ -242,32 +242,32 @@ def select_entries(
     entries: Sequence[ApiPriceEntry], *, model: str | None = None, provider: str | None = None
 ) -> list[ApiPriceEntry]:
     """The entries a ``--model`` (matched as :func:`pricing.api.api_prices_for` matches a log's
-    name, best match first) and ``--provider`` select; a value that selects nothing is refused
-    with the closest known ones."""
-    if provider is not None:
-        wanted = provider.strip().lower()
-        have = sorted({e.price.provider for e in entries})
-        if wanted not in have:
-            raise UsageError(
-                f"--provider {shown(provider)}: no per-token prices from it; providers with "
-                f"prices (closest first): {closest(provider[:80], have or list(KNOWN_PROVIDERS))}"
-            )
-        entries = [e for e in entries if e.price.provider == wanted]
-    if model is None:
-        return list(entries)
-    if not model.strip():
-        raise UsageError("--model: expected a model name, got a blank")
-    by_price = {id(e.price): e for e in entries}
-    matched = api_prices_for(model, [e.price for e in entries])
-    if not matched:
-        models = sorted({e.price.model for e in entries})
-        nearest = ", ".join(closest(model[:80], models).split(", ")[:10])
+    name, best match first) and ``--provider`` select. A model or provider that no price has is
+    refused with the closest known ones; a known model that the provider does not sell selects
+    nothing."""
+    have = sorted({e.price.provider for e in entries})
+    wanted = provider.strip().lower() if provider is not None else None
+    if provider is not None and wanted not in have:
         raise UsageError(
-            f"--model {shown(model)}: no per-token price for it"
-            + (" from this provider" if provider else "")
-            + f"; models with prices (closest first): {nearest}"
+            f"--provider {shown(provider)}: no per-token prices from it; providers with prices "
+            f"(closest first): {closest(provider[:80], have or list(KNOWN_PROVIDERS))}"
         )
-    return [by_price[id(p)] for p in matched]
+    by_price = {id(e.price): e for e in entries}
+    if model is None:
+        chosen = list(entries)
+    else:
+        if not model.strip():
+            raise UsageError("--model: expected a model name, got a blank")
+        matched = api_prices_for(model, [e.price for e in entries])
+        if not matched:
+            models = sorted({e.price.model for e in entries})
+            nearest = ", ".join(closest(model[:80], models).split(", ")[:10])
+            raise UsageError(
+                f"--model {shown(model)}: no per-token price for it; models with prices "
+                f"(closest first): {nearest}"
+            )
+        chosen = [by_price[id(p)] for p in matched]
+    return [e for e in chosen if wanted is None or e.price.provider == wanted]
 
 
 # -- user sheets -------------------------------------------------------------------------------
@@ -280,6 +280,28 @@ def _content_sha256(header: Sequence[str], rows: Sequence[RawRow]) -> str:
     for raw in rows:
         digest.update(b"\x1e" + "\x1f".join(raw.values.get(n, "").strip() for n in names).encode())
     return digest.hexdigest()
+
+
+def _sheet_rows(path: Path, decimal_comma: bool) -> tuple[list[str], Iterator[RawRow]]:
+    """A user sheet's header and checked rows, read as :func:`pricing.sheets.read_sheet_rows`
+    reads an instance sheet (CSV or the first worksheet, the same limits and cell checks), but a
+    workbook's rows keep which cells hold numbers: their text (``0.125``) is never read with
+    ``--decimal-comma``'s separators. (``read_sheet_rows`` normalizes only the instance sheet's
+    number columns, and its rows drop that mark.)"""
+    from pricing import sheets
+
+    options = sheets.SheetOptions(decimal_comma=decimal_comma)
+    if path.suffix.lower() not in (".xlsx", ".xlsm") or not path.is_file():
+        return sheets.read_sheet_rows(path, options)  # CSV, or its error for the file
+    names, raw_rows = sheets._xlsx_rows(path)
+
+    def checked() -> Iterator[RawRow]:
+        for raw in raw_rows:
+            native = raw.native if isinstance(raw, sheets._NativeRow) else ()
+            row = sheets._check_cells(path, raw, options, native)
+            yield sheets._NativeRow(row.row, row.line, row.values, native)
+
+    return names, checked()
 
 
 def import_api_sheet(
@@ -296,17 +318,17 @@ def import_api_sheet(
 
     Columns as the snapshot's (:data:`pricing.api.API_COLUMNS`); ``provider``, ``offer``,
     ``input_usd_per_mtok`` and ``output_usd_per_mtok`` are required. Blanks default: ``model``
-    and ``catalog_model`` from the price in force for the same offer (for a new offer: the offer
-    id, and the catalog model its name maps to), ``source_url`` "user sheet FILE", ``source_date`` the import date,
-    ``currency`` USD. A bad row stops the import with its row and column, and nothing is
-    stored. A price over :data:`MAX_PRICE_RATIO` times (or under 1/that of) the price in force
-    for the same offer is refused unless ``force``. The same content again while its prices are
-    in force stores nothing (``imported`` false).
+    and ``catalog_model`` from the price in force for the same offer (for a new offer: the
+    offer id, and the catalog model its name maps to), ``source_url`` "user sheet FILE",
+    ``source_date`` the import date, ``currency`` USD. A bad row stops the import with its
+    row and column, and nothing is stored. A price over :data:`MAX_PRICE_RATIO` times (or
+    under 1/that of) the price in force for the same offer is refused unless ``force``. The
+    same content again while its prices are in force stores nothing (``imported`` false).
     """
-    from pricing.sheets import SheetOptions, number_text, read_sheet_rows
+    from pricing.sheets import number_text
 
     today = today or datetime.now(UTC).date()
-    header, row_iter = read_sheet_rows(path, SheetOptions(decimal_comma=decimal_comma))
+    header, row_iter = _sheet_rows(path, decimal_comma)
     header = [n for n in header if n]
     check_api_header(path, header, required=API_USER_REQUIRED)
     in_force = {(e.price.provider, e.price.offer.lower()): e for e in api_entries(session)}

@@ -21,6 +21,7 @@ import io
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 EXTRACT = HERE / "sources" / "litellm_1.110.2_model_prices_extract.json"
@@ -230,7 +231,7 @@ def per_mtok(value: float | None) -> str:
     return format(Decimal(repr(value)) * 1_000_000, "f").rstrip("0").rstrip(".") or "0"
 
 
-def batch_discount(row: dict, provider: str) -> tuple[str, str]:
+def batch_discount(row: dict[str, Any], provider: str) -> tuple[str, str]:
     """The share off the batch API and where it is stated: LiteLLM's batch price, else the
     provider's batch page (OpenAI, Anthropic), else unknown (blank)."""
     batch = row.get("input_cost_per_token_batches")
@@ -244,7 +245,7 @@ def batch_discount(row: dict, provider: str) -> tuple[str, str]:
     return "", ""
 
 
-def build_rows(extract: dict[str, dict]) -> tuple[list[dict[str, str]], list[str]]:
+def build_rows(extract: dict[str, dict[str, Any]]) -> tuple[list[dict[str, str]], list[str]]:
     """The CSV rows, and the offers left out (deprecated before the snapshot's date)."""
     rows: list[dict[str, str]] = []
     skipped: list[str] = []

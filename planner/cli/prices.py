@@ -105,7 +105,15 @@ def _list_api(ctx: typer.Context, model: str | None, provider: str | None, as_js
     with sessions_from(ctx) as sessions:
         entries = api_prices_in_force(ApiPriceQuery(model, provider), sessions, loaded=_api_loaded)
     if as_json:
+        if not entries:
+            _nothing_matches("per-token prices")
         print_json([e.to_dict() for e in entries])
+        return
+    if not entries:
+        stdout.print(
+            "no per-token prices match these filters (see `planner prices list --kind api "
+            "--model M` for the providers of a model)"
+        )
         return
     prices = [e.price for e in entries]
     print_table(

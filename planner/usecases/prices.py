@@ -318,8 +318,9 @@ def api_prices_in_force(
     query: ApiPriceQuery, sessions: SessionScope, *, loaded: Loaded | None = None
 ) -> list[ApiPriceEntry]:
     """The per-token prices in force that ``query`` selects: by model then provider, or, with a
-    model, best match first (:func:`pricing.api.api_prices_for`). A filter value that selects
-    nothing is refused with the closest known values."""
+    model, best match first (:func:`pricing.api.api_prices_for`). A model or provider no price
+    has is refused with the closest known ones; a known pair that matches nothing lists
+    nothing."""
     _ensure_api(sessions, loaded)
     with _session(sessions) as session:
         entries = api_entries(session)

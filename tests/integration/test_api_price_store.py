@@ -5,11 +5,12 @@ versions, and a bad sheet stores nothing."""
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
 
-from planner.errors import InputFileError
+from planner.errors import InputFileError, UsageError
 from planner.store import Store
 from planner.store.price_models import ApiPriceRow, ApiPriceSheetVersion
 from pricing.api import api_prices_for, load_api_snapshot
@@ -111,3 +112,34 @@ def test_an_implausible_price_is_stored_only_when_forced(store: Store, write: Wr
     with store.session() as session:
         (gpt4o,) = select_entries(api_entries(session), model="gpt-4o", provider="openai")
     assert gpt4o.price.input_usd_per_mtok == 0.0000025
+
+
+def test_a_workbook_reads_numbers_as_numbers_and_text_with_its_decimal_comma(
+    store: Store, tmp_path: Path
+) -> None:
+    from openpyxl import Workbook  # type: ignore[import-untyped]
+
+    book = Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["provider", "offer", "input_usd_per_mtok", "output_usd_per_mtok"])
+    sheet.append(["openai", "gpt-4o-mini", 0.125, "0,5"])  # a number cell, a text cell
+    path = tmp_path / "quote.xlsx"
+    book.save(path)
+    with store.session() as session:
+        ensure_api_prices(session)
+        import_api_sheet(session, path, today=TODAY, decimal_comma=True)
+    with store.session() as session:
+        (mini,) = select_entries(api_entries(session), model="gpt-4o-mini", provider="openai")
+    assert (mini.price.input_usd_per_mtok, mini.price.output_usd_per_mtok) == (0.125, 0.5)
+
+
+def test_a_known_model_its_provider_does_not_sell_selects_nothing(store: Store) -> None:
+    with store.session() as session:
+        ensure_api_prices(session)
+        entries = api_entries(session)
+    assert select_entries(entries, model="gpt-4o-mini", provider="groq") == []
+    with pytest.raises(UsageError, match=r"--model 'gpt-9': no per-token price"):
+        select_entries(entries, model="gpt-9", provider="openai")
+    with pytest.raises(UsageError, match=r"--provider 'grok'.*closest first\): groq"):
+        select_entries(entries, provider="grok")
