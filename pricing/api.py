@@ -467,9 +467,7 @@ _ROUTE_PROVIDER = {
 # Bedrock's cross-region inference prefixes and vendor prefix: us.anthropic.claude-...
 _BEDROCK_PREFIX = re.compile(r"^((us|eu|apac|au|jp|ca|global|us-gov)\.)?[a-z0-9]+\.(?=[a-z])")
 # A snapshot date or version tag at the end of a proprietary model's id.
-_DATED = re.compile(
-    r"(-v\d+(:\d+)?|:\d+|-\d{4}-\d{2}-\d{2}|-\d{8}|@\d{8}|-latest|-\d{2}-\d{4}|-\d{4})$"
-)
+_DATED = re.compile(r"(-v\d+(:\d+)?|:\d+|-\d{4}-\d{2}-\d{2}|-\d{8}|@\d{8}|-latest|-\d{4})$")
 
 
 def model_key(name: str) -> str:
