@@ -630,3 +630,68 @@ def refresh_command(
             f"{len(changes.added)} added, {len(changes.removed)} removed "
             f"(`planner prices diff {changes.old.id} {version.id}`)"
         )
+
+
+@app.command("bill")
+@user_errors
+def bill_command(
+    ctx: typer.Context,
+    dataset: str = typer.Option(..., "--dataset", help="The ingested request log to bill."),
+    provider: str | None = typer.Option(
+        None, "--provider", help="Only this provider's offers (openai, together, bedrock, ...)."
+    ),
+    batch: bool = typer.Option(
+        False, "--batch", help="Through the batch API (offers without a batch price left out)."
+    ),
+    forecast: int | None = typer.Option(
+        None, "--forecast", min=1, help="Also bill the month a stored forecast expects."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help="The model of the log's requests that name none."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """A request log as a per-token API would bill it: per month and logged model, its tokens
+    and the cheapest offer serving it (--json: every offer)."""
+    from planner.usecases.api_bill import BillRequest, bill_log
+
+    with sessions_from(ctx) as sessions:
+        bill = bill_log(BillRequest(dataset, provider, model, batch, forecast), sessions)
+    if as_json:
+        print_json(bill.to_dict())
+        return
+    lines = bill.lines
+    print_table(
+        [
+            Column("period", [line.period for line in lines]),
+            Column(
+                "model (as logged)", [printable(str(line.log_model)) for line in lines], wrap=True
+            ),
+            Column("requests", [f"{line.requests:,.0f}" for line in lines], justify="right"),
+            Column(
+                "tokens in / cached / out",
+                [
+                    f"{line.input_tokens:,.0f} / {line.cached_tokens:,.0f} / "
+                    f"{line.output_tokens:,.0f}"
+                    for line in lines
+                ],
+                justify="right",
+            ),
+            Column(
+                "cheapest offer",
+                [f"{c.provider} {c.offer}" if (c := line.cheapest) else "none" for line in lines],
+            ),
+            Column(
+                "$",
+                [f"${c.usd:,.2f}" if (c := line.cheapest) else "-" for line in lines],
+                justify="right",
+            ),
+            Column("offers", [f"{len(line.offers)}" for line in lines], justify="right"),
+        ]
+    )
+    for period, usd in bill.totals().items():
+        stdout.print(
+            f"{period}: ${usd:,.2f} at the cheapest offers" + (" (batch)" if batch else "")
+        )
+    for note in bill.notes:
+        stderr.print(f"note: {note}", markup=False)

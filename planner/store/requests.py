@@ -171,3 +171,41 @@ def token_pairs(
     result = session.connection().execute(query.execution_options(yield_per=FETCH_ROWS))
     flat = np.fromiter(itertools.chain.from_iterable(result), dtype=np.int64)
     return flat.reshape(-1, 2)
+
+
+@dataclass(frozen=True)
+class TokenTotals:
+    """One model's requests and tokens in a window (a log's model name; None: without one).
+    ``cached_known`` counts the requests whose log states their cached tokens."""
+
+    model: str | None
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cached_known: int
+
+
+def token_totals(
+    session: Session, dataset_id: int, start_us: int | None = None, end_us: int | None = None
+) -> list[TokenTotals]:
+    """Dataset ``dataset_id``'s requests and token sums per logged model name in ``[start_us,
+    end_us)`` (either end open when None): one GROUP BY query, by model name."""
+    query = _filtered(
+        select(
+            Request.model,
+            func.count(),
+            func.coalesce(func.sum(Request.input_tokens), 0),
+            func.coalesce(func.sum(Request.output_tokens), 0),
+            func.coalesce(func.sum(Request.cached_tokens), 0),
+            func.count(Request.cached_tokens),
+        ).where(Request.dataset_id == dataset_id),
+        start_us,
+        end_us,
+        None,
+    ).group_by(Request.model)
+    rows = [
+        TokenTotals(m, int(n), int(i or 0), int(o or 0), int(c or 0), int(k or 0))
+        for m, n, i, o, c, k in session.execute(query)
+    ]
+    return sorted(rows, key=lambda t: (t.model is None, t.model or ""))
