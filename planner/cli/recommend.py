@@ -486,6 +486,19 @@ def recommend_command(
         "--compare-gpus/--no-compare-gpus",
         help="Also simulate the cheapest candidate of every other GPU type.",
     ),
+    api: str = typer.Option(
+        "allow",
+        "--api",
+        metavar="allow|never|only",
+        help="Per-token APIs serving the model (`planner prices list --kind api`): allow (the "
+        "cheaper of the API and the self-hosted fleet, with the break-even load), only, or "
+        "never.",
+    ),
+    api_provider: str | None = typer.Option(
+        None,
+        "--api-provider",
+        help="Compare with this provider's per-token offers only (e.g. the one used today).",
+    ),
     disaggregation: str = typer.Option(
         "auto",
         "--disaggregation",
@@ -584,6 +597,8 @@ def recommend_command(
         max_attempts=max_attempts,
         compare_gpus=compare_gpus,
         disaggregation=disaggregation.strip().lower(),
+        api=api.strip().lower(),
+        api_provider=api_provider.strip().lower() if api_provider else None,
         growth_check=growth_check,
         tighten_steps=tighten_steps,
         tighten_margin=tighten_margin,
@@ -718,6 +733,7 @@ def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
         _print_winner(result.winner, result.plan)
         _print_architecture(result.winner, result.architecture)
         _print_confidence(result.confidence)
+    _print_api(result.api)
     _print_alternatives(result, rows)
     _print_rejections(result)
     if stored_id is not None:
@@ -827,6 +843,34 @@ def _print_architecture(w: dict[str, Any], arch: dict[str, Any] | None) -> None:
     sentence = architecture_sentence(arch)
     if sentence is not None:
         stdout.print(f"  {_cell(sentence)}")
+
+
+def _print_api(api: dict[str, Any] | None) -> None:
+    """The model's cheapest per-token API against the self-hosted fleet, and the break-even."""
+    if not api or api.get("offer") is None:
+        return
+    offer = api["offer"]
+    hosted = api["self_hosted_monthly_usd"]
+    stdout.print(
+        f"\n[bold]per-token API:[/] {_cell(offer['provider'])} {_cell(offer['offer'])} "
+        f"{_usd(api['api_monthly_usd'])}/month for this demand"
+        + (f" vs {_usd(hosted)} self-hosted" if hosted is not None else "")
+        + f": [bold]{api['choice']}[/]"
+        + (
+            " (--api only)"
+            if api["choice"] == "api" and hosted is not None and api["api_monthly_usd"] >= hosted
+            else ""
+        )
+    )
+    even = api.get("break_even") or {}
+    if even.get("load_factor") is not None:
+        stdout.print(
+            f"  break-even at {even['load_factor']:.3g}x this load: {even['requests_per_s']:,.3g} "
+            f"req/s on average, {even['tokens_per_month'] / 1e6:,.0f} M tokens/month, "
+            f"{_usd(even['usd_per_month'])}/month either way; below it the API is cheaper"
+        )
+    elif hosted is not None:
+        stdout.print("  no break-even between 1/10,000 and 10,000 times this load")
 
 
 def _print_confidence(conf: dict[str, Any]) -> None:

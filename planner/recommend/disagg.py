@@ -517,6 +517,7 @@ def disagg_row(s: DisaggScreened, request: Request, tokens: tuple[float, float])
         pool.update(
             {
                 "pool": f"{cap.candidate.model} {role}",
+                "kind": "instance",
                 "role": role,
                 "models": [cap.candidate.model],
                 "input_tokens_range": [0, None],

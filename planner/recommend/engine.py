@@ -57,6 +57,9 @@ class Recommendation:
     # aggregated vs disaggregated: which won, each one's cost and the saving
     # (planner.recommend.disagg.architecture_summary); None when not searched
     architecture: dict[str, Any] | None = None
+    # per-token APIs for the model against the self-hosted fleet: the choice, the offers and
+    # the break-even (planner.recommend.api); None when not asked or no offer serves the model
+    api: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +76,7 @@ class Recommendation:
             "notes": self.notes,
             "confidence": self.confidence,
             **({"architecture": self.architecture} if self.architecture else {}),
+            **({"api": self.api} if self.api else {}),
         }
 
 
@@ -85,6 +89,7 @@ def _with_pool(winner: dict[str, Any] | None, demand: dict[str, Any]) -> dict[st
         return {**winner, "pools": winner["roles"], "saving_vs_single_pool_usd": 0.0}
     pool = {
         "pool": winner["model"],
+        "kind": "instance",
         "models": [winner["model"]],
         **{k: winner.get(k) for k in POOL_FIELDS},
         "input_tokens_range": [0, None],
@@ -162,6 +167,7 @@ def recommend(
     progress: StageProgress | None = None,
     runner: Runner | None = None,
     screening: Screening | None = None,
+    api_prices: Sequence[Any] | None = None,
 ) -> Recommendation:
     """The cheapest verified configuration for ``request``; see the package's docstring.
     ``screening``: the request's candidates already screened (:func:`screen`), as the fleet
@@ -301,6 +307,7 @@ def recommend(
         plan = winner_plan(winner, request, spot)
         hourly = _hourly(winner, request)
         confidence = _confidence(request, winner, sweep)
+    api = _api_choice(request, api_prices, screened, winner, winner_row)
     return Recommendation(
         request={
             "targets": request.targets.to_dict(),
@@ -339,6 +346,7 @@ def recommend(
         confidence=confidence,
         winner_screened=None if disagg_winner is not None else winner,
         architecture=architecture,
+        api=api,
     )
 
 
@@ -485,6 +493,35 @@ def _confidence(request: Request, winner: Screened | None, sweep: Sweep) -> dict
             else "no margin: the fleet is sized on the point estimates"
         ),
     }
+
+
+def _api_choice(
+    request: Request,
+    api_prices: Sequence[Any] | None,
+    screened: list[Screened],
+    winner: Screened | None,
+    winner_row: dict[str, Any] | None,
+) -> dict[str, Any] | None:
+    """The model's per-token API offers against the self-hosted winner (planner.recommend.api):
+    None when not asked (--api never), without API prices, or when no offer serves the model."""
+    mode = request.options.api
+    if mode == "never" or not api_prices:
+        return None
+    from planner.recommend.api import choose
+    from pricing.api import api_prices_for
+
+    offers = api_prices_for(
+        request.constraints.model, list(api_prices), provider=request.options.api_provider
+    )
+    found = choose(
+        request,
+        offers,
+        screened,
+        winner,
+        winner_row["monthly_usd"] if winner_row else None,
+        mode,
+    )
+    return found.to_dict() if found else None
 
 
 def _disagg_confidence(request: Request, winner: Any) -> dict[str, Any]:

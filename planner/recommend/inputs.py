@@ -249,6 +249,11 @@ class SearchOptions:
     # (simulating only pairs screened cheaper than the aggregated winner), "only" searches
     # nothing else, "off" none (planner.recommend.disagg)
     disaggregation: str = "auto"
+    # per-token APIs beside self-hosting: "allow" (the cheaper, with the break-even), "only"
+    # (the API; the self-hosted fleet still found, for the break-even), "never"
+    # (planner.recommend.api)
+    api: str = "allow"
+    api_provider: str | None = None  # only this provider's API offers (the one used today)
     seed: int = 0
     workers: int = 0  # processes for the verification; 0: one per core
     dask: str | None = None  # scheduler address, or "local" for a LocalCluster
@@ -278,6 +283,8 @@ class SearchOptions:
                 f"--disaggregation {self.disaggregation!r}: expected one of "
                 f"{', '.join(DISAGGREGATION)}"
             )
+        if self.api not in ("allow", "never", "only"):
+            raise UsageError(f"--api {self.api!r}: expected one of allow, never, only")
         if self.max_attempts < 1 or not 0 < self.escalation < 1:
             raise UsageError("attempts must be >= 1 and the escalation factor in (0, 1)")
 

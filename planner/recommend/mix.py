@@ -803,6 +803,7 @@ def pool_dict(pool: Pool, total_requests: float, single_usd: float | None) -> di
     shared = _colocated_p99(pool)
     return {
         "pool": pool.name,
+        "kind": "instance",  # GPU instances (a per-token API pool would be "api")
         "models": [pool.model, *(g.model for g in guests)],
         **{k: row.get(k) for k in POOL_FIELDS},
         # co-located, the host runs the precision the pair fitted at

@@ -195,6 +195,7 @@ def recommend(
             limit.check(demand)
         said("reading prices")
         prices, profiles = search_inputs(session, request.constraints)
+        api_prices = api_inputs(session) if request.options.api != "never" else []
     engine_name = request.options.engine
     if fleet is not None:
         said("screen")
@@ -218,6 +219,7 @@ def recommend(
         prices,
         lambda gpu: choose_profile(profiles, gpu, engine_name),
         progress=progress,
+        api_prices=api_prices,
     )
     return _result(result, request, sessions, said)
 
@@ -656,6 +658,14 @@ def search_inputs(
     for name in constraints.gpus:
         check_filters(session, gpu=name)
     return latest_prices(session), known_profiles(session)
+
+
+def api_inputs(session: Session) -> list[Any]:
+    """The per-token API prices in force (the bundled snapshot loaded on first use)."""
+    from pricing.api_sheets import api_entries, ensure_api_prices
+
+    ensure_api_prices(session)
+    return [entry.price for entry in api_entries(session)]
 
 
 @dataclass(frozen=True)

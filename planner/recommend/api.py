@@ -1,0 +1,205 @@
+"""Per-token APIs beside self-hosting (issue 34, step 3, first part): what the demand costs on
+each API offer serving the model, which is cheaper than the verified self-hosted fleet, and the
+**break-even**: the load at which the two cost the same.
+
+Numbers in, numbers out. The API bills tokens (:func:`pricing.api.cost_usd`): a month of the
+demand is its requests per hour x 730 hours with the demand's mean input and output tokens. The
+self-hosted fleet at another load is the cheapest of the screened configurations re-sized for
+it (:func:`self_hosted_usd`), corrected as verification corrected the winner. API cost grows
+with the load in a straight line, the fleet's in steps from its floor (one replica all month),
+so below the break-even the API is cheaper and above it self-hosting.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planner.recommend.inputs import Request
+from planner.recommend.sweep import Screened
+from pricing.api import TokenPrice, cost_usd
+
+HOURS_PER_MONTH = 730.0
+API_CHOICES = ("allow", "never", "only")
+SCALES = np.geomspace(1e-4, 1e4, 161)  # load factors the break-even is looked for among
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """A month of the demand: requests and tokens."""
+
+    requests: float
+    input_tokens: float
+    output_tokens: float
+
+    def scaled(self, factor: float) -> Tokens:
+        return Tokens(
+            self.requests * factor, self.input_tokens * factor, self.output_tokens * factor
+        )
+
+
+def monthly_tokens(request: Request) -> Tokens:
+    """A 730-hour month of the request's demand (its mean hour, times 730)."""
+    d = request.demand
+    per_month = d.curve.total_requests / d.hours * HOURS_PER_MONTH
+    return Tokens(
+        per_month,
+        per_month * float(d.inputs.mean()),
+        per_month * float(np.maximum(d.outputs, 1).mean()),
+    )
+
+
+def api_usd(price: TokenPrice, tokens: Tokens) -> float:
+    return cost_usd(price, tokens.input_tokens, tokens.output_tokens)
+
+
+def self_hosted_usd(
+    screened: Sequence[Screened], winner: Screened | None, request: Request
+) -> Callable[[float], float]:
+    """The monthly cost of the cheapest self-hosted fleet at ``factor`` x the load: every
+    screened configuration re-sized as the search sizes it (each hour's replicas at its
+    capacity, whole instances), at its on-demand price times the discount the winner's purchase
+    plan gets, and with the winner's capacity correction from verification applied to all (what
+    the simulation found the screen to be off by). Vectorized over configurations and hours."""
+    from planner.recommend.plan import list_price_cost
+
+    usable = [s for s in screened if s.capacity.rps > 0]
+    if not usable:
+        return lambda factor: math.inf
+    rates = request.demand.curve.requests_per_hour / 3600.0
+    floor = max(request.constraints.min_replicas, 1)
+    adjust, discount = 1.0, 1.0
+    if winner is not None and winner.capacity.rps > 0:
+        adjust = winner.rps_per_replica / winner.capacity.rps
+        listed = list_price_cost(winner.instances, winner.candidate.offer).monthly_usd
+        discount = winner.monthly_usd / listed if listed > 0 else 1.0
+    rps = np.array([s.capacity.rps * adjust for s in usable])[:, None]
+    per_instance = np.array([s.candidate.replicas_per_instance for s in usable])[:, None]
+    hourly = np.array([s.candidate.offer.on_demand for s in usable])
+    months = HOURS_PER_MONTH / len(rates) * discount
+
+    def at(factor: float) -> float:
+        replicas = np.maximum(np.ceil(rates[None, :] * factor / rps - 1e-9), floor)
+        instances = np.ceil(replicas / per_instance)
+        return float((instances.sum(axis=1) * hourly).min() * months)
+
+    return at
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """Where the API's and the self-hosted fleet's monthly costs cross (``None``: they do not
+    within 1e-4x to 1e4x the load)."""
+
+    load_factor: float | None
+    requests_per_s: float | None  # the mean over the month, at the crossing
+    tokens_per_month: float | None
+    usd_per_month: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "load_factor": self.load_factor,
+            "requests_per_s": self.requests_per_s,
+            "tokens_per_month": self.tokens_per_month,
+            "usd_per_month": self.usd_per_month,
+        }
+
+
+def break_even(price: TokenPrice, tokens: Tokens, self_cost: Callable[[float], float]) -> BreakEven:
+    """The smallest load factor at which self-hosting costs no more than the API: the scale
+    grid brackets it, bisection (on the API's straight line against the fleet's steps) finds
+    it to 0.1%."""
+    cost: dict[float, float] = {}
+
+    def gap(s: float) -> float:  # API minus self-hosted: below 0 the API is cheaper
+        if s not in cost:
+            cost[s] = self_cost(s)
+        return api_usd(price, tokens.scaled(s)) - cost[s]
+
+    previous = None
+    for s in SCALES:
+        if gap(float(s)) >= 0:
+            if previous is None:
+                lo, hi = float(s), float(s)
+            else:
+                lo, hi = previous, float(s)
+            break
+        previous = float(s)
+    else:
+        return BreakEven(None, None, None, None)
+    while hi / lo > 1.001:
+        mid = math.sqrt(lo * hi)
+        if gap(mid) >= 0:
+            hi = mid
+        else:
+            lo = mid
+    at = tokens.scaled(hi)
+    return BreakEven(
+        hi,
+        at.requests / (HOURS_PER_MONTH * 3600.0),
+        at.input_tokens + at.output_tokens,
+        api_usd(price, at),
+    )
+
+
+@dataclass(frozen=True)
+class ApiChoice:
+    """The API offers for the model, priced on the demand, against the self-hosted fleet."""
+
+    choice: str  # "api" or "self-hosted"
+    offers: list[tuple[TokenPrice, float]]  # cheapest first, with its monthly USD
+    self_hosted_usd: float | None
+    break_even: BreakEven | None
+    tokens: Tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.offers[0] if self.offers else None
+        return {
+            "choice": self.choice,
+            "api_monthly_usd": best[1] if best else None,
+            "self_hosted_monthly_usd": self.self_hosted_usd,
+            "offer": {**best[0].to_dict(), "monthly_usd": best[1]} if best else None,
+            "offers": [
+                {
+                    "provider": p.provider,
+                    "offer": p.offer,
+                    "monthly_usd": usd,
+                    "source_url": p.source_url,
+                    "source_date": p.source_date,
+                }
+                for p, usd in self.offers[:10]
+            ],
+            "break_even": self.break_even.to_dict() if self.break_even else None,
+            "month": {
+                "requests": self.tokens.requests,
+                "input_tokens": self.tokens.input_tokens,
+                "output_tokens": self.tokens.output_tokens,
+            },
+        }
+
+
+def choose(
+    request: Request,
+    offers: Sequence[TokenPrice],
+    screened: Sequence[Screened],
+    winner: Screened | None,
+    winner_usd: float | None,
+    mode: str,
+) -> ApiChoice | None:
+    """API or self-hosting for the request's model: ``mode`` allow (the cheaper), only (the
+    API), never (not asked: None). None too when no offer serves the model."""
+    if mode == "never" or not offers:
+        return None
+    tokens = monthly_tokens(request)
+    priced = sorted(((p, api_usd(p, tokens)) for p in offers), key=lambda pu: (pu[1], pu[0].offer))
+    best_price, best_usd = priced[0]
+    even = None
+    if winner_usd is not None and screened:
+        even = break_even(best_price, tokens, self_hosted_usd(screened, winner, request))
+    cheaper_api = winner_usd is None or best_usd < winner_usd
+    choice = "api" if mode == "only" or cheaper_api else "self-hosted"
+    return ApiChoice(choice, priced, winner_usd, even, tokens)
