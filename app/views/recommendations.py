@@ -30,7 +30,12 @@ from planner.recommend.inputs import (
 )
 from planner.recommend.limits import LimitNames
 from planner.recommend.mix import DEFAULT_SIZE_BUCKETS
-from planner.recommend.plot import cost_vs_p99, fleet_by_pool, fleet_by_purchase
+from planner.recommend.plot import (
+    api_vs_self_hosted,
+    cost_vs_p99,
+    fleet_by_pool,
+    fleet_by_purchase,
+)
 from planner.simulate.metrics import SLO
 from planner.usecases.recommend import (
     DemandChoice,
@@ -478,6 +483,7 @@ def _show_result(data: dict[str, Any], name: str) -> None:
         _pareto(data)
         _rejections(data, name)
         _plan(data, name)
+        _api(data)
         _fleet(data, name)
         _notes(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -587,6 +593,38 @@ def _architecture(data: dict[str, Any]) -> None:
     sentence = architecture_sentence(arch)
     if sentence is not None:
         st.caption(sentence[0].upper() + sentence[1:] + ".")
+
+
+def _api(data: dict[str, Any]) -> None:
+    """The model's cheapest per-token API against self-hosting: the choice, the break-even and
+    their costs against the load."""
+    api = data.get("api") or {}
+    offer = api.get("offer")
+    if not offer:
+        return
+    st.subheader("Per-token API or self-hosting")
+    hosted = api.get("self_hosted_monthly_usd")
+    even = api.get("break_even") or {}
+    st.markdown(
+        f"**{offer['provider']} {offer['offer']}** would bill this demand "
+        f"**${api['api_monthly_usd']:,.0f}** a month"
+        + (f" against **${hosted:,.0f}** self-hosted" if hosted is not None else "")
+        + f": **{api['choice']}**. "
+        + (
+            f"They cost the same at {even['requests_per_s']:,.3g} requests/s on average "
+            f"({even['tokens_per_month'] / 1e6:,.0f} M tokens a month, "
+            f"${even['usd_per_month']:,.0f} a month); below it the API is cheaper."
+            if even.get("requests_per_s") is not None
+            else "No break-even between 1/10,000 and 10,000 times this load."
+        )
+    )
+    fig = api_vs_self_hosted(data)
+    if fig is not None:
+        common.chart(fig, key="rec-api-chart")
+    st.caption(
+        f"Prices from {offer['source_url']} ({offer['source_date']}); "
+        "`planner prices list --kind api` lists every offer."
+    )
 
 
 def _confidence(data: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from pricing.api import TokenPrice, cost_usd
 HOURS_PER_MONTH = 730.0
 API_CHOICES = ("allow", "never", "only")
 SCALES = np.geomspace(1e-4, 1e4, 161)  # load factors the break-even is looked for among
+CURVE_FACTORS = np.geomspace(0.01, 100.0, 41)  # the cost-against-load chart's loads
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,8 @@ class ApiChoice:
     self_hosted_usd: float | None
     break_even: BreakEven | None
     tokens: Tokens
+    # the monthly cost of the best offer and of self-hosting against the load (the chart's)
+    curve: list[dict[str, float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         best = self.offers[0] if self.offers else None
@@ -174,6 +177,7 @@ class ApiChoice:
                 for p, usd in self.offers[:10]
             ],
             "break_even": self.break_even.to_dict() if self.break_even else None,
+            "curve": self.curve,
             "month": {
                 "requests": self.tokens.requests,
                 "input_tokens": self.tokens.input_tokens,
@@ -202,4 +206,17 @@ def choose(
         even = break_even(best_price, tokens, self_hosted_usd(screened, winner, request))
     cheaper_api = winner_usd is None or best_usd < winner_usd
     choice = "api" if mode == "only" or cheaper_api else "self-hosted"
-    return ApiChoice(choice, priced, winner_usd, even, tokens)
+    curve = []
+    if winner_usd is not None and screened:
+        hosted = self_hosted_usd(screened, winner, request)
+        for factor in CURVE_FACTORS:
+            at = tokens.scaled(float(factor))
+            curve.append(
+                {
+                    "load_factor": float(factor),
+                    "requests_per_s": at.requests / (HOURS_PER_MONTH * 3600.0),
+                    "api_usd": api_usd(best_price, at),
+                    "self_hosted_usd": hosted(float(factor)),
+                }
+            )
+    return ApiChoice(choice, priced, winner_usd, even, tokens, curve)

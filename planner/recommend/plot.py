@@ -317,3 +317,53 @@ def _describe(row: dict[str, Any]) -> str:
         + (", chunked" if row["chunked_prefill"] else "")
         + ("" if row["verified"] else " (missed a target)")
     )
+
+
+def api_vs_self_hosted(result: dict[str, Any]) -> Any:
+    """The monthly cost of the model's cheapest per-token offer and of self-hosting against
+    the load (mean requests/s, log-log), with the break-even and this demand's load marked;
+    None when the result has no such comparison (``api.curve``)."""
+    api = result.get("api") or {}
+    curve = api.get("curve") or []
+    if not curve:
+        return None
+    import plotly.graph_objects as go
+
+    x = [c["requests_per_s"] for c in curve]
+    offer = api["offer"]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[c["api_usd"] for c in curve],
+            mode="lines",
+            name=f"API: {offer['provider']} {offer['offer']}",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[c["self_hosted_usd"] for c in curve],
+            mode="lines",
+            line_shape="hv",
+            name="self-hosted (cheapest configuration at each load)",
+        )
+    )
+    month = api["month"]
+    now = month["requests"] / (730 * 3600.0)
+    fig.add_vline(x=now, line_dash="dot", annotation_text="this demand")
+    even = api.get("break_even") or {}
+    if even.get("requests_per_s") is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=[even["requests_per_s"]],
+                y=[even["usd_per_month"]],
+                mode="markers",
+                marker={"size": 11, "symbol": "x"},
+                name=f"break-even: {even['requests_per_s']:,.3g} req/s",
+            )
+        )
+    fig.update_xaxes(type="log", title_text="mean requests/s", dtick=1)
+    fig.update_yaxes(type="log", title_text="$ per month", tickprefix="$", dtick=1)
+    fig.update_layout(legend={"orientation": "h", "y": -0.25}, margin={"t": 30})
+    return fig

@@ -282,3 +282,17 @@ def test_a_disaggregated_search_shows_its_roles_and_transfer(
     assert roles["$ per month"].sum() == pytest.approx(winner["monthly_usd"])
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["$ per month"] == f"${winner['monthly_usd']:,.0f}"
+
+
+def test_the_api_comparison_and_its_chart(demo_home: Path, page: Callable[[str], AppTest]) -> None:
+    [brief] = _stored(demo_home)[:1]
+    data = _result(demo_home, brief["id"])
+    api = data["api"]  # the demo's model, llama-3.1-8b, has per-token offers
+    at = page("recommend")
+    no_exception(at)
+    text = " ".join(_texts(at.markdown))
+    assert f"{api['offer']['provider']} {api['offer']['offer']}" in text
+    assert f"${api['api_monthly_usd']:,.0f}" in text and f"**{api['choice']}**" in text
+    [chart] = [c for c in _charts(at) if "mean requests/s" in json.dumps(c["layout"])]
+    names = [t.get("name", "") for t in chart["data"]]
+    assert any(n.startswith("API:") for n in names) and any("self-hosted" in n for n in names)

@@ -6,6 +6,7 @@ names the API whatever it costs."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -91,3 +92,24 @@ def test_the_break_even_on_a_known_curve() -> None:
     assert even.usd_per_month == pytest.approx(1000.0, rel=2e-3)
     never = break_even(price, tokens, lambda f: 1e12)
     assert never.load_factor is None
+
+
+def test_the_cost_against_load_curve_the_chart_draws() -> None:
+    api = _run(40.0)["api"]
+    curve = api["curve"]
+    assert len(curve) == 41
+    rps = [c["requests_per_s"] for c in curve]
+    assert rps == sorted(rps)
+    # the API's cost is a straight line through zero; self-hosting never falls as load grows
+    for c in curve:
+        assert c["api_usd"] / c["requests_per_s"] == pytest.approx(
+            curve[0]["api_usd"] / curve[0]["requests_per_s"]
+        )
+    hosted = [c["self_hosted_usd"] for c in curve]
+    assert all(b >= a - 1e-6 for a, b in pairwise(hosted))
+    # the lines cross where the break-even says
+    even = api["break_even"]["requests_per_s"]
+    below = [c for c in curve if c["requests_per_s"] < even * 0.9]
+    above = [c for c in curve if c["requests_per_s"] > even * 1.5]
+    assert all(c["api_usd"] < c["self_hosted_usd"] for c in below)
+    assert any(c["api_usd"] > c["self_hosted_usd"] for c in above)
