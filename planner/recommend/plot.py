@@ -351,7 +351,9 @@ def api_vs_self_hosted(result: dict[str, Any]) -> Any:
     )
     month = api["month"]
     now = month["requests"] / (730 * 3600.0)
-    fig.add_vline(x=now, line_dash="dot", annotation_text="this demand")
+    fig.add_vline(
+        x=now, line_dash="dot", annotation_text="this demand", annotation_position="top left"
+    )
     even = api.get("break_even") or {}
     if even.get("requests_per_s") is not None:
         fig.add_trace(
