@@ -129,36 +129,42 @@ class PriceImport:
     overrides: list[PriceEntry]
 
 
+def _check_label(request: PriceImportRequest) -> None:
+    """A sheet's label, when given, is a printable name (and an upload's name a file name)."""
+    if isinstance(request.sheet, SheetUpload):
+        upload_file_name(request.sheet.file_name)
+    label = request.label
+    if label is not None and (not label.strip() or printable(label) != label):
+        raise UsageError(f"{request.label_option}: expected a name without control characters")
+
+
+def _imported(request: PriceImportRequest, session: Session, importer: Callable[..., Any]) -> Any:
+    """``importer`` (an instance or an API sheet's) run on the request's file or upload: an
+    upload is read from a private copy, named as uploaded, never where it was put."""
+    sheet = request.sheet
+    options = {"decimal_comma": request.decimal_comma, "force": request.force}
+    if isinstance(sheet, SheetUpload):
+        name = upload_file_name(sheet.file_name)
+        with uploaded_file(name, sheet.data) as path:
+            return importer(
+                session,
+                path,
+                label=request.label or name,
+                source_ref=f"upload {name}",
+                **options,
+            )
+    return importer(session, sheet, label=request.label, **options)
+
+
 def import_prices(
     request: PriceImportRequest, sessions: SessionScope, *, loaded: Loaded | None = None
 ) -> PriceImport:
     """Import ``request.sheet``: the same checks and located errors for a file and an upload;
     nothing is stored on an error."""
-    sheet, label = request.sheet, request.label
-    if isinstance(sheet, SheetUpload):
-        name = upload_file_name(sheet.file_name)
-    if label is not None and (not label.strip() or printable(label) != label):
-        raise UsageError(f"{request.label_option}: expected a name without control characters")
+    _check_label(request)
     _ensure(sessions, loaded)
     with _session(sessions) as session:
-        if isinstance(sheet, SheetUpload):
-            with uploaded_file(name, sheet.data) as path:
-                result = import_sheet(
-                    session,
-                    path,
-                    label=label or name,
-                    decimal_comma=request.decimal_comma,
-                    force=request.force,
-                    source_ref=f"upload {name}",
-                )
-        else:
-            result = import_sheet(
-                session,
-                sheet,
-                label=label,
-                decimal_comma=request.decimal_comma,
-                force=request.force,
-            )
+        result = _imported(request, session, import_sheet)
     with _session(sessions) as session:
         overrides = [
             e for e in latest_entries(session) if e.version_id == result.version.id and e.overrides
@@ -341,31 +347,10 @@ def import_api_prices(
 ) -> ApiPriceImport:
     """Import ``request.sheet`` as per-token API prices: the same checks and located errors for
     a file and an upload; nothing is stored on an error."""
-    sheet, label = request.sheet, request.label
-    if isinstance(sheet, SheetUpload):
-        name = upload_file_name(sheet.file_name)
-    if label is not None and (not label.strip() or printable(label) != label):
-        raise UsageError(f"{request.label_option}: expected a name without control characters")
+    _check_label(request)
     _ensure_api(sessions, loaded)
     with _session(sessions) as session:
-        if isinstance(sheet, SheetUpload):
-            with uploaded_file(name, sheet.data) as path:
-                result = import_api_sheet(
-                    session,
-                    path,
-                    label=label or name,
-                    decimal_comma=request.decimal_comma,
-                    force=request.force,
-                    source_ref=f"upload {name}",
-                )
-        else:
-            result = import_api_sheet(
-                session,
-                sheet,
-                label=label,
-                decimal_comma=request.decimal_comma,
-                force=request.force,
-            )
+        result = _imported(request, session, import_api_sheet)
     with _session(sessions) as session:
         overrides = [
             e
