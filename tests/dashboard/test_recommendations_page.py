@@ -97,7 +97,9 @@ def test_the_demo_recommendation_reopens(demo_home: Path, page: Callable[[str], 
     alternatives = _table(at, "Pareto")
     assert list(alternatives["#"]) == [r["id"] for r in data["ranked"]]
     # the Pareto chart: cost against P99 TTFT, the target drawn as a line at 2,000 ms
-    pareto, fleet = _charts(at)
+    # the Pareto chart, the API comparison (planner.recommend.api) and the fleet by hour
+    pareto, api, fleet = _charts(at)
+    assert api["layout"]["xaxis"]["title"]["text"] == "mean requests/s"
     assert pareto["layout"]["xaxis"]["title"]["text"] == "P99 TTFT (ms), simulated"
     assert pareto["layout"]["yaxis"]["title"]["text"] == "$ per month"
     assert [s["x0"] for s in pareto["layout"]["shapes"]] == [2000.0]
