@@ -442,6 +442,11 @@ def _api_tab(frame: pd.DataFrame) -> None:
             "where the offer has one); batch APIs take the share shown off. A row from your own "
             "sheet (source kind `user`) shows the list input price it overrides."
         )
+    _api_upload()
+
+
+def _api_upload() -> None:
+    """A user's per-token price sheet, imported as the CLI imports it."""
     st.subheader("Your per-token price sheet")
     st.markdown(
         "Negotiated rates or your own hosts, as `planner prices import FILE --kind api` imports "

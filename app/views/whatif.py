@@ -773,6 +773,12 @@ def _show(run: dict[str, Any]) -> None:
             )
             common.chart(fig, key=f"whatif-cdf-{metric}")
     _timeline_charts(run)
+    _downloads(run)
+
+
+def _downloads(run: dict[str, Any]) -> None:
+    """The run's summary (JSON), per-request results and timeline (CSV)."""
+    result = run["result"]
     st.markdown("**Downloads**")
     downloads = st.columns(3)
     with downloads[0]:

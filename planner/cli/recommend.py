@@ -596,9 +596,6 @@ def recommend_command(
         verify_hours=verify_hours,
         max_attempts=max_attempts,
         compare_gpus=compare_gpus,
-        disaggregation=disaggregation.strip().lower(),
-        api=api.strip().lower(),
-        api_provider=api_provider.strip().lower() if api_provider else None,
         growth_check=growth_check,
         tighten_steps=tighten_steps,
         tighten_margin=tighten_margin,
@@ -607,6 +604,7 @@ def recommend_command(
         dask=dask,
         engine=spec.name,
         confidence=parse_confidence(confidence),
+        **_alternatives_asked(disaggregation, api, api_provider),
     )
     request = RecommendRequest(
         demand=_demand(dataset, demand, tokens_from, load_scale, start, end),
@@ -721,6 +719,16 @@ def _stop_on_sigterm() -> Iterator[None]:
 
 def _ms(value: Any) -> str:
     return "-" if value is None else f"{value * 1e3:,.0f}"
+
+
+def _alternatives_asked(disaggregation: str, api: str, api_provider: str | None) -> dict[str, Any]:
+    """What the search weighs beside aggregated self-hosting: ``--disaggregation``, ``--api``
+    and ``--api-provider`` as SearchOptions takes them (normalised)."""
+    return {
+        "disaggregation": disaggregation.strip().lower(),
+        "api": api.strip().lower(),
+        "api_provider": api_provider.strip().lower() if api_provider else None,
+    }
 
 
 def _usd(value: Any) -> str:

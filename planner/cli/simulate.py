@@ -393,24 +393,6 @@ def _whatif(p: dict[str, Any]) -> WhatIf:
         response_cache_hit_rate=p["response_cache_hit_rate"],
     )
     demand = _demand(p)
-    roles = ("prefill_tp", "decode_tp", "prefill_gpu", "decode_gpu", "kv_link", "first_token")
-    disaggregation = None
-    if p["prefill_replicas"] is not None or p["decode_replicas"] is not None:
-        if p["prefill_replicas"] is None or p["decode_replicas"] is None:
-            raise UsageError(
-                "a disaggregated run takes both --prefill-replicas and --decode-replicas"
-            )
-        disaggregation = inputs.Disaggregation(
-            p["prefill_replicas"],
-            p["decode_replicas"],
-            *(p[k] for k in roles),
-        )
-    elif any(p[k] is not None for k in roles):
-        given = next(k for k in roles if p[k] is not None)
-        raise UsageError(
-            f"--{given.replace('_', '-')} describes a disaggregated run: give --prefill-replicas "
-            "and --decode-replicas too"
-        )
     return inputs.WhatIf(
         serving=serving,
         demand=demand,
@@ -430,8 +412,29 @@ def _whatif(p: dict[str, Any]) -> WhatIf:
         requests=p["requests"],
         max_model_len=p["max_model_len"],
         over_length=p["over_length"],
-        disaggregation=disaggregation,
+        disaggregation=_disaggregation(p),
     )
+
+
+def _disaggregation(p: dict[str, Any]) -> Any:
+    """Prefill and decode apart, as ``simulate_command``'s options describe them (None:
+    aggregated replicas); a role's option without both replica counts is refused."""
+    from planner.simulate.inputs import Disaggregation
+
+    roles = ("prefill_tp", "decode_tp", "prefill_gpu", "decode_gpu", "kv_link", "first_token")
+    if p["prefill_replicas"] is not None or p["decode_replicas"] is not None:
+        if p["prefill_replicas"] is None or p["decode_replicas"] is None:
+            raise UsageError(
+                "a disaggregated run takes both --prefill-replicas and --decode-replicas"
+            )
+        return Disaggregation(p["prefill_replicas"], p["decode_replicas"], *(p[k] for k in roles))
+    if any(p[k] is not None for k in roles):
+        given = next(k for k in roles if p[k] is not None)
+        raise UsageError(
+            f"--{given.replace('_', '-')} describes a disaggregated run: give --prefill-replicas "
+            "and --decode-replicas too"
+        )
+    return None
 
 
 def _demand(p: dict[str, Any]) -> DemandSource:
