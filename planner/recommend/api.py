@@ -177,6 +177,10 @@ class ApiChoice:
                 for p, usd in self.offers[:10]
             ],
             "break_even": self.break_even.to_dict() if self.break_even else None,
+            # the chosen plan's API pool (none when self-hosting wins: the winner's pools stand)
+            "pools": [api_pool(best[0], self.tokens, best[1])]
+            if best and self.choice == "api"
+            else [],
             "curve": self.curve,
             "month": {
                 "requests": self.tokens.requests,
@@ -184,6 +188,25 @@ class ApiChoice:
                 "output_tokens": self.tokens.output_tokens,
             },
         }
+
+
+def api_pool(price: TokenPrice, tokens: Tokens, monthly_usd: float) -> dict[str, Any]:
+    """A fleet pool served by a per-token API (``kind: "api"``), as results and reports name
+    pools: the offer, its prices with their source, and the month's requests and tokens."""
+    return {
+        "kind": "api",
+        "provider": price.provider,
+        "offer": price.offer,
+        "model": price.model,
+        "input_usd_per_mtok": price.input_usd_per_mtok,
+        "output_usd_per_mtok": price.output_usd_per_mtok,
+        "source_url": price.source_url,
+        "source_date": price.source_date,
+        "requests_per_month": tokens.requests,
+        "input_tokens_per_month": tokens.input_tokens,
+        "output_tokens_per_month": tokens.output_tokens,
+        "monthly_usd": monthly_usd,
+    }
 
 
 def choose(

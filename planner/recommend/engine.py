@@ -511,7 +511,9 @@ def _api_choice(
     from pricing.api import api_prices_for
 
     offers = api_prices_for(
-        request.constraints.model, list(api_prices), provider=request.options.api_provider
+        request.options.api_model or request.constraints.model,
+        list(api_prices),
+        provider=request.options.api_provider,
     )
     found = choose(
         request,

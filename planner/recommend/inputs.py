@@ -254,6 +254,15 @@ class SearchOptions:
     # (planner.recommend.api)
     api: str = "allow"
     api_provider: str | None = None  # only this provider's API offers (the one used today)
+    # the name the API offers are looked up by, when the self-hosted model stands in for
+    # another (--substitute gpt-4o-mini=llama-3.1-8b); None: the self-hosted model's own
+    api_model: str | None = None
+    # plan base load self-hosted with peaks overflowing to the API (planner.recommend.overflow)
+    api_overflow: bool = True
+    # the API's latency in the overflow plan's simulation (medians; a `planner bench run`
+    # against the API measures them): time to first token and per output token, seconds
+    api_ttft_s: float = 0.5
+    api_tpot_s: float = 0.012
     seed: int = 0
     workers: int = 0  # processes for the verification; 0: one per core
     dask: str | None = None  # scheduler address, or "local" for a LocalCluster
@@ -285,6 +294,11 @@ class SearchOptions:
             )
         if self.api not in ("allow", "never", "only"):
             raise UsageError(f"--api {self.api!r}: expected one of allow, never, only")
+        if not (0 < self.api_ttft_s <= 600 and 0 < self.api_tpot_s <= 10):
+            raise UsageError(
+                f"--api-ttft {self.api_ttft_s:g} s, --api-tpot {self.api_tpot_s:g} s: expected "
+                "positive seconds (at most 600 s to the first token, 10 s per token)"
+            )
         if self.max_attempts < 1 or not 0 < self.escalation < 1:
             raise UsageError("attempts must be >= 1 and the escalation factor in (0, 1)")
 
