@@ -158,6 +158,9 @@ class ApiChoice:
     tokens: Tokens
     # the monthly cost of the best offer and of self-hosting against the load (the chart's)
     curve: list[dict[str, float]] = field(default_factory=list)
+    # the overflow plan looked at (planner.recommend.overflow: its dict), and its pools
+    overflow: dict[str, Any] | None = None
+    overflow_pools: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         best = self.offers[0] if self.offers else None
@@ -178,9 +181,8 @@ class ApiChoice:
             ],
             "break_even": self.break_even.to_dict() if self.break_even else None,
             # the chosen plan's API pool (none when self-hosting wins: the winner's pools stand)
-            "pools": [api_pool(best[0], self.tokens, best[1])]
-            if best and self.choice == "api"
-            else [],
+            "pools": self._pools(),
+            "overflow": self.overflow,
             "curve": self.curve,
             "month": {
                 "requests": self.tokens.requests,
@@ -188,6 +190,14 @@ class ApiChoice:
                 "output_tokens": self.tokens.output_tokens,
             },
         }
+
+    def _pools(self) -> list[dict[str, Any]]:
+        if self.choice == "overflow":
+            return self.overflow_pools
+        if self.choice == "api" and self.offers:
+            price, usd = self.offers[0]
+            return [api_pool(price, self.tokens, usd)]
+        return []
 
 
 def api_pool(price: TokenPrice, tokens: Tokens, monthly_usd: float) -> dict[str, Any]:
@@ -216,9 +226,11 @@ def choose(
     winner: Screened | None,
     winner_usd: float | None,
     mode: str,
+    overflow: Any = None,
 ) -> ApiChoice | None:
-    """API or self-hosting for the request's model: ``mode`` allow (the cheaper), only (the
-    API), never (not asked: None). None too when no offer serves the model."""
+    """API or self-hosting for the request's model: ``mode`` allow (the cheapest of the API,
+    self-hosting and ``overflow``, a verified planner.recommend.overflow.OverflowPlan), only
+    (the API), never (not asked: None). None too when no offer serves the model."""
     if mode == "never" or not offers:
         return None
     tokens = monthly_tokens(request)
@@ -229,6 +241,15 @@ def choose(
         even = break_even(best_price, tokens, self_hosted_usd(screened, winner, request))
     cheaper_api = winner_usd is None or best_usd < winner_usd
     choice = "api" if mode == "only" or cheaper_api else "self-hosted"
+    overflow_pools: list[dict[str, Any]] = []
+    if (
+        overflow is not None
+        and overflow.passed
+        and mode == "allow"
+        and overflow.monthly_usd < min(best_usd, winner_usd if winner_usd is not None else math.inf)
+    ):
+        choice = "overflow"
+        overflow_pools = overflow.pools(best_price)
     curve = []
     if winner_usd is not None and screened:
         hosted = self_hosted_usd(screened, winner, request)
@@ -242,4 +263,20 @@ def choose(
                     "self_hosted_usd": hosted(float(factor)),
                 }
             )
-    return ApiChoice(choice, priced, winner_usd, even, tokens, curve)
+    return ApiChoice(
+        choice,
+        priced,
+        winner_usd,
+        even,
+        tokens,
+        curve,
+        overflow.to_dict() if overflow is not None else None,
+        overflow_pools,
+    )
+
+
+def cheapest_offer(offers: Sequence[TokenPrice], tokens: Tokens) -> TokenPrice | None:
+    """The offer that bills ``tokens`` the least (ties: by offer id)."""
+    if not offers:
+        return None
+    return min(offers, key=lambda p: (api_usd(p, tokens), p.offer))

@@ -226,6 +226,7 @@ def recommend(
             if budget is not None:
                 below = min(below, budget + 1e-9)
             disagg = search_disaggregated(sweep, candidates, below)
+        overflow = _overflow_plan(request, api_prices, sweep, leaders, disagg)
 
     passed = []
     for s in sorted((s for s in verified if s.passed), key=rank_key):
@@ -307,7 +308,7 @@ def recommend(
         plan = winner_plan(winner, request, spot)
         hourly = _hourly(winner, request)
         confidence = _confidence(request, winner, sweep)
-    api = _api_choice(request, api_prices, screened, winner, winner_row)
+    api = _api_choice(request, api_prices, screened, winner, winner_row, overflow)
     return Recommendation(
         request={
             "targets": request.targets.to_dict(),
@@ -501,6 +502,7 @@ def _api_choice(
     screened: list[Screened],
     winner: Screened | None,
     winner_row: dict[str, Any] | None,
+    overflow: Any = None,
 ) -> dict[str, Any] | None:
     """The model's per-token API offers against the self-hosted winner (planner.recommend.api):
     None when not asked (--api never), without API prices, or when no offer serves the model."""
@@ -508,22 +510,54 @@ def _api_choice(
     if mode == "never" or not api_prices:
         return None
     from planner.recommend.api import choose
-    from pricing.api import api_prices_for
 
-    offers = api_prices_for(
-        request.options.api_model or request.constraints.model,
-        list(api_prices),
-        provider=request.options.api_provider,
-    )
     found = choose(
         request,
-        offers,
+        _api_offers(request, api_prices),
         screened,
         winner,
         winner_row["monthly_usd"] if winner_row else None,
         mode,
+        overflow,
     )
     return found.to_dict() if found else None
+
+
+def _api_offers(request: Request, api_prices: Sequence[Any]) -> list[Any]:
+    """The API offers serving the request's model (or the model it stands in for)."""
+    from pricing.api import api_prices_for
+
+    return api_prices_for(
+        request.options.api_model or request.constraints.model,
+        list(api_prices),
+        provider=request.options.api_provider,
+    )
+
+
+def _overflow_plan(
+    request: Request,
+    api_prices: Sequence[Any] | None,
+    sweep: Sweep,
+    leaders: list[Screened],
+    disagg: Any,
+) -> Any:
+    """The cheapest verified overflow plan on the aggregated leader's replicas
+    (planner.recommend.overflow), when the API is allowed beside self-hosting and a plan could
+    undercut both; None otherwise."""
+    options = request.options
+    if not (leaders and api_prices and options.api == "allow" and options.api_overflow):
+        return None
+    from planner.recommend import overflow
+    from planner.recommend.api import api_usd, cheapest_offer, monthly_tokens
+
+    tokens = monthly_tokens(request)
+    price = cheapest_offer(_api_offers(request, api_prices), tokens)
+    if price is None:
+        return None
+    below = min(api_usd(price, tokens), leaders[0].monthly_usd)
+    if disagg is not None and disagg.winner is not None:
+        below = min(below, disagg.winner.monthly_usd)
+    return overflow.search(request, sweep, leaders[0], price, below)
 
 
 def _disagg_confidence(request: Request, winner: Any) -> dict[str, Any]:

@@ -22,12 +22,19 @@ from typing import Any
 from planner.errors import UsageError
 from planner.latency.profile import Profile
 from planner.recommend.margin import p99_upper
-from planner.simulate.fleet import FleetConfig
+from planner.simulate.fleet import FleetConfig, Overflow
 from planner.simulate.metrics import SLO
 from planner.simulate.run import ServingSpec, simulate
 from planner.simulate.workload import Workload
 
 Window = tuple[int, int]  # [first hour, last hour) of the horizon
+#: an overflow API's counts in a verification, and the fleet statistics they sum
+OVERFLOW_COUNTS = {
+    "requests": "overflowed",
+    "input_tokens": "overflow_input_tokens",
+    "output_tokens": "overflow_output_tokens",
+    "rate_limited": "overflow_rate_limited",
+}
 Progress = Callable[[int, int], None]
 PARENT_POLL_S = 0.5  # how often a pool worker checks that the process that started it lives
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -63,6 +70,7 @@ class VerifyTask:
     confidence: float | None = None
     factors: tuple[tuple[str, float], ...] = ()
     decode: DecodePool | None = None  # set: a disaggregated fleet
+    overflow: Overflow | None = None  # set: a per-token API takes what the replicas cannot
 
     def simulation_key(self) -> tuple[Any, ...]:
         """What the simulation depends on besides the shared targets: candidates on different
@@ -86,6 +94,7 @@ class VerifyTask:
                 self.decode.link,
                 self.decode.first_token,
             ),
+            self.overflow,
         )
 
 
@@ -149,6 +158,9 @@ class Verification:
     # a disaggregated fleet: the transfer, the decode wait and each pool, from the window with
     # the longest P99 TTFT (planner.simulate.disagg)
     disaggregation: dict[str, Any] | None = None
+    # with an overflow API: the requests and tokens it served and those its rate limit sent
+    # back, over all windows
+    overflow: dict[str, int] | None = None
 
     @property
     def passed(self) -> bool:
@@ -180,6 +192,7 @@ class Verification:
             "p99_upper": self.upper or None,
             "passed_on_points": self.passed_on_points,
             **({"disaggregation": self.disaggregation} if self.disaggregation else {}),
+            **({"overflow": self.overflow} if self.overflow is not None else {}),
         }
 
 
@@ -194,6 +207,7 @@ def verify(task: VerifyTask, workloads: Mapping[Window, Workload]) -> Verificati
     wall = 0.0
     disaggregation: dict[str, Any] | None = None
     worst_ttft = -1.0
+    overflow = dict.fromkeys(OVERFLOW_COUNTS, 0) if task.overflow is not None else None
     for first, last in task.windows:
         workload = workloads[(first, last)]
         if len(workload) == 0:
@@ -207,6 +221,9 @@ def verify(task: VerifyTask, workloads: Mapping[Window, Workload]) -> Verificati
         wall += result.wall_s
         requests += result.requests
         refused += result.fleet.rejected_too_long + result.fleet.rejected_no_replica
+        if overflow is not None:
+            for name, field_name in OVERFLOW_COUNTS.items():
+                overflow[name] += getattr(result.fleet, field_name)
         for name, stats in result.summary["classes"].items():
             worst = p99.setdefault(name, {"ttft": None, "tpot": None, "e2e": None})
             for metric in ("ttft", "tpot", "e2e"):
@@ -257,13 +274,19 @@ def verify(task: VerifyTask, workloads: Mapping[Window, Workload]) -> Verificati
         # the point P99s pass when only upper bounds missed
         None if task.confidence is None else (len(misses) - latency + point_misses) == 0,
         disaggregation,
+        overflow,
     )
 
 
 def _simulate_window(task: VerifyTask, workload: Workload, first: int, last: int) -> Any:
     """The task's fleet over hours [first, last): one pool, or a prefill and a decode pool."""
     schedule = list(task.replicas[first:last])
-    fleet = FleetConfig(schedule=schedule, gpus_per_replica=task.gpus_per_replica, seed=task.seed)
+    fleet = FleetConfig(
+        schedule=schedule,
+        gpus_per_replica=task.gpus_per_replica,
+        overflow=task.overflow,
+        seed=task.seed,
+    )
     if task.decode is None:
         return simulate(workload, task.serving, fleet, task.profile, slos=task.slos)
     from planner.simulate.disagg import DisaggregatedSpec, simulate_disaggregated

@@ -23,7 +23,9 @@ from __future__ import annotations
 import gc
 import heapq
 import math
+import random
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -106,6 +108,36 @@ class Autoscaler:
             raise UsageError("autoscaler: give exactly one of target utilization or target queue")
 
 
+API_REPLICA = -2  # the replica column of a request a per-token API served (-1: none did)
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """A per-token API the router sends what the replicas are too busy for: an arrival goes to
+    the API when every routable replica has ``queue`` or more requests outstanding (or none is
+    up), unless the API's rate limit is spent (``rpm`` requests or ``tpm`` tokens in the last
+    60 s), when it waits on the replicas as any other. The API answers with its own latency:
+    the first token after ``ttft_s``, each further one after ``tpot_s`` (medians, each request's
+    drawn with log-normal spread ``sigma``: a hosted API's latency varies with its own load)."""
+
+    queue: int
+    ttft_s: float
+    tpot_s: float
+    sigma: float = 0.3
+    rpm: float | None = None
+    tpm: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.queue < 0:
+            raise UsageError(f"overflow queue {self.queue}: expected 0 or more requests")
+        if not (self.ttft_s > 0 and self.tpot_s > 0 and self.sigma >= 0):
+            raise UsageError("overflow API latency: expected positive seconds")
+        for name in ("rpm", "tpm"):
+            limit = getattr(self, name)
+            if limit is not None and not limit > 0:
+                raise UsageError(f"overflow API {name} {limit}: expected a positive limit")
+
+
 @dataclass(frozen=True)
 class FleetConfig:
     replicas: dict[str, int] = field(default_factory=lambda: {"on-demand": 1})
@@ -118,6 +150,7 @@ class FleetConfig:
     rate_limits: dict[str, tuple[float, float]] = field(default_factory=dict)  # class: (rps, burst)
     response_cache_hit_rate: float = 0.0
     prefix_affinity_slack: int = 8  # prefix-affinity gives up when this much busier than the least
+    overflow: Overflow | None = None  # a per-token API taking what the replicas are too busy for
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -201,6 +234,11 @@ class FleetStats:
     response_cache_hits: int = 0
     gpu_hours: dict[str, float] = field(default_factory=dict)
     peak_replicas: int = 0
+    # requests the overflow API served, their tokens, and those its rate limit sent back
+    overflowed: int = 0
+    overflow_input_tokens: int = 0
+    overflow_output_tokens: int = 0
+    overflow_rate_limited: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -262,6 +300,7 @@ class Fleet:
             "least-tokens": "outstanding_tokens",
         }.get(config.router, "")
         self.dispatch = Dispatch(load)
+        self._least_by_requests = load == "outstanding"  # the dispatch's heap knows the least
         self._records = self.dispatch.records  # every replica's rows, then the fleet's own
         # routable replicas (up, not draining, ready), valid from _routable_at until
         # _routable_until (the next ready time); None after a replica launches, drains or retires
@@ -270,6 +309,10 @@ class Fleet:
         self._routable_at = 0.0
         self._routable_until = math.inf
         self._prefix_index = PrefixIndex() if config.router == "prefix-affinity" else None
+        # the overflow API's last minute of requests (arrival, tokens) and its latency draws
+        self._api_window: deque[tuple[float, int]] = deque()
+        self._api_window_tokens = 0
+        self._api_rng = random.Random(config.seed * 7919 + 17)
 
     # --- events ----------------------------------------------------------------------------
 
@@ -490,7 +533,7 @@ class Fleet:
         # a request without a replica
         rejected = np.isnan(chunk["finish_s"])
         chunk["rejected"] = rejected
-        chunk["response_cache_hit"] = (chunk["replica"] == -1) & ~rejected
+        chunk["response_cache_hit"] = (chunk["replica"] == -1) & ~rejected  # API rows are -2
         self.on_chunk(chunk)
 
     def _admit(self, klass: int, now: float) -> bool:
@@ -512,6 +555,8 @@ class Fleet:
         candidates = self._candidates
         if candidates is None or not self._routable_at <= now < self._routable_until:
             candidates = self._candidates_at(now)
+        if self.config.overflow is not None and self._overflowed(seq, candidates, now):
+            return
         if not candidates:
             self.pending.append(seq)
             return
@@ -526,6 +571,53 @@ class Fleet:
         self.dispatch.submit(chosen.replica, seq, now)
         if len(self._records) >= CHUNK_ROWS:  # a request too long, refused
             self._flush()
+
+    def _overflowed(self, seq: Sequence, candidates: list[Member], now: float) -> bool:
+        """Send ``seq`` to the overflow API if the replicas are too busy and the API's rate
+        limit has room: its row, with the API's latency, is written at once."""
+        api = self.config.overflow
+        assert api is not None
+        if candidates:
+            if len(candidates) == 1:
+                least = candidates[0].replica.outstanding
+            elif self._least_by_requests:
+                least = self.members[self.dispatch.least_loaded()].replica.outstanding
+            else:
+                least = min(m.replica.outstanding for m in candidates)
+            if least < api.queue:
+                return False
+        window = self._api_window
+        while window and window[0][0] <= now - 60.0:
+            self._api_window_tokens -= window.popleft()[1]
+        tokens = seq.input_tokens + seq.output_tokens
+        if (api.rpm is not None and len(window) + 1 > api.rpm) or (
+            api.tpm is not None and self._api_window_tokens + tokens > api.tpm
+        ):
+            self.stats.overflow_rate_limited += 1
+            return False
+        window.append((now, tokens))
+        self._api_window_tokens += tokens
+        draw = self._api_rng.lognormvariate
+        first = now + api.ttft_s * draw(0.0, api.sigma)
+        finish = first + max(seq.output_tokens - 1, 0) * api.tpot_s * draw(0.0, api.sigma)
+        self._records.append(
+            (
+                seq.id,
+                now,
+                first,
+                finish,
+                API_REPLICA,
+                seq.klass,
+                seq.input_tokens,
+                seq.output_tokens,
+                0,
+                0,
+            )
+        )
+        self.stats.overflowed += 1
+        self.stats.overflow_input_tokens += seq.input_tokens
+        self.stats.overflow_output_tokens += seq.output_tokens
+        return True
 
     def _affinity(self, seq: Sequence, candidates: list[Member], least: Member) -> Member:
         """The candidate whose prefix cache holds the longest run of the request's leading
@@ -634,6 +726,7 @@ class Fleet:
             and not limited
             and cache_hits is None
             and not self._prefix_affinity
+            and cfg.overflow is None
         )
         count = last - first
         k = 0

@@ -24,7 +24,9 @@ START = datetime(2024, 1, 1, tzinfo=UTC)
 PRICES = [point("p5.48xlarge", "H100-SXM", 8, 32.0), point("p5.4xlarge", "H100-SXM", 1, 4.0)]
 
 
-def _run(rps: float, api: str = "allow", provider: str | None = "fireworks") -> dict[str, Any]:
+def _run(
+    rps: float, api: str = "allow", provider: str | None = "fireworks", **options: Any
+) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     inputs = rng.integers(800, 1200, 600).astype(np.int64)
     outputs = rng.integers(150, 250, 600).astype(np.int64)
@@ -41,6 +43,7 @@ def _run(rps: float, api: str = "allow", provider: str | None = "fireworks") -> 
             disaggregation="off",
             api=api,
             api_provider=provider,
+            **options,
         ),
     )
     result = recommend(request, PRICES, profile_for=profile_for, api_prices=load_api_snapshot())
@@ -48,7 +51,8 @@ def _run(rps: float, api: str = "allow", provider: str | None = "fireworks") -> 
 
 
 def test_a_tiny_load_buys_tokens_a_large_one_self_hosts_and_the_break_even_is_between() -> None:
-    tiny, large = _run(0.05), _run(40.0)
+    # the overflow plan aside (it wins at 40 requests/s: the next test)
+    tiny, large = _run(0.05), _run(40.0, api_overflow=False)
     assert tiny["api"]["choice"] == "api" and large["api"]["choice"] == "self-hosted"
     for data in (tiny, large):
         api = data["api"]
@@ -72,6 +76,7 @@ def test_a_tiny_load_buys_tokens_a_large_one_self_hosts_and_the_break_even_is_be
 
 def test_never_asks_nothing_and_only_names_the_api() -> None:
     assert "api" not in _run(40.0, api="never")
+    assert "overflow" not in _run(40.0, api="never")
     only = _run(40.0, api="only")
     assert only["api"]["choice"] == "api"
     assert only["api"]["api_monthly_usd"] > only["api"]["self_hosted_monthly_usd"]
@@ -113,3 +118,39 @@ def test_the_cost_against_load_curve_the_chart_draws() -> None:
     above = [c for c in curve if c["requests_per_s"] > even * 1.5]
     assert all(c["api_usd"] < c["self_hosted_usd"] for c in below)
     assert any(c["api_usd"] > c["self_hosted_usd"] for c in above)
+
+
+def test_an_overflow_plan_between_the_two_is_verified_and_cheaper_than_both() -> None:
+    data = _run(40.0)
+    api = data["api"]
+    assert api["choice"] == "overflow"
+    plan = api["overflow"]
+    assert plan["verified"] and plan["rejected"] is None
+    # cheaper than all on the API and all self-hosted
+    assert plan["monthly_usd"] < min(api["api_monthly_usd"], api["self_hosted_monthly_usd"])
+    # the base is smaller than the self-hosted fleet's peak and runs every hour
+    winner = data["winner"]
+    assert 0 < plan["base_replicas"] < winner["peak_replicas"]
+    # its two pools: the base fleet and the API, whose bill is its tokens at the offer's price
+    base, on_api = api["pools"]
+    assert base["kind"] == "instance" and on_api["kind"] == "api"
+    assert base["monthly_usd"] + on_api["monthly_usd"] == pytest.approx(plan["monthly_usd"])
+    price = TokenPrice(**{k: v for k, v in api["offer"].items() if k != "monthly_usd"})
+    assert on_api["monthly_usd"] == pytest.approx(
+        cost_usd(price, on_api["input_tokens_per_month"], on_api["output_tokens_per_month"])
+    )
+    # the simulation sent a real share to the API, and every P99 target held with it
+    check = plan["verification"]
+    assert check["passed"] and check["overflow"]["requests"] > 0
+    assert check["p99"]["default"]["ttft"] <= 3.0 and check["p99"]["default"]["tpot"] <= 0.1
+    assert 0 < plan["api_share"] < 0.5
+    # the month's share is at least what the fluid estimate says (queues send earlier)
+    assert plan["api_share"] >= plan["api_share_estimate"] * 0.99
+
+
+def test_an_api_too_slow_for_the_targets_carries_no_overflow() -> None:
+    # a 2 s median to the first token: its P99 (~4 s) is over the 3 s target
+    api = _run(40.0, api_ttft_s=2.0)["api"]
+    assert api["choice"] == "self-hosted"
+    assert "time to first token" in api["overflow"]["rejected"]
+    assert not api["overflow"]["verified"] and api["pools"] == []
