@@ -321,7 +321,8 @@ def _describe(row: dict[str, Any]) -> str:
 
 def api_vs_self_hosted(result: dict[str, Any]) -> Any:
     """The monthly cost of the model's cheapest per-token offer and of self-hosting against
-    the load (mean requests/s, log-log), with the break-even and this demand's load marked;
+    the load (mean requests/s, log-log), with the break-even and this demand's load marked,
+    and the verified overflow plan's cost at this load (base fleet plus API) when there is one;
     None when the result has no such comparison (``api.curve``)."""
     api = result.get("api") or {}
     curve = api.get("curve") or []
@@ -363,6 +364,20 @@ def api_vs_self_hosted(result: dict[str, Any]) -> Any:
                 mode="markers",
                 marker={"size": 11, "symbol": "x"},
                 name=f"break-even: {even['requests_per_s']:,.3g} req/s",
+            )
+        )
+    overflow = api.get("overflow") or {}
+    if overflow.get("verified"):
+        fig.add_trace(
+            go.Scatter(
+                x=[now],
+                y=[overflow["monthly_usd"]],
+                mode="markers",
+                marker={"size": 12, "symbol": "star"},
+                name=(
+                    f"overflow plan: {overflow['base_replicas']} base replica(s), "
+                    f"{overflow['api_share']:.0%} of requests on the API"
+                ),
             )
         )
     fig.update_xaxes(type="log", title_text="mean requests/s", dtick=1)
