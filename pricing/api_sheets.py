@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from planner.common.text import closest, shown
@@ -38,6 +38,7 @@ from pricing.api import (
 )
 from pricing.entries import STATUS_OK, VersionInfo
 from pricing.snapshot import RawRow
+from pricing.versions import VersionTable
 
 ApiSourceKind = Literal["snapshot", "user"]
 #: A user price more than this many times (or under 1/this of) the price in force for the same
@@ -77,22 +78,12 @@ class ApiImportResult:
     imported: bool
 
 
-def _version_info(row: ApiPriceSheetVersion) -> VersionInfo:
-    return VersionInfo(
-        id=row.id,
-        source_kind=row.source_kind,
-        label=row.label,
-        source_ref=row.source_ref,
-        sha256=row.sha256,
-        fetched_at=row.fetched_at,
-        row_count=row.row_count,
-        status=row.status,
-        error=None,
-    )
-
-
 def _values(price: TokenPrice, version_id: int) -> dict[str, Any]:
     return {"version_id": version_id, **price.to_dict()}
+
+
+#: The versions of API price sheets, handled as the instance sheets' (:mod:`pricing.versions`).
+VERSIONS = VersionTable[TokenPrice](ApiPriceSheetVersion, ApiPriceRow, _values)
 
 
 def _to_price(row: ApiPriceRow) -> TokenPrice:
@@ -138,24 +129,14 @@ def store_api_version(
                 raise PlannerError(f"cannot store API price: {column} {shown(value)} too long")
     if "\x00" in label or "\x00" in source_ref:
         raise PlannerError(f"cannot store API price sheet {shown(label)}: NUL in its label")
-    version = ApiPriceSheetVersion(
+    return VERSIONS.add(
+        session,
+        prices,
         source_kind=source_kind,
-        label=label[:200],
+        label=label,
         source_ref=source_ref,
         sha256=sha256,
-        fetched_at=datetime.now(UTC),
-        row_count=len(prices),
-        status=STATUS_OK,
     )
-    session.add(version)
-    session.flush()
-    if prices:
-        session.execute(insert(ApiPriceRow), [_values(p, version.id) for p in prices])
-    return _version_info(version)
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def load_api_snapshot_version(
@@ -163,40 +144,15 @@ def load_api_snapshot_version(
 ) -> tuple[VersionInfo, bool]:
     """Load the bundled API snapshot as a version; ``(version, True)`` if loaded now. The same
     file again is a no-op (``(that version, False)``) unless ``force``."""
-    path = path or api_snapshot_path()
-    prices = load_api_snapshot(path)
-    sha = _sha256(path.read_bytes())
-    if not force:
-        same = session.scalars(
-            select(ApiPriceSheetVersion)
-            .where(
-                ApiPriceSheetVersion.source_kind == "snapshot",
-                ApiPriceSheetVersion.sha256 == sha,
-            )
-            .order_by(ApiPriceSheetVersion.id.desc())
-        ).first()
-        if same is not None:
-            return _version_info(same), False
-    version = store_api_version(
-        session,
-        prices,
-        source_kind="snapshot",
-        label=f"bundled snapshot {path.name}",
-        source_ref=str(path),
-        sha256=sha,
+    return VERSIONS.load_snapshot(
+        session, path or api_snapshot_path(), load_api_snapshot, store_api_version, force=force
     )
-    return version, True
 
 
 def ensure_api_prices(session: Session) -> VersionInfo | None:
     """Load the bundled API snapshot when the store has no API list prices; the version if
     loaded now."""
-    has = session.scalars(
-        select(ApiPriceSheetVersion.id)
-        .where(ApiPriceSheetVersion.source_kind == "snapshot", ApiPriceSheetVersion.row_count > 0)
-        .limit(1)
-    ).first()
-    if has is not None:
+    if VERSIONS.has_prices(session, ("snapshot",)):
         return None
     version, _ = load_api_snapshot_version(session)
     return version
@@ -204,8 +160,7 @@ def ensure_api_prices(session: Session) -> VersionInfo | None:
 
 def list_api_versions(session: Session) -> list[VersionInfo]:
     """Every API price-sheet version, oldest first."""
-    rows = session.scalars(select(ApiPriceSheetVersion).order_by(ApiPriceSheetVersion.id))
-    return [_version_info(r) for r in rows]
+    return VERSIONS.all_versions(session)
 
 
 def api_entries(session: Session) -> list[ApiPriceEntry]:
@@ -359,16 +314,11 @@ def import_api_sheet(
     if not prices:
         raise InputFileError(path, "no price rows under the header")
     sha = _content_sha256(header, rows)
-    same = session.scalars(
-        select(ApiPriceSheetVersion)
-        .where(ApiPriceSheetVersion.source_kind == "user", ApiPriceSheetVersion.sha256 == sha)
-        .order_by(ApiPriceSheetVersion.id.desc())
-    ).first()
-    if same is not None and all(
-        (e := in_force.get((p.provider, p.offer.lower()))) is not None and e.version_id == same.id
-        for p in prices
-    ):
-        return ApiImportResult(_version_info(same), imported=False)
+    unchanged = VERSIONS.unchanged_import(
+        session, sha, [(p.provider, p.offer.lower()) for p in prices], in_force
+    )
+    if unchanged is not None:
+        return ApiImportResult(unchanged, imported=False)
     if not force:
         for raw, price in zip(rows, prices, strict=True):
             entry = in_force.get((price.provider, price.offer.lower()))

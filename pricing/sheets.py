@@ -34,7 +34,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from planner.common.secrets import redact_text
@@ -69,6 +69,7 @@ from pricing.snapshot import (
     parse_points,
     snapshot_path,
 )
+from pricing.versions import VersionTable
 
 REFRESH_PROVIDERS = ("aws", "gcp", "azure")
 LIST_KINDS = ("snapshot", "aws", "gcp", "azure")  # list prices, as opposed to user sheets
@@ -87,17 +88,7 @@ class RefreshError(PlannerError):
 
 def version_info(row: PriceSheetVersion) -> VersionInfo:
     """A stored version as a value, detached from the session."""
-    return VersionInfo(
-        id=row.id,
-        source_kind=row.source_kind,
-        label=row.label,
-        source_ref=row.source_ref,
-        sha256=row.sha256,
-        fetched_at=row.fetched_at,
-        row_count=row.row_count,
-        status=row.status,
-        error=row.error,
-    )
+    return VERSIONS.info(row)
 
 
 # -- writing versions --------------------------------------------------------------------------
@@ -146,6 +137,10 @@ def _to_point(row: PricePointRow) -> PricePoint:
         currency=row.currency,
         fetched_at=row.fetched_at,
     )
+
+
+#: The versions of instance price sheets, as :mod:`pricing.versions` handles them.
+VERSIONS = VersionTable[PricePoint](PriceSheetVersion, PricePointRow, _point_values)
 
 
 #: The store's column lengths (``price_points``): longer text is refused before writing, the
@@ -235,28 +230,15 @@ def store_version(
         seen.add(point.key())
     if "\x00" in label or "\x00" in source_ref:
         raise PlannerError(f"cannot store price sheet {shown(label)}: NUL in its label or source")
-    version = PriceSheetVersion(
+    return VERSIONS.add(
+        session,
+        points,
         source_kind=source_kind,
-        label=label[:200],
+        label=label,
         source_ref=source_ref,
         sha256=sha256,
-        fetched_at=fetched_at or datetime.now(UTC),
-        row_count=len(points),
-        status=STATUS_OK,
+        fetched_at=fetched_at,
     )
-    session.add(version)
-    session.flush()
-    if points:
-        session.execute(insert(PricePointRow), [_point_values(p, version.id) for p in points])
-    return version_info(version)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_snapshot_version(
@@ -266,44 +248,14 @@ def load_snapshot_version(
 
     Loading the same file again is a no-op (``(that version, False)``) unless ``force``.
     """
-    path = path or snapshot_path()
-    points = load_snapshot(path)
-    sha = _sha256(path)
-    if not force:
-        same = session.scalars(
-            select(PriceSheetVersion)
-            .where(
-                PriceSheetVersion.source_kind == "snapshot",
-                PriceSheetVersion.status == STATUS_OK,
-                PriceSheetVersion.sha256 == sha,
-            )
-            .order_by(PriceSheetVersion.id.desc())
-        ).first()
-        if same is not None:
-            return version_info(same), False
-    version = store_version(
-        session,
-        points,
-        source_kind="snapshot",
-        label=f"bundled snapshot {path.name}",
-        source_ref=str(path),
-        sha256=sha,
+    return VERSIONS.load_snapshot(
+        session, path or snapshot_path(), load_snapshot, store_version, force=force
     )
-    return version, True
 
 
 def ensure_list_prices(session: Session) -> VersionInfo | None:
     """Load the bundled snapshot when the store has no list prices yet; the version if loaded."""
-    has_list = session.scalars(
-        select(PriceSheetVersion.id)
-        .where(
-            PriceSheetVersion.source_kind.in_(LIST_KINDS),
-            PriceSheetVersion.status == STATUS_OK,
-            PriceSheetVersion.row_count > 0,
-        )
-        .limit(1)
-    ).first()
-    if has_list is not None:
+    if VERSIONS.has_prices(session, LIST_KINDS):
         return None
     version, _ = load_snapshot_version(session)
     return version
@@ -924,19 +876,9 @@ def import_sheet(
     in_force: dict[tuple[str, ...], PriceEntry] = {
         e.point.key(): e for e in latest_entries(session)
     }
-    same = session.scalars(
-        select(PriceSheetVersion)
-        .where(
-            PriceSheetVersion.source_kind == "user",
-            PriceSheetVersion.status == STATUS_OK,
-            PriceSheetVersion.sha256 == sha,
-        )
-        .order_by(PriceSheetVersion.id.desc())
-    ).first()
-    if same is not None and all(
-        (e := in_force.get(p.key())) is not None and e.version_id == same.id for p in points
-    ):
-        return ImportResult(version_info(same), imported=False)
+    unchanged = VERSIONS.unchanged_import(session, sha, [p.key() for p in points], in_force)
+    if unchanged is not None:
+        return ImportResult(unchanged, imported=False)
     if not force:
         for raw, point in zip(rows, points, strict=True):
             problem = _implausible(path, raw, point, in_force, today)
@@ -1099,8 +1041,7 @@ def refresh(
 
 
 def list_versions(session: Session) -> list[VersionInfo]:
-    rows = session.scalars(select(PriceSheetVersion).order_by(PriceSheetVersion.id))
-    return [version_info(r) for r in rows]
+    return VERSIONS.all_versions(session)
 
 
 def get_version(session: Session, version_id: int) -> VersionInfo:
