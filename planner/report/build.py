@@ -170,12 +170,19 @@ def stored_recommendation(
     stored ``result``) a report reads; a :class:`PlannerError` when it has no fleet to report."""
     data: dict[str, Any] = result or {}
     winner, plan = data.get("winner"), data.get("plan")
-    if winner is None or plan is None:
+    api = data.get("api") or {}
+    if (winner is None or plan is None) and api.get("choice") == "api" and api.get("pools"):
+        # no self-hosted fleet met the targets, the API serves the demand: nothing but the
+        # demand's hours is read (planner.report.api_report)
+        winner, plan = {}, {}
+    elif winner is None or plan is None:
         raise PlannerError(
             f"recommendation #{recommendation_id} has no recommended fleet, so there is nothing "
             f"to report: {why_no_fleet(data.get('rejected') or [])}"
         )
-    hourly = data.get("hourly") or {}
+    hourly = dict(data.get("hourly") or {})
+    if not winner and "requests" in hourly:
+        hourly |= dict.fromkeys(("replicas", "instances"), [0.0] * len(hourly["requests"]))
     if not all(key in hourly for key in ("hour_start", "requests", "replicas", "instances")):
         raise PlannerError(
             f"recommendation #{recommendation_id} has no hourly fleet stored (made by an older "

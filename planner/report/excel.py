@@ -33,7 +33,7 @@ from openpyxl.utils import get_column_letter  # type: ignore[import-untyped]
 
 from planner.common.colours import purchase_colour
 from planner.common.files import atomic_output, check_output_path
-from planner.report.model import SCENARIOS, Report
+from planner.report.model import API_OPTION, SCENARIOS, Report
 
 # Number formats (Excel codes; LibreOffice reads the same).
 MONEY = "$#,##0.00"
@@ -44,6 +44,7 @@ MONTH = "yyyy-mm"
 TIMESTAMP = 'yyyy-mm-dd hh:mm "UTC"'
 HOURS = "#,##0.0"
 MILLIONS = "#,##0.00"
+UNIT_PRICE = "$#,##0.0000"  # $ per million tokens
 FACTOR = '0.00"x"'
 MILLISECONDS = "#,##0"
 COUNT = "#,##0"
@@ -182,6 +183,13 @@ PROJECTION_TABLE = (
     ("upfront_usd", "Upfront paid ($)", MONEY),
     ("tokens_millions", "Tokens served (millions)", MILLIONS),
 )
+# a plan with per-token API pools: their rows' tokens and prices (empty on instance rows)
+API_TABLE = (
+    ("input_tokens_millions", "Input tokens (millions)", MILLIONS),
+    ("output_tokens_millions", "Output tokens (millions)", MILLIONS),
+    ("input_usd_per_mtok", "$ per million input tokens", UNIT_PRICE),
+    ("output_usd_per_mtok", "$ per million output tokens", UNIT_PRICE),
+)
 VIEWS = (("cash", "cash_usd"), ("amortized", "amortized_usd"))
 # a fleet of pools' rows also name the model and pool they belong to
 POOL_COLUMNS = (("model", "Model", None), ("pool", "Pool", None))
@@ -198,15 +206,34 @@ def _projection_detail_sheet(ws: Any, report: Report) -> DetailRanges:
     """One row per month, scenario, provider, region, instance type and purchase option."""
     frame = _sorted_projection(report.projection)
     table = _with_pools(PROJECTION_TABLE, frame)
+    api = "input_tokens" in frame.columns
+    if api:  # per-token API pools: the offer in the instance type's column, tokens and prices
+        frame = frame.assign(
+            input_tokens_millions=frame["input_tokens"] / 1e6,
+            output_tokens_millions=frame["output_tokens"] / 1e6,
+        )
+        table = (
+            tuple(
+                (n, "Instance type or API offer", f) if n == "instance_type" else (n, h, f)
+                for n, h, f in table
+            )
+            + API_TABLE
+        )
     _title(
         ws,
         "12-month cost projection: every row",
         "One row per month, scenario, "
-        + ("model, pool, " if len(table) > len(PROJECTION_TABLE) else "")
+        + ("model, pool, " if "pool" in frame.columns else "")
         + "provider, region, instance type and purchase option; the Projection sheet adds "
         "them up by formulas. Cash: what is paid in the month, "
         "upfronts when paid. Amortized: usage plus each upfront spread evenly over its term. "
-        f"Money in {report.currency}.",
+        + (
+            f"Rows of purchase option \u201c{API_OPTION}\u201d are a per-token API's: its "
+            "input and output tokens at their prices per million tokens, no instance-hours. "
+            if api
+            else ""
+        )
+        + f"Money in {report.currency}.",
         last_column=len(table),
     )
     _headers(ws, HEADER_ROW, 1, [header for _, header, _ in table])
@@ -780,6 +807,24 @@ def _summary_lines(
         Line("Mean instances", get("mean_instances"), "instances",
              "Average instances running over the forecast.", MEAN_COUNT),
     ]  # fmt: skip
+    if get("api_choice") is not None:  # the plan buys per-token API traffic
+        fleet += [
+            Line("API choice", get("api_choice"), "",
+                 "api: the API serves the whole demand; overflow: a self-hosted base fleet, "
+                 "the rest on the API."),
+            Line("API offers", get("api_offers"), "", "The offers bought and their prices."),
+            Line("API spend, monthly", get("api_monthly_usd"), "$ per month",
+                 "A 730-hour month of the API's tokens at its prices.", MONEY),
+            Line("API share of tokens", get("api_share_of_tokens"), "% of tokens",
+                 "The demand's tokens (input + output) the API serves.", PERCENT),
+            Line("Self-hosted part, monthly", get("self_hosted_part_monthly_usd"),
+                 "$ per month", "The self-hosted fleet the plan buys (0: none).", MONEY),
+            Line("Self-hosted alternative, monthly", get("self_hosted_alternative_monthly_usd"),
+                 "$ per month", "The cheapest verified fleet serving the whole demand, when "
+                 "one was found.", MONEY),
+            Line("Break-even load", get("break_even_requests_per_s"), "requests/s",
+                 "The mean load at which the API and self-hosting cost the same.", "#,##0.000"),
+        ]  # fmt: skip
     if get("pools") is not None:  # a fleet of pools
         fleet += [
             Line("Pools", get("pools"), "pools",

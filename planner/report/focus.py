@@ -53,7 +53,7 @@ from planner.common.csvsafe import safe_text
 from planner.common.files import atomic_output, check_output_path, writes_in_place
 from planner.common.text import shown
 from planner.errors import UsageError
-from planner.report.model import SCENARIOS, Report, first_of_next_month
+from planner.report.model import API_OPTION, SCENARIOS, Report, first_of_next_month
 from pricing.regions import region_name
 
 FOCUS_VERSION = "1.2"
@@ -147,6 +147,34 @@ SERVICE_NAMES = {
     "gcp": "Compute Engine",
     "azure": "Virtual Machines",
 }
+#: a per-token API's rows (planner.report.api): FOCUS 1.2's category of managed AI services and
+#: its subcategory of generative models, priced per million tokens and consumed in tokens
+API_SERVICE_CATEGORY = "AI and Machine Learning"
+API_SERVICE_SUBCATEGORY = "Generative AI"
+API_PRICING_UNIT = "1000000 Tokens"  # FOCUS unit format: "<quantity> <units>"
+TOKENS_PER_PRICE_UNIT = 1_000_000
+API_PROVIDER_NAMES = {
+    "openai": "OpenAI",
+    "anthropic": "Anthropic",
+    "google": "Google",
+    "azure": "Microsoft",
+    "bedrock": "AWS",
+    "together": "Together AI",
+    "fireworks": "Fireworks AI",
+    "groq": "Groq",
+    "deepinfra": "DeepInfra",
+}
+API_SERVICE_NAMES = {
+    "openai": "OpenAI API",
+    "anthropic": "Claude API",
+    "google": "Gemini API",
+    "azure": "Azure OpenAI",
+    "bedrock": "Amazon Bedrock",
+    "together": "Together AI Inference",
+    "fireworks": "Fireworks AI Inference",
+    "groq": "GroqCloud",
+    "deepinfra": "DeepInfra Inference",
+}
 COMMITMENT_TYPES = {
     ("aws", "reserved"): "Reserved Instance",
     ("azure", "reserved"): "Reservation",
@@ -233,6 +261,8 @@ def _rows(
     list_rates: dict[tuple[str, ...], float],
     per_million: dict[tuple[Any, ...], float | None],
 ) -> list[dict[str, Any]]:
+    if record["purchase_option"] == API_OPTION:
+        return _api_rows(report, record, per_million.get((record["month"], record["scenario"])))
     hours = float(record["instance_hours"])
     cash = float(record["cash_usd"])
     amortized = float(record["amortized_usd"])
@@ -405,6 +435,71 @@ def _base(report: Report, record: dict[str, Any], per_million: float | None) -> 
         "x_Model": model,
         "x_Pool": pool,
     }
+
+
+def _api_rows(
+    report: Report, record: dict[str, Any], per_million: float | None
+) -> list[dict[str, Any]]:
+    """A per-token API pool's month: its input and its output tokens as two Usage rows (they
+    have different prices), priced per million tokens, consumed in tokens."""
+    provider, offer = str(record["provider"]), str(record["instance_type"])
+    name = API_PROVIDER_NAMES.get(provider, provider)
+    month: date = record["month"]
+    scenario = str(record["scenario"])
+    sku = api_sku_id(provider, offer)
+    resource = f"planner/recommendation-{report.recommendation_id}/api/{provider}/{offer}"
+    base = _base(report, record, per_million) | {
+        "InvoiceIssuerName": name,
+        "ProviderName": name,
+        "PublisherName": name,
+        "ServiceName": API_SERVICE_NAMES.get(provider, f"{name} API"),
+        "ServiceCategory": API_SERVICE_CATEGORY,
+        "ServiceSubcategory": API_SERVICE_SUBCATEGORY,
+        "PricingUnit": API_PRICING_UNIT,
+        "PricingCategory": "Standard",
+        "RegionId": None,  # a hosted API is priced the same wherever it is called from
+        "RegionName": None,
+        "ResourceId": resource,
+        "ResourceName": f"{offer} on {name} (per-token API)",
+        "ResourceType": "Per-token API",
+        "SkuId": sku,
+        "Tags": json.dumps(
+            {f"{TAG_PREFIX}scenario": scenario, f"{TAG_PREFIX}kind": "api"},
+            sort_keys=True,
+            separators=(",", ":"),
+        ),
+        "x_P99TtftMs": None,  # the simulated P99 is the self-hosted fleet's, not the API's
+    }
+    rows = []
+    for side in ("input", "output"):
+        tokens = _number(record.get(f"{side}_tokens"), 0.0)
+        price = _number(record.get(f"{side}_usd_per_mtok"), 0.0)
+        if tokens <= 0:
+            continue
+        millions = tokens / TOKENS_PER_PRICE_UNIT
+        cost = millions * price
+        rows.append(
+            base
+            | _priced(millions, price)
+            | {
+                "ConsumedQuantity": tokens,
+                "ConsumedUnit": "Tokens",
+                "BilledCost": cost,
+                "EffectiveCost": cost,
+                "ChargeDescription": f"{scenario} scenario, {month:%Y-%m}: {offer} on {name}, "
+                f"{side} tokens (per-token API)",
+                "SkuMeter": f"{side.capitalize()} Tokens",
+                "SkuPriceId": f"{sku}/{side}",
+                "x_TokensMillions": millions,
+            }
+        )
+    return rows
+
+
+def api_sku_id(provider: str, offer: str) -> str:
+    """planner's SkuId of a per-token API offer: ``planner-sku/api/<provider>/<offer>``; its
+    SkuPriceIds add ``/input`` or ``/output`` (the two prices of the offer)."""
+    return f"planner-sku/api/{provider}/{offer}"
 
 
 def sku_id(provider: str, region: str, instance_type: str) -> str:

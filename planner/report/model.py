@@ -32,6 +32,16 @@ PROJECTION_COLUMNS = (
     "upfront_usd",  # upfront paid in the month (0 but in a commitment's first month)
     "tokens_millions",  # tokens served in the month (input + output), for $ per million tokens
 )
+# A per-token API pool's projection rows (planner.report.api): provider the API's, region "",
+# instance_type the offer, purchase_option API_OPTION, no instance-hours; they carry these
+# columns too (NaN on instance rows), tokens in tokens and prices in $ per million tokens.
+API_OPTION = "per-token API"
+API_PROJECTION_COLUMNS = (
+    "input_tokens",
+    "output_tokens",
+    "input_usd_per_mtok",
+    "output_usd_per_mtok",
+)
 COMMITMENT_COLUMNS = (
     "purchase_option",
     "provider",

@@ -30,7 +30,7 @@ from planner.report.charts import (
     render_figures,
     report_figures,
 )
-from planner.report.model import SCENARIOS, Report, showback_by_model
+from planner.report.model import API_OPTION, SCENARIOS, Report, showback_by_model
 from pricing.costs import HOURS_PER_MONTH
 
 MISSING = "n/a"
@@ -423,6 +423,7 @@ def projection_section(report: Report, images: Mapping[str, bytes]) -> Section:
         ),
         _breakdown_table(report),
         Safe("</div>"),
+        _api_spend(report),
         figure(
             images,
             "purchase",
@@ -430,6 +431,53 @@ def projection_section(report: Report, images: Mapping[str, bytes]) -> Section:
         ),
     ]
     return Section("projection", "12-month projection", Safe("".join(parts)))
+
+
+def _api_spend(report: Report) -> Safe:
+    """A plan with per-token API pools: each offer's tokens and spend over the projection
+    (expected scenario), at its prices per million tokens; nothing for a fleet alone."""
+    projection = report.projection
+    if "input_tokens" not in projection.columns:
+        return Safe("")
+    rows = projection[
+        (projection["purchase_option"] == API_OPTION) & (projection["scenario"] == "expected")
+    ]
+    grouped = rows.groupby(
+        ["provider", "instance_type", "input_usd_per_mtok", "output_usd_per_mtok"], sort=True
+    )[["input_tokens", "output_tokens", "cash_usd"]].sum()
+    columns = [
+        Column("Provider"),
+        Column("Offer"),
+        Column("Input tokens (millions)", numeric=True),
+        Column("Per million input", numeric=True),
+        Column("Output tokens (millions)", numeric=True),
+        Column("Per million output", numeric=True),
+        Column("Spend, expected", numeric=True),
+    ]
+    body = [
+        [
+            str(line["provider"]),
+            str(line["instance_type"]),
+            number(line["input_tokens"] / 1e6, 2),
+            unit_money(line["input_usd_per_mtok"]),
+            number(line["output_tokens"] / 1e6, 2),
+            unit_money(line["output_usd_per_mtok"]),
+            money(line["cash_usd"]),
+        ]
+        for line in grouped.reset_index().to_dict("records")
+    ]
+    total = ["Total", "", "", "", "", "", money(grouped["cash_usd"].sum())]
+    return Safe(
+        '<div class="keep"><h2>Per-token API spend</h2>'
+        + paragraph(
+            f"The plan buys these offers by the token over the {len(set(rows['month']))} "
+            "months (expected scenario): each month's tokens follow its requests, input and "
+            "output tokens each at the offer's list price; the prices' sources and dates are "
+            "in the assumptions."
+        )
+        + table(columns, body, total)
+        + "</div>"
+    )
 
 
 def _breakdown_table(report: Report) -> Safe:

@@ -4,8 +4,9 @@ dashboard's Reports page).
 :func:`build_report` checks the :class:`ReportRequest`, reads everything the report needs from
 the store at once (the recommendation, the prices in force for its instance and their price
 sheets, the forecast behind its demand, the calibration profile of its latency), computes the
-report on those values (:func:`planner.report.build.build`) and sets the actual spend against
-it when asked. Both shells parse a month with :func:`parse_month`.
+report on those values (:func:`planner.report.api_report.build_with_api`: the instances' report
+of :func:`planner.report.build.build`, with the per-token API pools the plan buys) and sets the
+actual spend against it when asked. Both shells parse a month with :func:`parse_month`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from planner.common.text import shown
 from planner.errors import NotFoundError, UsageError
 from planner.latency.profile import ProfileError
 from planner.latency.registry import profile_accuracy, resolve_profile
+from planner.report.api import base_fleet
+from planner.report.api_report import build_with_api
 from planner.report.build import (
     Calibration,
     DemandForecast,
@@ -27,7 +30,6 @@ from planner.report.build import (
     ReportInputs,
     SheetPrice,
     Stored,
-    build,
     check_options,
     forecast_id,
     stored_recommendation,
@@ -101,8 +103,8 @@ def build_report(request: ReportRequest, sessions: SessionScope) -> Report:
             current_fleet_monthly_usd=current,
             built_at=request.built_at,
         )
-    else:
-        report = build(
+    else:  # its API pools too, when the recommendation buys API traffic
+        report = build_with_api(
             inputs,
             months=months,
             first_month=first,
@@ -120,13 +122,23 @@ def _load(session: Session, recommendation_id: int) -> ReportInputs | FleetRepor
     if is_fleet(run.result):
         fleet = stored_fleet(recommendation_id, run.created_at, run.result)
         return FleetReportInputs(fleet, [_inputs(session, pool) for pool in fleet.stored])
-    return _inputs(session, stored_recommendation(recommendation_id, run.created_at, run.result))
+    # an overflow plan buys its base fleet, not the whole fleet self-hosting would take
+    stored = base_fleet(stored_recommendation(recommendation_id, run.created_at, run.result))
+    return _inputs(session, stored)
 
 
 def _inputs(session: Session, stored: Stored) -> ReportInputs:
     """What a one-pool report (or one pool of a fleet's) reads: the prices in force for its
     instance and their price sheets, its forecast and its calibration profile."""
     w = stored.winner
+    if not w:  # a plan all on a per-token API: no instance, so no instance prices or profile
+        return ReportInputs(
+            stored=stored,
+            prices=[],
+            sheets={},
+            forecast=_forecast(session, stored),
+            calibration=Calibration(unknown="the plan serves the demand on a per-token API"),
+        )
     entries = latest_entries(
         session, w["provider"], region=w["region"], instance_type=w["instance_type"]
     )

@@ -136,7 +136,25 @@ def demo_store_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 
     url = f"sqlite:///{tmp_path_factory.mktemp('report-demo') / 'planner.db'}"
     load_demo(url, quick=True)
+    without_api(url)
     return url
+
+
+def without_api(url: str, recommendation_id: int = 1) -> None:
+    """Drop the stored recommendation's ``api`` block, as ``recommend --api never`` stores it:
+    the demo's recommendation may buy API traffic (the API or an overflow plan cheaper than
+    self-hosting), and the fleet's own arithmetic is what these tests check
+    (tests/report/test_api_report.py checks the API's rows)."""
+    from planner.store.db import open_store
+    from planner.store.recommendations import load_recommendation
+
+    store = open_store(url)
+    try:
+        with store.session() as session:
+            run = load_recommendation(session, recommendation_id)
+            run.result = {k: v for k, v in run.result.items() if k != "api"}
+    finally:
+        store.engine.dispose()
 
 
 def report_from(url: str, request: ReportRequest) -> Report:

@@ -32,6 +32,7 @@ from planner.usecases.report import ReportRequest, build_report
 from pricing.costs import Plan, Prices, fleet_cost
 from pricing.model import PurchaseOption
 from pricing.sheets import import_sheet, latest_prices
+from tests.report.conftest import without_api
 
 BUILT = datetime(2026, 12, 1, 12, tzinfo=UTC)
 SUMMARY_KEYS = {
@@ -54,6 +55,7 @@ RECOMMENDATION_FIELDS = (
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("report-model") / "planner.db"
     load_demo(f"sqlite:///{path}", quick=True)
+    without_api(f"sqlite:///{path}")  # the fleet's own report (test_api_report: the API's)
     return path
 
 

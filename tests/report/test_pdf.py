@@ -28,7 +28,7 @@ from planner.report.model import ACTUAL_COLUMNS, SCENARIOS, Report
 from planner.report.pdf import report_html, write_pdf
 from planner.store.db import open_store
 from planner.usecases.report import ReportRequest, build_report
-from tests.report.conftest import example_report
+from tests.report.conftest import example_report, without_api
 from tests.report.test_charts import _chromium_or_skip, with_actuals
 
 REQUIRE_OFFICE_ENV = "PLANNER_REQUIRE_OFFICE"  # set by .ci/run: no pdftoppm fails, never skips
@@ -95,6 +95,7 @@ def demo_pdf(tmp_path_factory: pytest.TempPathFactory) -> WrittenPdf:
     folder = tmp_path_factory.mktemp("pdf-demo")
     url = f"sqlite:///{folder / 'planner.db'}"
     load_demo(url, quick=True)
+    without_api(url)  # the fleet's own report (test_api_report: the API's rows)
     with open_store(url) as store, store.session() as session:
         report = build_report(ReportRequest(1, built_at=datetime(2026, 12, 1, 12, 0, tzinfo=UTC),
             current_fleet_monthly_usd=3000.0), lambda: nullcontext(session))  # fmt: skip
