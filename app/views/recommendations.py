@@ -213,6 +213,16 @@ def _fleet_inputs() -> None:
             help="Small models on one instance each may share one (their memory split, their "
             "interference simulated).",
         )
+        st.text_input(
+            "Substitutes for proprietary models",
+            value="",
+            key="rec-substitutes",
+            placeholder="gpt-4o-mini=llama-3.1-8b",
+            help="LOGNAME=CATALOG pairs, comma-separated: serve the catalog model in place of "
+            "the log's (the CLI's --substitute); the API is still priced by the log's name, "
+            "and the catalog model's quality against it is your call. Choose the catalog model "
+            "above to compare it with the API.",
+        )
 
 
 def _size_buckets(text: str, every_model: bool) -> tuple[int, ...] | None:
@@ -362,6 +372,9 @@ def _spec() -> RecommendRequest | None:
         unmapped=str(state.get("rec-unmapped") or "error"),
         size_buckets=_size_buckets(str(state.get("rec-size-buckets") or ""), every_model),
         colocate=bool(state.get("rec-colocate", True)),
+        substitutes=tuple(
+            p for p in str(state.get("rec-substitutes") or "").split(",") if p.strip()
+        ),
         constraints=Constraints(
             model="" if every_model else state["rec-model"],
             providers=tuple(state["rec-providers"]),
@@ -446,7 +459,8 @@ def _say_outcome() -> dict[str, Any] | None:
         st.info("The search was stopped; nothing was stored.", icon=":material/info:")
     elif status.result is not None:
         took = f"in {status.elapsed_s:,.0f} s"
-        if status.stored_id is not None and status.result.get("winner") is None:
+        no_fleet = status.result.get("winner") is None and not status.result.get("api_only")
+        if status.stored_id is not None and no_fleet:
             st.warning(
                 f"Search finished {took}: no configuration met the targets (why: below). "
                 f"Stored as recommendation #{status.stored_id}.",
@@ -504,6 +518,9 @@ def _winner(data: dict[str, Any]) -> None:
     )
     winner, plan = data.get("winner"), data.get("plan")
     st.subheader("Recommended fleet")
+    if data.get("api_only"):  # a proprietary model without a substitute (the notes say how)
+        st.info("No self-hosted fleet: only per-token APIs serve this model; their bill is below.")
+        return
     if winner is None or plan is None:
         st.error(why_no_fleet(data["rejected"]), icon=":material/block:")
         return

@@ -499,6 +499,34 @@ def recommend_command(
         "--api-provider",
         help="Compare with this provider's per-token offers only (e.g. the one used today).",
     ),
+    api_overflow: bool = typer.Option(
+        True,
+        "--api-overflow/--no-api-overflow",
+        help="Also plan the base load self-hosted with the peaks above it sent to the API "
+        "(simulated with the API's latency, --api-ttft and --api-tpot).",
+    ),
+    api_ttft: str | None = typer.Option(
+        None,
+        "--api-ttft",
+        metavar="SECONDS",
+        help="The API's median time to first token in the overflow plan's simulation, e.g. "
+        "0.5 or 500ms (default 0.5 s; `planner bench run` against the API measures it).",
+    ),
+    api_tpot: str | None = typer.Option(
+        None,
+        "--api-tpot",
+        metavar="SECONDS",
+        help="The API's median time per output token in the overflow plan's simulation, e.g. "
+        "0.012 or 12ms (default 12 ms).",
+    ),
+    substitute: list[str] = typer.Option(
+        [],
+        "--substitute",
+        metavar="LOGNAME=CATALOG",
+        help="Serve catalog model CATALOG in place of the log's model LOGNAME (a proprietary "
+        "model such as gpt-4o-mini has no self-hosted option otherwise); the API is still "
+        "priced as LOGNAME, and CATALOG's quality against it is your call (repeatable).",
+    ),
     disaggregation: str = typer.Option(
         "auto",
         "--disaggregation",
@@ -565,9 +593,7 @@ def recommend_command(
     outputs.check()
     _check_runner(dask, workers)
     default_slo = _default_slo(slo_ttft, slo_tpot, slo_e2e)
-    every_model = not (model or "").strip() and (
-        dataset is not None or (demand is not None and "," in demand)
-    )
+    every_model = _every_model(model, dataset, demand)
     given = ConstraintOptions(
         model=model or "",
         provider=provider,
@@ -605,6 +631,7 @@ def recommend_command(
         engine=spec.name,
         confidence=parse_confidence(confidence),
         **_alternatives_asked(disaggregation, api, api_provider),
+        **_overflow_asked(api_overflow, api_ttft, api_tpot),
     )
     request = RecommendRequest(
         demand=_demand(dataset, demand, tokens_from, load_scale, start, end),
@@ -620,6 +647,7 @@ def recommend_command(
         unmapped=unmapped.strip().lower(),
         size_buckets=_size_buckets(size_buckets, every_model),
         colocate=colocate,
+        substitutes=tuple(substitute),
     )
     with sessions_from(ctx) as sessions, _stop_on_sigterm(), _progress_bar(quiet) as progress:
         found = recommend(request, sessions, progress=progress)
@@ -677,7 +705,7 @@ def _emit(found: RecommendResult, outputs: Outputs) -> None:
         _print_fleet(data)
     else:
         assert isinstance(found.recommendation, Recommendation)
-        _print(found.recommendation, data.get("id"), outputs.rows)
+        _print(found.recommendation, data, outputs.rows)
     if found.not_stored is not None:
         kept = "printed" + (f" and written to {out}" if out is not None and not problems else "")
         raise StoreError(
@@ -694,7 +722,9 @@ def _emit(found: RecommendResult, outputs: Outputs) -> None:
             + ", ".join(missing)
             + " (each model's search: --json, models[].single_pool and how)"
         )
-    if isinstance(found.recommendation, Recommendation) and found.recommendation.winner is None:
+    single = isinstance(found.recommendation, Recommendation)
+    if single and data["winner"] is None and not data.get("api_only"):
+        assert isinstance(found.recommendation, Recommendation)
         raise NoFleetError(why_no_fleet(found.recommendation.rejected))
 
 
@@ -731,21 +761,81 @@ def _alternatives_asked(disaggregation: str, api: str, api_provider: str | None)
     }
 
 
+def _overflow_asked(overflow: bool, ttft: str | None, tpot: str | None) -> dict[str, Any]:
+    """``--api-overflow``, ``--api-ttft`` and ``--api-tpot`` as SearchOptions takes them (a
+    latency left out: SearchOptions' default)."""
+    from planner.simulate.inputs import parse_duration
+
+    asked: dict[str, Any] = {"api_overflow": overflow}
+    for option, text, most, key in (
+        ("--api-ttft", ttft, 600.0, "api_ttft_s"),
+        ("--api-tpot", tpot, 10.0, "api_tpot_s"),
+    ):
+        seconds = parse_duration(option, text, positive=True)
+        if seconds is not None and seconds > most:
+            raise UsageError(f"{option} {shown(text or '')}: expected at most {most:g} s")
+        if seconds is not None:
+            asked[key] = seconds
+    return asked
+
+
+def _every_model(model: str | None, dataset: str | None, demand: str | None) -> bool:
+    """No --model: every model of a dataset's log (or of one forecast per model)."""
+    return not (model or "").strip() and (
+        dataset is not None or (demand is not None and "," in demand)
+    )
+
+
 def _usd(value: Any) -> str:
     return "-" if value is None else f"${value:,.0f}"
 
 
-def _print(result: Recommendation, stored_id: int | None, rows: int) -> None:
-    _print_search(result)
-    if result.winner is not None and result.plan is not None:
-        _print_winner(result.winner, result.plan)
-        _print_architecture(result.winner, result.architecture)
-        _print_confidence(result.confidence)
-    _print_api(result.api)
-    _print_alternatives(result, rows)
-    _print_rejections(result)
-    if stored_id is not None:
-        stdout.print(f"stored as recommendation #{stored_id}")
+def _print(result: Recommendation, data: dict[str, Any], rows: int) -> None:
+    if data.get("api_only"):  # a proprietary model without a substitute: the API bill
+        _print_api_only(data)
+    else:
+        _print_search(result)
+        _print_substitute(data.get("substitute"))
+        if result.winner is not None and result.plan is not None:
+            _print_winner(result.winner, result.plan)
+            _print_architecture(result.winner, result.architecture)
+            _print_confidence(result.confidence)
+        _print_api(result.api)
+        _print_alternatives(result, rows)
+        _print_rejections(result)
+    if data.get("id") is not None:
+        stdout.print(f"stored as recommendation #{data['id']}")
+
+
+def _print_api_only(data: dict[str, Any]) -> None:
+    """A proprietary model's plan: its demand and its API bill; no self-hosted search."""
+    d = data["demand"]
+    stdout.print(
+        f"demand: {_cell(d['source'])}: {d['hours']} h, "
+        f"peak {d['peak_requests_per_s']:,.2f} req/s, "
+        f"mean {d['mean_requests_per_s']:,.2f} req/s; mean tokens in/out "
+        f"{d['mean_input_tokens']:,.0f}/{d['mean_output_tokens']:,.0f}"
+    )
+    stdout.print(_cell(data["api_only"]))
+    _print_api(data.get("api"))
+    month = (data.get("api") or {}).get("month") or {}
+    if month:
+        stdout.print(
+            f"  a month of this demand: {month['requests']:,.0f} requests, "
+            f"{month['input_tokens'] / 1e6:,.2f} M input and "
+            f"{month['output_tokens'] / 1e6:,.2f} M output tokens"
+        )
+
+
+def _print_substitute(substitute: dict[str, Any] | None) -> None:
+    """The model served in place of the log's, and whose call its quality is."""
+    if substitute:
+        stdout.print(
+            f"[bold]substitute[/]: {_cell(substitute['catalog_model'])} served in place of "
+            f"{_cell(substitute['log_model'])} (API offers priced as "
+            f"{_cell(substitute['log_model'])}); its quality against "
+            f"{_cell(substitute['log_model'])} is your call"
+        )
 
 
 def _print_search(result: Recommendation) -> None:
@@ -1141,6 +1231,10 @@ def _show(header: dict[str, Any], data: Any, plot: Path | None, as_json: bool) -
     if data.get("kind") == "fleet":  # the pools, the cost per model
         _print_fleet(data)
         return
+    if data.get("api_only"):
+        _print_api_only(data)
+        return
+    _print_substitute(data.get("substitute"))
     if header["winner"] and (data.get("confidence") or {}).get("level") is not None:
         _print_confidence(data["confidence"])
     for row in data["ranked"][:10]:

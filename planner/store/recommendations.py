@@ -42,6 +42,8 @@ def save_recommendation(
     winner = data["winner"]
     plan = data["plan"]
     constraints = data["request"]["constraints"]
+    # a proprietary model without a substitute: the API bill is the plan
+    offer = (data.get("api") or {}).get("offer") if data.get("api_only") else None
     run = RecommendationRun(
         demand_source=str(data["demand"]["source"]),
         model=", ".join([constraints["model"], *constraints["alternative_models"]]),
@@ -49,10 +51,10 @@ def save_recommendation(
             f"{winner['provider']}/{winner['region']}/{winner['instance_type']} "
             f"{winner['model']} {winner['precision']} {_layout(winner)}"
             if winner
-            else None
+            else (f"per-token API: {offer['provider']} {offer['offer']}" if offer else None)
         ),
-        monthly_usd=plan["chosen"]["monthly_usd"] if plan else None,
-        purchase=plan["chosen"]["option"] if plan else None,
+        monthly_usd=plan["chosen"]["monthly_usd"] if plan else (offer or {}).get("monthly_usd"),
+        purchase=plan["chosen"]["option"] if plan else ("per-token" if offer else None),
         request=data["request"],
         result=data,
     )

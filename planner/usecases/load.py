@@ -19,7 +19,7 @@ Each function takes an open :class:`~sqlalchemy.orm.Session` (a use case opens i
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -63,10 +63,14 @@ def dataset_models(
     default: str | None = None,
     start: datetime | None = None,
     end: datetime | None = None,
+    api_model_of: Callable[[str], str | None] | None = None,
+    substitutes: Mapping[str, str] | None = None,
 ) -> ModelResolution:
     """Dataset ``name``'s model names as logged (its requests in ``[start, end)`` when given),
     mapped to catalog models (:func:`~planner.workload.model_names.resolve_models`: ``model_map``
-    first, ``default`` for a log that names no model, ``unmapped`` names an error or left out)."""
+    first, ``default`` for a log that names no model, ``unmapped`` names an error or left out;
+    ``api_model_of`` tells proprietary models, ``substitutes`` serve catalog models in their
+    place)."""
     dataset = get_dataset(session, name)
     start_us = None if start is None else _micros(start, "start")
     end_us = None if end is None else _micros(end, "end")
@@ -77,6 +81,8 @@ def dataset_models(
         unmapped=unmapped,
         default=default,
         source=f"dataset {shown(name)}",
+        api_model_of=api_model_of,
+        substitutes=substitutes,
     )
 
 

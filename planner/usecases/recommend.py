@@ -29,6 +29,7 @@ from planner.errors import PlannerError, StoreError, UsageError
 from planner.latency.profile import Profile, choose_profile
 from planner.latency.uncertainty import accuracy_for
 from planner.recommend import engine
+from planner.recommend.engine import dollars
 from planner.recommend.inputs import Constraints, Demand, Request, SearchOptions, Targets
 from planner.recommend.limits import (
     DEFAULT_MAX_REQUESTS,
@@ -42,6 +43,16 @@ from planner.recommend.mix import (
     ModelDemand,
     common_hours,
     recommend_fleet,
+)
+from planner.recommend.proprietary import (
+    ApiModelOf,
+    PlannedModel,
+    PlannedRecommendation,
+    api_model_of,
+    api_only,
+    no_self_hosted_note,
+    planned_model,
+    quality_note,
 )
 from planner.recommend.sweep import StageProgress
 from planner.simulate.inputs import class_slos
@@ -59,8 +70,11 @@ from planner.workload.model_names import (
     catalog_model_of,
     parse_model_map,
     resolve_models,
+    shown_name,
+    substituted_names,
 )
 from planner.workload.rates import HOUR_S, RateCurve, read_rate_curve
+from pricing.api import api_prices_for
 from pricing.model import PricePoint
 from pricing.sheets import check_filters, ensure_list_prices, latest_prices
 
@@ -126,6 +140,9 @@ class RecommendRequest:
     # search); None: one pool per model (several models) or the single-pool search (one)
     size_buckets: tuple[int, ...] | None = None
     colocate: bool = True  # a fleet may put small, quiet models on one instance together
+    # --substitute LOGNAME=CATALOG: a log's model (a proprietary one, typically) served as a
+    # catalog model, its API offers still looked up by LOGNAME
+    substitutes: tuple[str, ...] = ()
 
     def check(self) -> None:
         """What can be refused before any work: no target, a bad load scale."""
@@ -141,7 +158,15 @@ class RecommendRequest:
             raise UsageError(
                 f"--unmapped {shown(self.unmapped)}: expected {' or '.join(UNMAPPED_CHOICES)}"
             )
-        parse_model_map(self.model_map)
+        mapped = parse_model_map(self.model_map)
+        substituted = parse_model_map(self.substitutes, "--substitute")
+        both = [n for n in substituted if n.strip().lower() in {m.lower() for m in mapped}]
+        if both:
+            raise UsageError(
+                f"{shown(both[0])} is given to --model-map and to --substitute: give it once "
+                "(--substitute when its API is priced by the log's name, --model-map when the "
+                "catalog model is what it is)"
+            )
 
     def describe(self) -> str:
         what = "every model" if self.all_models else self.constraints.model
@@ -183,19 +208,33 @@ def recommend(
     with sessions() as session:
         if session is None:
             raise StoreError("a recommendation reads its demand and prices from a store")
-        fleet = fleet_inputs(session, request, limit)
+        # read even with --api never: they tell a proprietary model from an unknown name
+        api_prices = api_inputs(session)
+        api_of = api_model_of(api_prices)
+        request = _one_api_model(session, request, api_of)
+        planned = None
+        if not request.all_models:
+            planned = planned_model(request.constraints.model, _substitutes(request), api_of)
+            if planned.model is not None:  # the catalog model searched (a substitute's)
+                constraints = replace(request.constraints, model=planned.model)
+                request = replace(request, constraints=constraints)
+        fleet = None
+        if planned is None or planned.model is not None:  # a proprietary model: no GPU pools
+            fleet = fleet_inputs(session, request, limit, api_of)
+        extra_notes = _fleet_notes(session, request, api_of, api_prices, planned) if fleet else []
         if fleet is None:
+            assert planned is not None
             demand = load_demand(
                 session,
                 request.demand,
                 seed=request.options.seed,
                 limit=limit,
-                log_models=_log_models(session, request),
+                log_models=_log_models(session, request, planned, api_of),
             )
             limit.check(demand)
-        said("reading prices")
-        prices, profiles = search_inputs(session, request.constraints)
-        api_prices = api_inputs(session) if request.options.api != "never" else []
+        if planned is None or planned.model is not None:
+            said("reading prices")
+            prices, profiles = search_inputs(session, request.constraints)
     engine_name = request.options.engine
     if fleet is not None:
         said("screen")
@@ -205,12 +244,18 @@ def recommend(
             lambda gpu: choose_profile(profiles, gpu, engine_name),
             progress=progress,
         )
+        found.notes.extend(extra_notes)
         return _result(found, request, sessions, said)
+    assert planned is not None
+    if planned.model is None:  # a proprietary model, no substitute: the API bill
+        assert planned.api_model is not None
+        bill = Request(demand, _targets(request, demand), request.constraints, request.options)
+        return _result(api_only(bill, api_prices, planned.api_model), request, sessions, said)
     search = Request(
         demand,
         _targets(request, demand),
         request.constraints,
-        request.options,
+        replace(request.options, api_model=planned.api_model or request.options.api_model),
         accuracy_for(request.options.confidence, request.accuracy_file),
     )
     said("screen")
@@ -219,8 +264,10 @@ def recommend(
         prices,
         lambda gpu: choose_profile(profiles, gpu, engine_name),
         progress=progress,
-        api_prices=api_prices,
+        api_prices=api_prices if request.options.api != "never" else [],
     )
+    if planned.substitute is not None:
+        result = PlannedRecommendation.of(result, planned.substitute)
     return _result(result, request, sessions, said)
 
 
@@ -275,27 +322,60 @@ def split_model_slos(items: tuple[str, ...]) -> tuple[list[tuple[str, str]], lis
 # A log of several models
 
 
-def _log_models(session: Session, request: RecommendRequest) -> list[str | None] | None:
-    """The log names of the model asked for when a dataset logs several (None: take every
-    request, as for a log of one model)."""
+def _log_models(
+    session: Session, request: RecommendRequest, planned: PlannedModel, api_of: ApiModelOf
+) -> list[str | None] | None:
+    """The log names of the model planned (the catalog model, or the proprietary model without
+    a substitute) when a dataset logs several (None: take every request, as for a log of one
+    model)."""
     if request.demand.dataset is None:
         return None
-    resolution = _resolution(session, request)
-    wanted = resolution.only(request.constraints.model)
-    names = wanted.log_names(wanted.models()[0])
+    asked = planned.model or planned.api_model or request.constraints.model
+    resolution = _resolution(session, request, api_of, default=asked)
+    if set(resolution.counts) <= {None}:
+        return None  # a log without model names: every request is the model asked for
+    if planned.substitute is not None:  # the substituted log model's requests, only
+        log_model = planned.substitute["log_model"]
+        substituted = substituted_names(
+            resolution.counts, {log_model: asked}, api_of, resolution.source
+        )
+        names: list[str | None] = list(substituted)
+    else:
+        if planned.model is None:
+            asked = api_of(asked) or asked  # the proprietary model as the price sheet names it
+        wanted = resolution.only(asked)
+        models = wanted.models()
+        names = (
+            wanted.log_names(models[0]) if models else wanted.api_log_names(wanted.api_models()[0])
+        )
     return None if set(names) == set(resolution.counts) else names
 
 
-def _resolution(session: Session, request: RecommendRequest) -> ModelResolution:
+def _substitutes(request: RecommendRequest) -> dict[str, str]:
+    """--substitute LOGNAME=CATALOG items: {log name: catalog model}."""
+    return parse_model_map(request.substitutes, "--substitute")
+
+
+def _resolution(
+    session: Session,
+    request: RecommendRequest,
+    api_of: ApiModelOf | None = None,
+    default: str | None = None,
+) -> ModelResolution:
+    """The dataset's log names mapped to catalog models (--model-map, --substitute), the
+    proprietary ones told apart (``api_of``); ``default``: the model of a log without model
+    names (the one asked for)."""
     assert request.demand.dataset is not None
     resolution = dataset_models(
         session,
         request.demand.dataset,
         model_map=parse_model_map(request.model_map),
         unmapped=request.unmapped,
-        default=None if request.all_models else request.constraints.model,
+        default=None if request.all_models else (default or request.constraints.model),
         start=request.demand.window[0],
         end=request.demand.window[1],
+        api_model_of=api_of,
+        substitutes=_substitutes(request),
     )
     if request.all_models and set(resolution.counts) <= {None}:
         raise UsageError(
@@ -305,11 +385,107 @@ def _resolution(session: Session, request: RecommendRequest) -> ModelResolution:
     return resolution
 
 
+def _one_api_model(
+    session: Session, request: RecommendRequest, api_of: ApiModelOf
+) -> RecommendRequest:
+    """A log of every model (no --model) whose only model is a proprietary one: planned as
+    that model (its API bill), not as a fleet of GPU pools it has no place in. A log of
+    several proprietary models and no catalog model is a UsageError saying what plans them."""
+    if not request.all_models or request.demand.dataset is None:
+        return request
+    resolution = _resolution(session, request, api_of)
+    api_models = resolution.api_models()
+    if resolution.models() or not api_models:
+        return request
+    if len(api_models) > 1:
+        listed = ", ".join(shown_name(m) for m in api_models)
+        raise UsageError(
+            f"{resolution.source} logs only proprietary models ({listed}): none has a "
+            "self-hosted option. Plan one's API bill with --model NAME, bill them all with "
+            f"`planner prices bill --dataset {request.demand.dataset}`, or name catalog models "
+            f"to serve in their place with --substitute {api_models[0]}=CATALOG"
+        )
+    return replace(
+        request,
+        all_models=False,
+        size_buckets=None,
+        constraints=replace(request.constraints, model=api_models[0], alternative_models=()),
+    )
+
+
+def _fleet_notes(
+    session: Session,
+    request: RecommendRequest,
+    api_of: ApiModelOf,
+    api_prices: list[Any],
+    planned: PlannedModel | None,
+) -> list[str]:
+    """What a fleet says beside its pools: each substitution's quality note (the planned
+    model's, for one model split by size), and each proprietary model of a log left out of
+    the GPU fleet with its API bill (its requests, on the cheapest offer)."""
+    if planned is not None:
+        return [quality_note(planned.substitute)] if planned.substitute else []
+    notes = [
+        quality_note({"log_model": n, "catalog_model": c}) for n, c in _substitutes(request).items()
+    ]
+    if request.demand.dataset is None:
+        return notes
+    resolution = _resolution(session, request, api_of)
+    for model in resolution.api_models():
+        names = resolution.api_log_names(model)
+        requests = sum(resolution.counts.get(n, 0) for n in names)
+        share = requests / resolution.total if resolution.total else 0.0
+        bill = _api_bill(session, request, model, names, api_prices)
+        notes.append(
+            f"left {shown_name(model)} ({requests:,} requests, {share:.1%}) out of the GPU "
+            f"fleet: {bill}. " + no_self_hosted_note(model)
+        )
+    return notes
+
+
+def _api_bill(
+    session: Session,
+    request: RecommendRequest,
+    model: str,
+    names: list[str | None],
+    api_prices: list[Any],
+) -> str:
+    """A proprietary model's requests as its cheapest API offer bills them a month, in words."""
+    from planner.recommend.api import choose
+
+    if request.options.api == "never":
+        return "per-token APIs only, and --api never leaves them out"
+    choice = request.demand
+    assert choice.dataset is not None
+    workload = from_dataset(
+        session,
+        choice.dataset,
+        load_scale=choice.load_scale,
+        start=choice.window[0],
+        end=choice.window[1],
+        seed=request.options.seed,
+        log_models=names,
+    )
+    demand = Demand.from_workload(workload, f"dataset {choice.dataset} {model}")
+    offers = api_prices_for(model, api_prices, provider=request.options.api_provider)
+    bill = Request(demand, _targets(request, demand), replace(request.constraints, model=model))
+    found = choose(bill, offers, [], None, None, "only")
+    if found is None:
+        return f"no offer of --api-provider {request.options.api_provider} serves it"
+    price, usd = found.offers[0]
+    return f"{price.provider} {price.offer} bills them {dollars(usd)}/month"
+
+
 def fleet_inputs(
-    session: Session, request: RecommendRequest, limit: WindowLimit
+    session: Session,
+    request: RecommendRequest,
+    limit: WindowLimit,
+    api_of: ApiModelOf | None = None,
 ) -> FleetRequest | None:
     """The fleet search's inputs when the request needs one: a dataset of several models
-    planned together (no --model), or --size-buckets; None: the single-pool search."""
+    planned together (no --model), or --size-buckets; None: the single-pool search. A
+    proprietary model of the log (``api_of``) is left out of the GPU fleet (see
+    :func:`_fleet_notes`)."""
     demand = request.demand
     several = request.all_models
     if not several and request.size_buckets is None:
@@ -325,7 +501,7 @@ def fleet_inputs(
         models = [ModelDemand(model, one, _targets(request, one, model))]
         note = None
     else:
-        resolution = _resolution(session, request)
+        resolution = _resolution(session, request, api_of)
         wanted = (
             resolution.models()
             if several

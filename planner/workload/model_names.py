@@ -5,7 +5,10 @@ A gateway's log names its models as the serving stack calls them
 sizes catalog models (``llama-3.1-70b``). :func:`resolve_models` maps each log name to a catalog
 model (a ``--model-map`` entry first, then the catalog's names and aliases, then normalised
 forms of the name) and says what it could not map; :class:`ModelResolution` answers which log
-names make up one catalog model, so a command plans only that model's requests.
+names make up one catalog model, so a command plans only that model's requests. A name of a
+proprietary model (``gpt-4o-mini``: no catalog model, but a per-token API prices it; the caller
+says which names are, ``api_model_of``) is kept apart in ``proprietary``, and ``--substitute
+LOGNAME=CATALOG`` names the catalog model served in its place.
 
 Pure: no store, no CLI; the counts come from :func:`planner.store.requests.model_counts`.
 """
@@ -13,8 +16,8 @@ Pure: no store, no CLI; the counts come from :func:`planner.store.requests.model
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from planner.common.text import closest, shown
 from planner.errors import UsageError
@@ -65,11 +68,22 @@ def canonical_model(name: str, option: str = "--model") -> str:
     return found
 
 
+_MAP = (
+    "LOGNAME=CATALOG, a model name as the log has it and the catalog model it is, e.g. "
+    "meta-llama/Llama-3.1-8B-Instruct=llama-3.1-8b"
+)
+_PAIR_HELP = {
+    "--substitute": "LOGNAME=CATALOG, a model name as the log has it (a proprietary model such "
+    "as gpt-4o-mini) and the catalog model to serve in its place, e.g. gpt-4o-mini=llama-3.1-8b",
+}
+
+
 def parse_model_map(values: Sequence[str], option: str = "--model-map") -> dict[str, str]:
     """'LOGNAME=CATALOG' items (each value may also hold several, comma-separated) -> {log name:
     catalog model's canonical name}. The catalog name is checked against
     planner.latency.catalog.load_catalog().models (aliases allowed, canonical name returned); a bad
-    item is a UsageError naming the option, the item and what was expected."""
+    item is a UsageError naming the option, the item and what was expected. ``--substitute``
+    items read the same (the catalog model served in the log name's place)."""
     keys: dict[str, str] | None = None
     mapping: dict[str, str] = {}
     for value in values:
@@ -80,11 +94,7 @@ def parse_model_map(values: Sequence[str], option: str = "--model-map") -> dict[
             log_name, sep, target = item.rpartition("=")
             log_name, target = log_name.strip(), target.strip()
             if not sep or not log_name or not target:
-                raise UsageError(
-                    f"{option} {shown(item)}: expected LOGNAME=CATALOG, a model name as the log "
-                    "has it and the catalog model it is, e.g. "
-                    "meta-llama/Llama-3.1-8B-Instruct=llama-3.1-8b"
-                )
+                raise UsageError(f"{option} {shown(item)}: expected {_PAIR_HELP.get(option, _MAP)}")
             keys = keys if keys is not None else _catalog_keys()
             model = keys.get(target.lower())
             if model is None:
@@ -177,6 +187,9 @@ class ModelResolution:
     counts: dict[str | None, int]  # requests per log name (all of them, mapped or not)
     skipped: dict[str | None, int]  # log names left out (unmapped, unmapped="skip"), requests each
     source: str  # e.g. "dataset 'multi'", for messages
+    # log names of proprietary models (no catalog model; per-token APIs price them) -> the
+    # model as the API price sheet names it (gpt-4o-mini-2024-07-18 -> gpt-4o-mini)
+    proprietary: dict[str | None, str] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -207,6 +220,19 @@ class ModelResolution:
             return model
         found = _catalog_keys().get(model.strip().lower())
         return found if found is not None else model
+
+    def api_models(self) -> list[str]:
+        """The proprietary models (as the API price sheet names them), most requests first."""
+        totals: dict[str, int] = {}
+        for log_name, model in self.proprietary.items():
+            totals[model] = totals.get(model, 0) + self.counts.get(log_name, 0)
+        return sorted(totals, key=lambda m: (-totals[m], m))
+
+    def api_log_names(self, model: str) -> list[str | None]:
+        """The log names of proprietary model ``model`` (any case), most requests first."""
+        wanted = model.strip().lower()
+        names = [n for n, m in self.proprietary.items() if m.lower() == wanted]
+        return sorted(names, key=lambda n: (-self.counts.get(n, 0), n or ""))
 
     def requests_of(self, model: str) -> int:
         """The requests of catalog model ``model`` (a name or an alias)."""
@@ -239,6 +265,11 @@ class ModelResolution:
         for model in self.models():
             names = ", ".join(shown_name(n) for n in self.log_names(model))
             parts.append(f"{model} {_share(self.requests_of(model), total)} (log names {names})")
+        for model in self.api_models():
+            api_names = self.api_log_names(model)
+            share = _share(sum(self.counts.get(n, 0) for n in api_names), total)
+            listed = ", ".join(shown_name(n) for n in api_names)
+            parts.append(f"{model} {share} (proprietary, per-token APIs only; log names {listed})")
         if self.skipped:
             parts.append(f"unmapped {_share(self.skipped_requests, total)}")
         return "; ".join(parts) if parts else "none"
@@ -249,6 +280,16 @@ class ModelResolution:
         A log without a request of it is a UsageError listing the log's models and shares."""
         wanted = self._canonical(model)
         names = self.log_names(wanted)
+        api_names = self.api_log_names(model)
+        if not names and any(self.counts.get(n, 0) for n in api_names):
+            # a proprietary model: its log names, no catalog model
+            return ModelResolution(
+                {},
+                {n: self.counts.get(n, 0) for n in api_names},
+                {},
+                self.source,
+                {n: self.proprietary[n] for n in api_names},
+            )
         if not names or not self.requests_of(wanted):
             raise UsageError(
                 f"{self.source} has no requests of model {shown(model)}; its models: "
@@ -269,6 +310,7 @@ class ModelResolution:
                 {
                     "log_name": n,
                     "catalog_model": self.catalog_of.get(n),
+                    "api_model": self.proprietary.get(n),
                     "requests": c,
                     "skipped": n in self.skipped,
                 }
@@ -295,41 +337,96 @@ def resolve_models(
     unmapped: str = "error",
     default: str | None = None,
     source: str = "the dataset",
+    api_model_of: Callable[[str], str | None] | None = None,
+    substitutes: Mapping[str, str] | None = None,
 ) -> ModelResolution:
     """Map each log name of ``counts`` (requests per log name) to a catalog model: its
-    ``model_map`` entry (exact, else ignoring case), the catalog's name or alias, then its
-    :func:`name_forms`. Requests without a model (None or empty) are ``default``'s (the model
-    a log without a model column is of) when the log names no model at all; otherwise they are
-    unmapped. Unmapped names are an error listing each one with its requests and share
-    (``unmapped="error"``) or left out (``"skip"``: in ``skipped``)."""
+    ``substitutes`` or ``model_map`` entry (exact, else ignoring case), the catalog's name or
+    alias, then its :func:`name_forms`. A name no catalog model is but ``api_model_of`` knows
+    (a proprietary model the API price sheet prices, e.g. ``gpt-4o-mini-2024-07-18``) is in
+    ``proprietary``, not unmapped. Requests without a model (None or empty) are ``default``'s
+    (the model a log without a model column is of) when the log names no model at all;
+    otherwise they are unmapped. Unmapped names are an error listing each one with its requests
+    and share (``unmapped="error"``) or left out (``"skip"``: in ``skipped``).
+
+    ``substitutes`` (``--substitute LOGNAME=CATALOG``) map a log name, or every log name of the
+    same proprietary model (``gpt-4o-mini`` covers ``gpt-4o-mini-2024-07-18``), to the catalog
+    model served in its place; one that names no model of the log is a UsageError."""
     if unmapped not in UNMAPPED_CHOICES:
         raise UsageError(f"--unmapped {shown(unmapped)}: expected {' or '.join(UNMAPPED_CHOICES)}")
     keys = _catalog_keys()
-    default_model = canonical_model(default) if default is not None else None
+    api_of = api_model_of or (lambda _name: None)
+    default_api = None
+    if default is not None and keys.get(default.strip().lower()) is None:
+        default_api = api_of(default)
+    default_model = canonical_model(default) if default is not None and not default_api else None
     by_name: dict[str | None, int] = {}
     for name, count in counts.items():
         key = name if name and name.strip() else None  # '' and None: logged without a model
         by_name[key] = by_name.get(key, 0) + int(count)
+    mapped = substituted_names(by_name, substitutes or {}, api_of, source)
     mapped_by_lower = {k.strip().lower(): v for k, v in (model_map or {}).items()}
     named = any(n is not None for n in by_name)
     catalog_of: dict[str | None, str] = {}
+    proprietary: dict[str | None, str] = {}
     missing: dict[str | None, int] = {}
     for name, count in by_name.items():
+        api_model = None
         if name is None:
             model = default_model if not named else None
+            api_model = default_api if not named else None
+        elif name in mapped:
+            model = mapped[name]
         elif model_map and name in model_map:
             model = model_map[name]
         elif name.strip().lower() in mapped_by_lower:
             model = mapped_by_lower[name.strip().lower()]
         else:
             model = catalog_model_of(name, keys)
-        if model is None:
-            missing[name] = count
-        else:
+            api_model = api_of(name) if model is None else None
+        if model is not None:
             catalog_of[name] = model
+        elif api_model is not None:
+            proprietary[name] = api_model
+        else:
+            missing[name] = count
     if missing and unmapped == "error":
         raise UsageError(_unmapped_message(missing, sum(by_name.values()), source, default, named))
-    return ModelResolution(catalog_of, by_name, missing, source)
+    return ModelResolution(catalog_of, by_name, missing, source, proprietary)
+
+
+def substituted_names(
+    counts: Mapping[str | None, int],
+    substitutes: Mapping[str, str],
+    api_model_of: Callable[[str], str | None],
+    source: str,
+) -> dict[str, str]:
+    """{log name: catalog model} for ``--substitute LOGNAME=CATALOG`` items: the log names
+    equal to LOGNAME (ignoring case) or of the same proprietary model. A LOGNAME matching no
+    log name is a UsageError listing the log's names."""
+    found: dict[str, str] = {}
+    names = [n for n in counts if n is not None]
+    if not names:
+        return found  # a log without model names: its requests are the model asked for
+    for given, catalog in substitutes.items():
+        api_model = api_model_of(given)
+        matched = [
+            n
+            for n in names
+            if n.strip().lower() == given.strip().lower()
+            or (api_model is not None and (api_model_of(n) or "").lower() == api_model.lower())
+        ]
+        if not matched:
+            logged: dict[str | None, int] = {n: c for n, c in counts.items() if n is not None}
+            listed = ", ".join(f"{shown_name(n)} ({c:,})" for n, c in _listed(logged))
+            raise UsageError(
+                f"--substitute {shown(given + '=' + catalog, NAME_CHARS)}: {source} has no "
+                f"requests of model {shown_name(given)}; its model names (requests): "
+                f"{listed or 'none'}{_and_more(logged)}"
+            )
+        for name in matched:
+            found[name] = catalog
+    return found
 
 
 def _unmapped_message(
