@@ -58,37 +58,60 @@ def api_usd(price: TokenPrice, tokens: Tokens) -> float:
     return cost_usd(price, tokens.input_tokens, tokens.output_tokens)
 
 
-def self_hosted_usd(
-    screened: Sequence[Screened], winner: Screened | None, request: Request
-) -> Callable[[float], float]:
+class SelfHostedCost:
     """The monthly cost of the cheapest self-hosted fleet at ``factor`` x the load: every
     screened configuration re-sized as the search sizes it (each hour's replicas at its
     capacity, whole instances), at its on-demand price times the discount the winner's purchase
     plan gets, and with the winner's capacity correction from verification applied to all (what
-    the simulation found the screen to be off by). Vectorized over configurations and hours."""
-    from planner.recommend.plan import list_price_cost
+    the simulation found the screen to be off by). Vectorized over configurations and hours;
+    each load's answer is kept (the break-even and the chart ask for many of the same).
+    ``lowest``: the least it can be at any load (the cheapest configuration's floor of
+    replicas), which the break-even's search starts from."""
 
-    usable = [s for s in screened if s.capacity.rps > 0]
-    if not usable:
-        return lambda factor: math.inf
-    rates = request.demand.curve.requests_per_hour / 3600.0
-    floor = max(request.constraints.min_replicas, 1)
-    adjust, discount = 1.0, 1.0
-    if winner is not None and winner.capacity.rps > 0:
-        adjust = winner.rps_per_replica / winner.capacity.rps
-        listed = list_price_cost(winner.instances, winner.candidate.offer).monthly_usd
-        discount = winner.monthly_usd / listed if listed > 0 else 1.0
-    rps = np.array([s.capacity.rps * adjust for s in usable])[:, None]
-    per_instance = np.array([s.candidate.replicas_per_instance for s in usable])[:, None]
-    hourly = np.array([s.candidate.offer.on_demand for s in usable])
-    months = HOURS_PER_MONTH / len(rates) * discount
+    def __init__(
+        self, screened: Sequence[Screened], winner: Screened | None, request: Request
+    ) -> None:
+        from planner.recommend.plan import list_price_cost
 
-    def at(factor: float) -> float:
-        replicas = np.maximum(np.ceil(rates[None, :] * factor / rps - 1e-9), floor)
-        instances = np.ceil(replicas / per_instance)
-        return float((instances.sum(axis=1) * hourly).min() * months)
+        usable = [s for s in screened if s.capacity.rps > 0]
+        self._known: dict[float, float] = {}
+        self.rates = request.demand.curve.requests_per_hour / 3600.0
+        self.floor = max(request.constraints.min_replicas, 1)
+        self.usable = bool(usable)
+        if not usable:
+            self.lowest = math.inf
+            return
+        adjust, discount = 1.0, 1.0
+        if winner is not None and winner.capacity.rps > 0:
+            adjust = winner.rps_per_replica / winner.capacity.rps
+            listed = list_price_cost(winner.instances, winner.candidate.offer).monthly_usd
+            discount = winner.monthly_usd / listed if listed > 0 else 1.0
+        self.rps = np.array([s.capacity.rps * adjust for s in usable])[:, None]
+        self.per_instance = np.array([s.candidate.replicas_per_instance for s in usable])[:, None]
+        self.hourly = np.array([s.candidate.offer.on_demand for s in usable])
+        self.months = HOURS_PER_MONTH / len(self.rates) * discount
+        floor_instances = np.ceil(self.floor / self.per_instance[:, 0])
+        self.lowest = float((floor_instances * self.hourly).min() * len(self.rates) * self.months)
 
-    return at
+    def __call__(self, factor: float) -> float:
+        key = round(math.log10(factor), 9)  # the chart's loads are points of the search's grid
+        if key not in self._known:
+            self._known[key] = self._at(factor)
+        return self._known[key]
+
+    def _at(self, factor: float) -> float:
+        if not self.usable:
+            return math.inf
+        replicas = np.maximum(np.ceil(self.rates[None, :] * factor / self.rps - 1e-9), self.floor)
+        instances = np.ceil(replicas / self.per_instance)
+        return float((instances.sum(axis=1) * self.hourly).min() * self.months)
+
+
+def self_hosted_usd(
+    screened: Sequence[Screened], winner: Screened | None, request: Request
+) -> SelfHostedCost:
+    """The self-hosted fleet's monthly cost against the load (:class:`SelfHostedCost`)."""
+    return SelfHostedCost(screened, winner, request)
 
 
 @dataclass(frozen=True)
@@ -110,11 +133,19 @@ class BreakEven:
         }
 
 
-def break_even(price: TokenPrice, tokens: Tokens, self_cost: Callable[[float], float]) -> BreakEven:
+def break_even(
+    price: TokenPrice,
+    tokens: Tokens,
+    self_cost: Callable[[float], float],
+    lowest: float = 0.0,
+) -> BreakEven:
     """The smallest load factor at which self-hosting costs no more than the API: the scale
     grid brackets it, bisection (on the API's straight line against the fleet's steps) finds
-    it to 0.1%."""
+    it to 0.1%. ``lowest``: what self-hosting costs at least at any load; below the load where
+    the API's bill reaches it the API is cheaper, so the grid starts there."""
     cost: dict[float, float] = {}
+    per_load = api_usd(price, tokens)
+    start = lowest / per_load if per_load > 0 and lowest > 0 else 0.0
 
     def gap(s: float) -> float:  # API minus self-hosted: below 0 the API is cheaper
         if s not in cost:
@@ -122,7 +153,8 @@ def break_even(price: TokenPrice, tokens: Tokens, self_cost: Callable[[float], f
         return api_usd(price, tokens.scaled(s)) - cost[s]
 
     previous = None
-    for s in SCALES:
+    grid = SCALES[max(int(np.searchsorted(SCALES, start)) - 1, 0) :]
+    for s in grid:
         if gap(float(s)) >= 0:
             if previous is None:
                 lo, hi = float(s), float(s)
@@ -237,8 +269,9 @@ def choose(
     priced = sorted(((p, api_usd(p, tokens)) for p in offers), key=lambda pu: (pu[1], pu[0].offer))
     best_price, best_usd = priced[0]
     even = None
+    hosted = self_hosted_usd(screened, winner, request)
     if winner_usd is not None and screened:
-        even = break_even(best_price, tokens, self_hosted_usd(screened, winner, request))
+        even = break_even(best_price, tokens, hosted, hosted.lowest)
     cheaper_api = winner_usd is None or best_usd < winner_usd
     choice = "api" if mode == "only" or cheaper_api else "self-hosted"
     overflow_pools: list[dict[str, Any]] = []
@@ -252,7 +285,6 @@ def choose(
         overflow_pools = overflow.pools(best_price)
     curve = []
     if winner_usd is not None and screened:
-        hosted = self_hosted_usd(screened, winner, request)
         for factor in CURVE_FACTORS:
             at = tokens.scaled(float(factor))
             curve.append(
