@@ -25,7 +25,7 @@ import json
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -67,12 +67,14 @@ def week_demand() -> Demand:
 @contextmanager
 def api_timings() -> Iterator[dict[str, float]]:
     """Time the API step of a search from outside: the engine's ``_api_choice`` (offers,
-    comparison, break-even, chart curve) and, within it, ``self_hosted_usd`` (its setup, and
-    every evaluation of the cost function it returns) and ``break_even``. The engine and
-    planner.recommend.api look these names up at call time, so wrapping the module attributes
-    times the real calls."""
+    comparison, break-even, chart curve) and, within it, the self-hosted cost
+    (``SelfHostedCost``: its setup, and every evaluation it computes rather than remembers)
+    and ``break_even``. The engine and planner.recommend.api look these names up at call time,
+    so wrapping the module and class attributes times the real calls."""
     took = {"api_s": 0.0, "setup_s": 0.0, "cost_s": 0.0, "cost_calls": 0, "break_even_s": 0.0}
-    choice, hosted, even = engine._api_choice, api_module.self_hosted_usd, api_module.break_even
+    choice, even = engine._api_choice, api_module.break_even
+    cost = api_module.SelfHostedCost
+    setup, evaluate = cost.__init__, cost._at
 
     def timed_choice(*args: Any, **kwargs: Any) -> Any:
         began = time.perf_counter()
@@ -81,20 +83,18 @@ def api_timings() -> Iterator[dict[str, float]]:
         finally:
             took["api_s"] += time.perf_counter() - began
 
-    def timed_hosted(*args: Any, **kwargs: Any) -> Callable[[float], float]:
+    def timed_setup(self: Any, *args: Any, **kwargs: Any) -> None:
         began = time.perf_counter()
-        at = hosted(*args, **kwargs)
+        setup(self, *args, **kwargs)
         took["setup_s"] += time.perf_counter() - began
 
-        def timed_at(factor: float) -> float:
-            began = time.perf_counter()
-            try:
-                return at(factor)
-            finally:
-                took["cost_s"] += time.perf_counter() - began
-                took["cost_calls"] += 1
-
-        return timed_at
+    def timed_at(self: Any, factor: float) -> float:
+        began = time.perf_counter()
+        try:
+            return evaluate(self, factor)
+        finally:
+            took["cost_s"] += time.perf_counter() - began
+            took["cost_calls"] += 1
 
     def timed_even(*args: Any, **kwargs: Any) -> Any:
         began = time.perf_counter()
@@ -104,13 +104,15 @@ def api_timings() -> Iterator[dict[str, float]]:
             took["break_even_s"] += time.perf_counter() - began
 
     engine._api_choice = timed_choice
-    api_module.self_hosted_usd = timed_hosted
+    cost.__init__ = timed_setup  # type: ignore[method-assign]
+    cost._at = timed_at  # type: ignore[method-assign]
     api_module.break_even = timed_even
     try:
         yield took
     finally:
         engine._api_choice = choice
-        api_module.self_hosted_usd = hosted
+        cost.__init__ = setup  # type: ignore[method-assign]
+        cost._at = evaluate  # type: ignore[method-assign]
         api_module.break_even = even
 
 

@@ -635,12 +635,33 @@ def _api(data: dict[str, Any]) -> None:
             else "No break-even between 1/10,000 and 10,000 times this load."
         )
     )
+    _overflow(api.get("overflow"), api.get("choice") == "overflow")
     fig = api_vs_self_hosted(data)
     if fig is not None:
         common.chart(fig, key="rec-api-chart")
     st.caption(
         f"Prices from {offer['source_url']} ({offer['source_date']}); "
         "`planner prices list --kind api` lists every offer."
+    )
+
+
+def _overflow(plan: dict[str, Any] | None, chosen: bool) -> None:
+    """The overflow plan: a base fleet all month with the peaks on the API, or why none."""
+    if not plan:
+        return
+    if plan.get("rejected"):
+        st.caption(f"No overflow plan: {plan['rejected']}.")
+        return
+    check = plan.get("verification") or {}
+    st.markdown(
+        f"**Overflow plan{' (recommended)' if chosen else ''}:** {plan['base_replicas']} "
+        f"replica(s) on {plan['base_instances']} instance(s) all month "
+        f"({plan['purchase']['option']}, ${plan['base_monthly_usd']:,.0f}) and the API for "
+        f"{plan['api_share']:.1%} of requests (${plan['api_monthly_usd']:,.0f}): "
+        f"**${plan['monthly_usd']:,.0f}** a month. Requests go to the API when every replica "
+        f"holds {plan['queue_threshold']}; simulated on the peak hours, "
+        f"{(check.get('overflow') or {}).get('requests', 0):,} of "
+        f"{check.get('requests', 0):,} requests overflowed and every P99 target held."
     )
 
 

@@ -969,6 +969,27 @@ def _print_api(api: dict[str, Any] | None) -> None:
         )
     elif hosted is not None:
         stdout.print("  no break-even between 1/10,000 and 10,000 times this load")
+    _print_overflow(api.get("overflow"), api["choice"] == "overflow")
+
+
+def _print_overflow(plan: dict[str, Any] | None, chosen: bool) -> None:
+    """The overflow plan: its base fleet and the share the API takes, or why there is none."""
+    if not plan:
+        return
+    if plan["rejected"]:
+        stdout.print(f"  no overflow plan: {_cell(plan['rejected'])}")
+        return
+    check = plan["verification"] or {}
+    stdout.print(
+        f"  overflow plan{' (chosen)' if chosen else ''}: {plan['base_replicas']} replica(s) "
+        f"on {plan['base_instances']} instance(s) all month ({_cell(plan['purchase']['option'])}"
+        f", {_usd(plan['base_monthly_usd'])}/month) + the API for "
+        f"{plan['api_share']:.1%} of requests ({_usd(plan['api_monthly_usd'])}/month) = "
+        f"{_usd(plan['monthly_usd'])}/month; routed to the API at {plan['queue_threshold']} "
+        f"requests outstanding per replica; simulated: "
+        f"{(check.get('overflow') or {}).get('requests', 0):,} of {check.get('requests', 0):,} "
+        f"requests overflowed, every P99 target held"
+    )
 
 
 def _print_confidence(conf: dict[str, Any]) -> None:

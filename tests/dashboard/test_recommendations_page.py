@@ -100,6 +100,14 @@ def test_the_demo_recommendation_reopens(demo_home: Path, page: Callable[[str], 
     # the Pareto chart, the API comparison (planner.recommend.api) and the fleet by hour
     pareto, api, fleet = _charts(at)
     assert api["layout"]["xaxis"]["title"]["text"] == "mean requests/s"
+    # the demo's demand is cheapest as a base fleet with its peaks on the API: the plan is
+    # told, and starred on the chart at its monthly cost
+    plan = data["api"]["overflow"]
+    assert data["api"]["choice"] == "overflow" and plan["verified"]
+    told = " ".join(m.value for m in at.markdown)
+    assert f"**${plan['monthly_usd']:,.0f}** a month" in told
+    [star] = [t for t in api["data"] if t.get("name", "").startswith("overflow plan")]
+    assert star["y"] == [pytest.approx(plan["monthly_usd"])]
     assert pareto["layout"]["xaxis"]["title"]["text"] == "P99 TTFT (ms), simulated"
     assert pareto["layout"]["yaxis"]["title"]["text"] == "$ per month"
     assert [s["x0"] for s in pareto["layout"]["shapes"]] == [2000.0]
