@@ -922,7 +922,12 @@ def _fleet_headline(data: dict[str, Any]) -> None:
         f"**{len(pools)} pool{'s' if len(pools) != 1 else ''}** for "
         f"**{len(models)} model{'s' if len(models) != 1 else ''}**, each pool verified by "
         "simulation on its own requests (the router sends a request to the pool of its model "
-        "and input size)."
+        "and input size)"
+        + (
+            f"; **{len(winner['api_pools'])}** model(s) bought by the token."
+            if winner.get("api_pools")
+            else "."
+        )
     )
     money = st.columns(4)
     money[0].metric(
@@ -957,6 +962,36 @@ def _fleet_pools(data: dict[str, Any], name: str) -> None:
         key="rec-fleet-pools",
     )
     common.download_table(frame, f"{name}-pools", key="rec-fleet-pools-dl")
+    _fleet_api_pools(data)
+
+
+def _fleet_api_pools(data: dict[str, Any]) -> None:
+    """The models the fleet buys by the token (their pools left the GPU fleet)."""
+    pools = (data.get("winner") or {}).get("api_pools") or []
+    if not pools:
+        return
+    st.markdown("**Bought by the token** (a per-token API bills less than any pool of its own)")
+    frame = pd.DataFrame(
+        {
+            "model": [p["pool"] for p in pools],
+            "provider": [p["provider"] for p in pools],
+            "offer": [p["offer"] for p in pools],
+            "share of requests": [p["share_of_requests"] for p in pools],
+            "requests per month": [p["requests_per_month"] for p in pools],
+            "$ per month": [p["monthly_usd"] for p in pools],
+            "prices of": [p["source_date"] for p in pools],
+        }
+    )
+    st.dataframe(
+        frame,
+        hide_index=True,
+        column_config={
+            "share of requests": SHARE,
+            "$ per month": MONEY,
+            "requests per month": st.column_config.NumberColumn(format="%,.0f"),
+        },
+        key="rec-fleet-api-pools",
+    )
 
 
 def _fleet_chart(data: dict[str, Any], name: str) -> None:

@@ -716,7 +716,7 @@ def _emit(found: RecommendResult, outputs: Outputs) -> None:
         stored = f" (stored as recommendation #{data['id']})" if "id" in data else ""
         raise UsageError("; ".join(problems) + stored)
     if fleet and data["winner"] is None:
-        missing = [m["model"] for m in data["models"] if not m["pools"]]
+        missing = [m["model"] for m in data["models"] if not m["pools"] and not m.get("api")]
         raise NoFleetError(
             "no fleet meets every model's targets: none for "
             + ", ".join(missing)
@@ -1040,29 +1040,14 @@ def _print_fleet(data: dict[str, Any]) -> None:
             if single
             else ""
         )
+        apis = len(w.get("api_pools") or [])
         stdout.print(
-            f"[bold]recommended fleet[/]: {len(pools)} pool{'s' if len(pools) != 1 else ''}, "
-            f"{_usd(w['monthly_usd'])}/month{versus}"
+            f"[bold]recommended fleet[/]: {len(pools)} pool{'s' if len(pools) != 1 else ''}"
+            + (f" and {apis} model(s) on a per-token API" if apis else "")
+            + f", {_usd(w['monthly_usd'])}/month{versus}"
         )
-        print_table(
-            [
-                Column("pool", [_text(p["pool"]) for p in pools]),
-                Column("inputs", [_tokens(p["input_tokens_ranges"]) for p in pools]),
-                Column("share", [f"{p['share_of_requests']:.1%}" for p in pools], 3, "right"),
-                Column("instance", [_text(f"{p['provider']} {p['instance_type']}") for p in pools]),
-                Column("GPUs", [_text(f"{p['gpus_per_instance']} x {p['gpu']}") for p in pools], 5),
-                Column("run", [_text(f"{p['precision']} TP{p['tp']}") for p in pools], 2),
-                Column("peak", [str(p["instances_peak"]) for p in pools], 4, "right"),
-                Column("buy", [_text(p["purchase"] or "-") for p in pools], 4),
-                Column("$/month", [_usd(p["monthly_usd"]) for p in pools], justify="right"),
-                Column(
-                    "TTFT/TPOT",
-                    [f"{_ms(p['p99_ttft_s'])}/{_ms(p['p99_tpot_s'])}" for p in pools],
-                    3,
-                ),
-            ],
-            title="pools, each verified by simulation on its requests: P99 TTFT/TPOT in ms",
-        )
+        _print_pools(pools)
+        _print_api_pools(w.get("api_pools") or [])
     print_table(
         [
             Column("model", [_text(m["model"]) for m in data["models"]]),
@@ -1093,6 +1078,41 @@ def _print_fleet(data: dict[str, Any]) -> None:
         stdout.print(f"note: {_cell(note)}")
     if data.get("id") is not None:
         stdout.print(f"stored as recommendation #{data['id']}")
+
+
+def _print_pools(pools: list[dict[str, Any]]) -> None:
+    """A fleet's GPU pools: a row each (none: no table)."""
+    if not pools:
+        return
+    print_table(
+        [
+            Column("pool", [_text(p["pool"]) for p in pools]),
+            Column("inputs", [_tokens(p["input_tokens_ranges"]) for p in pools]),
+            Column("share", [f"{p['share_of_requests']:.1%}" for p in pools], 3, "right"),
+            Column("instance", [_text(f"{p['provider']} {p['instance_type']}") for p in pools]),
+            Column("GPUs", [_text(f"{p['gpus_per_instance']} x {p['gpu']}") for p in pools], 5),
+            Column("run", [_text(f"{p['precision']} TP{p['tp']}") for p in pools], 2),
+            Column("peak", [str(p["instances_peak"]) for p in pools], 4, "right"),
+            Column("buy", [_text(p["purchase"] or "-") for p in pools], 4),
+            Column("$/month", [_usd(p["monthly_usd"]) for p in pools], justify="right"),
+            Column(
+                "TTFT/TPOT",
+                [f"{_ms(p['p99_ttft_s'])}/{_ms(p['p99_tpot_s'])}" for p in pools],
+                3,
+            ),
+        ],
+        title="pools, each verified by simulation on its requests: P99 TTFT/TPOT in ms",
+    )
+
+
+def _print_api_pools(pools: list[dict[str, Any]]) -> None:
+    """A fleet's models bought by the token: a line each."""
+    for p in pools:
+        stdout.print(
+            f"  {_cell(p['pool'])}: per-token API, {_cell(p['provider'])} {_cell(p['offer'])}, "
+            f"{p['requests_per_month']:,.0f} requests a month, {_usd(p['monthly_usd'])}/month "
+            f"(prices of {_cell(p['source_date'])})"
+        )
 
 
 def _tokens(ranges: list[list[int | None]]) -> str:

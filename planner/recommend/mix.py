@@ -165,11 +165,21 @@ class ModelPlan:
     single: engine.Recommendation
     single_usd: float | None
     how: str
+    # the model's traffic bought by the token instead (its pools then empty): the API pool
+    api_pool: dict[str, Any] | None = None
 
     @property
     def monthly_usd(self) -> float:
-        """The model's cost: its pools', co-located ones by its share of the GPU time."""
+        """The model's cost: its pools', co-located ones by its share of the GPU time, or its
+        API's."""
+        if self.api_pool is not None:
+            return float(self.api_pool["monthly_usd"])
         return sum(p.attributed_usd for p in self.pools)
+
+    @property
+    def planned(self) -> bool:
+        """Whether the model is served: by pools of its own, or by an API."""
+        return bool(self.pools) or self.api_pool is not None
 
 
 # --- buckets ------------------------------------------------------------------------------------
@@ -350,8 +360,11 @@ def recommend_fleet(
     *,
     progress: StageProgress | None = None,
     runner: Runner | None = None,
+    api_prices: Sequence[Any] | None = None,
 ) -> FleetRecommendation:
-    """The cheapest verified fleet of pools for every model of ``request``."""
+    """The cheapest verified fleet of pools for every model of ``request``; with
+    ``api_prices``, a model whose traffic a per-token API bills for less than its pools cost
+    (or every model, ``--api only``) is bought by the token instead."""
     began = time.perf_counter()
     options = request.template.options
     own = runner is None
@@ -367,9 +380,16 @@ def recommend_fleet(
             stats["screen_s"] += time.perf_counter() - t0
             profiles.update(screening.profiles)
             single = engine.recommend(
-                sub, prices, profile_for, progress=progress, runner=active, screening=screening
+                sub,
+                prices,
+                profile_for,
+                progress=progress,
+                runner=active,
+                screening=screening,
+                api_prices=api_prices,
             )
-            plans.append(_model_plan(md, sub, screening, single, request, active, progress, stats))
+            plan = _model_plan(md, sub, screening, single, request, active, progress, stats)
+            plans.append(_api_if_cheaper(plan, sub.options.api))
     finally:
         if own:
             active.close()
@@ -413,6 +433,31 @@ def _model_plan(
             f"not less than one pool (${single_usd:,.0f}): one pool kept",
         )
     return ModelPlan(md.model, requests, mixed, single, single_usd, how)
+
+
+def _api_if_cheaper(plan: ModelPlan, mode: str) -> ModelPlan:
+    """The model's traffic to its cheapest API offer when that bills less than its pools cost
+    (mixed pools included, before co-location), or always with ``only``: its pools leave the
+    fleet. The single-pool search's comparison (``single.api``) has the offer and the month."""
+    api = plan.single.api
+    if not api or api.get("offer") is None:
+        return plan
+    usd = float(api["api_monthly_usd"])
+    if mode == "only" or not plan.pools or usd < plan.monthly_usd:
+        from planner.recommend.api import Tokens, api_pool
+        from pricing.api import TokenPrice
+
+        offer = {k: v for k, v in api["offer"].items() if k != "monthly_usd"}
+        month = api["month"]
+        tokens = Tokens(month["requests"], month["input_tokens"], month["output_tokens"])
+        own = f"${plan.monthly_usd:,.0f}" if plan.pools else "no pool meeting the targets"
+        plan.how = (
+            f"bought by the token: {offer['provider']} {offer['offer']} bills ${usd:,.0f}/month "
+            f"against {own} self-hosted" + (" (--api only)" if mode == "only" else "")
+        )
+        plan.api_pool = api_pool(TokenPrice(**offer), tokens, usd)
+        plan.pools = []
+    return plan
 
 
 def _single_pool(md: ModelDemand, sub: Request, single: engine.Recommendation) -> Pool:
@@ -875,14 +920,16 @@ def fleet_result(rec: FleetRecommendation) -> dict[str, Any]:
     pools = [pool_dict(p, total_requests, singles[p.model]) for p in served]
     per_model = []
     for m in rec.models:
-        saving = m.single_usd - m.monthly_usd if m.single_usd is not None and m.pools else None
+        saving = m.single_usd - m.monthly_usd if m.single_usd is not None and m.planned else None
         per_model.append(
             {
                 "model": m.model,
                 "requests": m.requests,
                 "share_of_requests": m.requests / total_requests if total_requests else 0.0,
                 "pools": [(p.host or p).name for p in m.pools],
-                "monthly_usd": m.monthly_usd if m.pools else None,
+                "monthly_usd": m.monthly_usd if m.planned else None,
+                "choice": "api" if m.api_pool is not None else "self-hosted",
+                "api": m.single.api,
                 "single_pool_monthly_usd": m.single_usd,
                 "saving_vs_single_pool_usd": saving,
                 "how": m.how
@@ -892,8 +939,18 @@ def fleet_result(rec: FleetRecommendation) -> dict[str, Any]:
                 "single_pool": m.single.winner,
             }
         )
-    complete = all(m.pools for m in rec.models)
-    monthly = sum(p["monthly_usd"] for p in pools)
+    complete = all(m.planned for m in rec.models)
+    api_pools = [
+        {
+            **m.api_pool,
+            "pool": m.model,
+            "models": [m.model],
+            "share_of_requests": m.requests / total_requests if total_requests else 0.0,
+        }
+        for m in rec.models
+        if m.api_pool is not None
+    ]
+    monthly = sum(p["monthly_usd"] for p in pools) + sum(p["monthly_usd"] for p in api_pools)
     single_total = (
         sum(m.single_usd for m in rec.models if m.single_usd is not None) if complete else None
     )
@@ -907,6 +964,8 @@ def fleet_result(rec: FleetRecommendation) -> dict[str, Any]:
         winner = {
             "kind": "fleet",
             "pools": pools,
+            # models bought by the token (kind "api"), beside the GPU pools
+            "api_pools": api_pools,
             "models": per_model,
             "monthly_usd": monthly,
             "single_pool_monthly_usd": single_total,

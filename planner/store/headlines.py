@@ -236,7 +236,8 @@ def _fleet_headline(run: RecommendationRun, result: dict[str, Any]) -> Recommend
         winner=run.winner,
         gpu=", ".join(dict.fromkeys(str(p.get("gpu")) for p in pools)) or None,
         purchase=", ".join(options) if pools else None,
-        monthly_usd=monthly if pools else None,
+        # a fleet whose models are all bought by the token has no pool, and still a cost
+        monthly_usd=monthly if pools or winner.get("api_pools") else None,
         on_demand_monthly_usd=on_demand if pools else None,
         savings_usd=savings if pools else None,
         savings_pct=savings / on_demand * 100 if savings is not None and on_demand else None,

@@ -243,6 +243,7 @@ def recommend(
             prices,
             lambda gpu: choose_profile(profiles, gpu, engine_name),
             progress=progress,
+            api_prices=api_prices if request.options.api != "never" else [],
         )
         found.notes.extend(extra_notes)
         return _result(found, request, sessions, said)

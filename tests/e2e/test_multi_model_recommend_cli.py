@@ -38,6 +38,8 @@ FAST = [
     "1",
     "--workers",
     "1",
+    "--api",
+    "never",  # the GPU pools are what these tests are about (a tiny log goes to an API)
     "--no-save",
     "--json",
     "-q",
@@ -142,3 +144,22 @@ def test_a_stored_fleet_is_listed_and_shown_with_its_pools(home: Path) -> None:
     # the winner's pools are folded between words, never cut
     text = " ".join(listed.stdout.split())
     assert "g6.xlarge" in text or "p5.4xlarge" in text
+
+
+def test_a_tiny_log_s_models_are_bought_by_the_token(home: Path) -> None:
+    """400 requests over the log's hours cost far less on an API than any GPU kept all month:
+    with the API allowed each model leaves the GPU fleet for an API pool, said in the text."""
+    fast = [a for a in FAST if a not in ("--api", "never", "--json")]
+    done = run(home, "recommend", "--dataset", "multi", "--size-buckets", "none", *TARGETS, *fast)
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "0 pools and 2 model(s) on a per-token API" in text
+    assert text.count(": per-token API, ") == 2
+    assert "pools, each verified" not in text  # no GPU pool: no table of them
+    data = recommend(home, "--dataset", "multi", "--size-buckets", "none", "--api", "allow")
+    winner = data["winner"]
+    assert winner["pools"] == [] and len(winner["api_pools"]) == 2
+    assert winner["monthly_usd"] == pytest.approx(
+        sum(p["monthly_usd"] for p in winner["api_pools"])
+    )
+    assert {m["choice"] for m in data["models"]} == {"api"}

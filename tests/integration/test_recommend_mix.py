@@ -286,3 +286,79 @@ def test_runners_up_are_the_best_of_each_other_gpu_type_near_the_leader() -> Non
     ]
     found = runners_up(leaders)  # type: ignore[arg-type]
     assert [(s.candidate.offer.gpu, s.monthly_usd) for s in found] == [("A10G", 120.0)]
+
+
+def test_a_quiet_model_is_bought_by_the_token_beside_a_busy_one_self_hosted() -> None:
+    """Two models in one fleet: the 8B at 0.05 requests/s costs less on an API than on any
+    GPU kept all month; the 70B at 30 requests/s is cheaper self-hosted. The 8B leaves the GPU
+    fleet for an API pool, and the fleet's cost is its pools' plus the API's."""
+    from pricing.api import cost_usd, load_api_snapshot
+
+    rng = np.random.default_rng(2)
+    inputs = rng.integers(800, 1200, 400).astype(np.int64)
+    outputs = rng.integers(150, 250, 400).astype(np.int64)
+    targets = Targets({"default": SLO(3.0, 0.1, None)})
+    shape = np.array([0.6, 1.0, 0.8]) * 3600
+
+    def demand(rps: float, name: str) -> Demand:
+        return Demand(RateCurve(START, shape * rps), inputs, outputs, name)
+
+    quiet, busy = demand(0.05, "quiet"), demand(30.0, "busy")
+    template = Request(
+        busy,
+        targets,
+        Constraints(
+            model="llama-3.1-70b",
+            gpus=("L4", "H100-SXM"),
+            precisions=("fp8",),
+            tp_degrees=(1,),
+            max_seqs=(64,),
+        ),
+        SearchOptions(
+            verify_top=1,
+            growth_check=False,
+            compare_gpus=False,
+            workers=1,
+            confidence=None,
+            disaggregation="off",
+            api_provider="fireworks",
+            api_overflow=False,
+        ),
+    )
+    request = FleetRequest(
+        (
+            ModelDemand("llama-3.1-8b", quiet, targets),
+            ModelDemand("llama-3.1-70b", busy, targets),
+        ),
+        template,
+        (),
+    )
+    data = recommend_fleet(request, PRICES, profile_for, api_prices=load_api_snapshot()).to_dict()
+    winner = data["winner"]
+    models = {m["model"]: m for m in data["models"]}
+    assert models["llama-3.1-8b"]["choice"] == "api" and models["llama-3.1-8b"]["pools"] == []
+    assert models["llama-3.1-70b"]["choice"] == "self-hosted"
+    [on_api] = winner["api_pools"]
+    assert on_api["kind"] == "api" and on_api["pool"] == "llama-3.1-8b"
+    assert [p["models"] for p in winner["pools"]] == [["llama-3.1-70b"]]
+    pools = [*winner["pools"], on_api]
+    assert sum(p["share_of_requests"] for p in pools) == pytest.approx(1.0)
+    # the API's bill: the quiet model's month of tokens at the offer's prices, below what its
+    # own GPU pool would cost
+    api = models["llama-3.1-8b"]["api"]
+    assert on_api["monthly_usd"] == pytest.approx(
+        cost_usd(
+            load_api_snapshot()[0].__class__(
+                **{k: v for k, v in api["offer"].items() if k != "monthly_usd"}
+            ),
+            api["month"]["input_tokens"],
+            api["month"]["output_tokens"],
+        )
+    )
+    assert on_api["monthly_usd"] < models["llama-3.1-8b"]["single_pool_monthly_usd"]
+    assert winner["monthly_usd"] == pytest.approx(
+        sum(p["monthly_usd"] for p in winner["pools"]) + on_api["monthly_usd"]
+    )
+    # without API prices both models are self-hosted
+    plain = recommend_fleet(request, PRICES, profile_for).to_dict()["winner"]
+    assert plain["api_pools"] == [] and len(plain["pools"]) == 2
