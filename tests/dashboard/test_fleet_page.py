@@ -186,3 +186,35 @@ def test_a_fleet_without_a_winner_says_which_model_has_none(
     overview = open_page("overview")
     no_exception(overview)
     assert "no configuration met the targets" in " ".join(str(w.value) for w in overview.warning)
+
+
+def test_a_model_bought_by_the_token_shows_beside_the_pools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fleet whose second model a per-token API serves: its row in the API table, its cost
+    in the fleet's, the GPU pools those of the first model only."""
+    from planner.recommend.api import Tokens, api_pool
+    from pricing.api import api_prices_for, load_api_snapshot
+
+    found = small_fleet()
+    last = found.models[-1]
+    [price, *_] = api_prices_for("llama-3.1-8b", load_api_snapshot(), provider="deepinfra")
+    bought = replace(last, pools=[], api_pool=api_pool(price, Tokens(1e5, 1e8, 2e7), 42.0))
+    fleet = replace(found, models=[*found.models[:-1], bought])
+    home = tmp_path / "home"
+    home.mkdir()
+    with open_store(f"sqlite:///{home / 'planner.db'}") as store, store.session() as session:
+        save_recommendation(session, fleet)
+    _use_home(monkeypatch, home)
+    at = open_page("recommend")
+    no_exception(at)
+    data = fleet.to_dict()["winner"]
+    api = _table(at, "offer")
+    assert list(api["model"]) == [last.model] and list(api["$ per month"]) == [42.0]
+    assert list(api["provider"]) == ["deepinfra"]
+    pools = _table(at, "input tokens")
+    assert list(pools["pool"]) == [p["pool"] for p in data["pools"]]
+    assert last.model not in " ".join(pools["models"])
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Fleet $ per month"] == f"${data['monthly_usd']:,.0f}"
+    assert data["monthly_usd"] == pytest.approx(sum(p["monthly_usd"] for p in data["pools"]) + 42)
