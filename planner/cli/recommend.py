@@ -519,6 +519,13 @@ def recommend_command(
         help="The API's median time per output token in the overflow plan's simulation, e.g. "
         "0.012 or 12ms (default 12 ms).",
     ),
+    api_latency_from: str | None = typer.Option(
+        None,
+        "--api-latency-from",
+        metavar="RUN",
+        help="Take the API's latency (medians and spread) from a stored `planner bench run` "
+        "against it (name or id), instead of --api-ttft and --api-tpot.",
+    ),
     substitute: list[str] = typer.Option(
         [],
         "--substitute",
@@ -631,7 +638,7 @@ def recommend_command(
         engine=spec.name,
         confidence=parse_confidence(confidence),
         **_alternatives_asked(disaggregation, api, api_provider),
-        **_overflow_asked(api_overflow, api_ttft, api_tpot),
+        **_overflow_asked(api_overflow, api_ttft, api_tpot, api_latency_from),
     )
     request = RecommendRequest(
         demand=_demand(dataset, demand, tokens_from, load_scale, start, end),
@@ -761,12 +768,24 @@ def _alternatives_asked(disaggregation: str, api: str, api_provider: str | None)
     }
 
 
-def _overflow_asked(overflow: bool, ttft: str | None, tpot: str | None) -> dict[str, Any]:
-    """``--api-overflow``, ``--api-ttft`` and ``--api-tpot`` as SearchOptions takes them (a
-    latency left out: SearchOptions' default)."""
+def _overflow_asked(
+    overflow: bool, ttft: str | None, tpot: str | None, measured: str | None
+) -> dict[str, Any]:
+    """``--api-overflow``, ``--api-ttft``, ``--api-tpot`` and ``--api-latency-from`` as
+    SearchOptions takes them (a latency left out: SearchOptions' default; a bench run's is
+    read by the use case)."""
     from planner.simulate.inputs import parse_duration
 
+    if measured is not None and (ttft is not None or tpot is not None):
+        raise UsageError(
+            "--api-latency-from takes the API's latency from a bench run: give it or "
+            "--api-ttft/--api-tpot, not both"
+        )
     asked: dict[str, Any] = {"api_overflow": overflow}
+    if measured is not None:
+        if not measured.strip():
+            raise UsageError("--api-latency-from: expected a stored bench run's name or id")
+        asked["api_latency_run"] = measured.strip()
     for option, text, most, key in (
         ("--api-ttft", ttft, 600.0, "api_ttft_s"),
         ("--api-tpot", tpot, 10.0, "api_tpot_s"),
@@ -978,6 +997,7 @@ def _print_overflow(plan: dict[str, Any] | None, chosen: bool) -> None:
         return
     if plan["rejected"]:
         stdout.print(f"  no overflow plan: {_cell(plan['rejected'])}")
+        _print_api_latency(plan.get("api_latency"))
         return
     check = plan["verification"] or {}
     stdout.print(
@@ -990,6 +1010,17 @@ def _print_overflow(plan: dict[str, Any] | None, chosen: bool) -> None:
         f"{(check.get('overflow') or {}).get('requests', 0):,} of {check.get('requests', 0):,} "
         f"requests overflowed, every P99 target held"
     )
+    _print_api_latency(plan.get("api_latency"))
+
+
+def _print_api_latency(latency: dict[str, Any] | None) -> None:
+    """The API latency the overflow plan's simulation used, and where it comes from."""
+    if latency:
+        stdout.print(
+            f"  the API's latency simulated: TTFT {_ms(latency['ttft_s'])} ms, TPOT "
+            f"{latency['tpot_s'] * 1e3:,.1f} ms (medians, log-normal spread "
+            f"{latency['sigma']:.2f}): {_cell(latency['source'])}"
+        )
 
 
 def _print_confidence(conf: dict[str, Any]) -> None:

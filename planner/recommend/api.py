@@ -193,6 +193,8 @@ class ApiChoice:
     # the overflow plan looked at (planner.recommend.overflow: its dict), and its pools
     overflow: dict[str, Any] | None = None
     overflow_pools: list[dict[str, Any]] = field(default_factory=list)
+    # the API's latency as the search takes it: medians, spread, and where they come from
+    latency: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         best = self.offers[0] if self.offers else None
@@ -215,6 +217,7 @@ class ApiChoice:
             # the chosen plan's API pool (none when self-hosting wins: the winner's pools stand)
             "pools": self._pools(),
             "overflow": self.overflow,
+            "latency": self.latency,
             "curve": self.curve,
             "month": {
                 "requests": self.tokens.requests,
@@ -304,7 +307,21 @@ def choose(
         curve,
         overflow.to_dict() if overflow is not None else None,
         overflow_pools,
+        api_latency(request),
     )
+
+
+def api_latency(request: Request) -> dict[str, Any]:
+    """The API's latency the search assumes or measured (``--api-latency-from``)."""
+    options = request.options
+    return {
+        "ttft_s": options.api_ttft_s,
+        "tpot_s": options.api_tpot_s,
+        "sigma": options.api_sigma,
+        "source": f"bench run {options.api_latency_run}"
+        if options.api_latency_run
+        else "assumed (--api-ttft, --api-tpot; measure the API with planner bench run)",
+    }
 
 
 def cheapest_offer(offers: Sequence[TokenPrice], tokens: Tokens) -> TokenPrice | None:

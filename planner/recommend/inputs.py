@@ -263,6 +263,10 @@ class SearchOptions:
     # against the API measures them): time to first token and per output token, seconds
     api_ttft_s: float = 0.5
     api_tpot_s: float = 0.012
+    api_sigma: float = 0.3  # the log-normal spread of the API's latency around its medians
+    # the stored bench run against the API its latency was measured by (--api-latency-from):
+    # the medians and spread above are then that run's (None: the defaults or the flags)
+    api_latency_run: str | None = None
     seed: int = 0
     workers: int = 0  # processes for the verification; 0: one per core
     dask: str | None = None  # scheduler address, or "local" for a LocalCluster
@@ -294,7 +298,7 @@ class SearchOptions:
             )
         if self.api not in ("allow", "never", "only"):
             raise UsageError(f"--api {self.api!r}: expected one of allow, never, only")
-        if not (0 < self.api_ttft_s <= 600 and 0 < self.api_tpot_s <= 10):
+        if not (0 < self.api_ttft_s <= 600 and 0 < self.api_tpot_s <= 10 and self.api_sigma >= 0):
             raise UsageError(
                 f"--api-ttft {self.api_ttft_s:g} s, --api-tpot {self.api_tpot_s:g} s: expected "
                 "positive seconds (at most 600 s to the first token, 10 s per token)"

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from planner.errors import UsageError
 from planner.recommend.inputs import Request
 from planner.recommend.plan import PlanChoice, cheapest, purchase_plans
 from planner.recommend.sweep import Screened, Sweep
@@ -36,7 +37,7 @@ from pricing.api import TokenPrice, cost_usd
 HOURS_PER_MONTH = 730.0
 ATTEMPTS = 3  # simulations of the cheapest base fleet, the queue threshold lowered after a miss
 QUEUE_STEP = 0.6  # the threshold kept after a miss
-API_SIGMA = 0.3  # log-normal spread of the API's latency around its medians
+MIN_MEASURED = 20  # requests a bench run needs to give the API's medians and spread
 Z99 = 2.326  # the standard normal's 99th percentile: the API's P99 is its median x e^(z sigma)
 
 
@@ -56,6 +57,8 @@ class OverflowPlan:
     api_usd: float
     verifications: list[Verification] = field(default_factory=list)
     rejected: str | None = None  # why no plan could be verified
+    # the API's latency the simulation used: medians, spread, and where they come from
+    latency: dict[str, Any] = field(default_factory=dict)
 
     @property
     def base_usd(self) -> float:
@@ -109,13 +112,50 @@ class OverflowPlan:
             "verification": last.to_dict() if last else None,
             "attempts": len(self.verifications),
             "rejected": self.rejected,
+            "api_latency": self.latency,
         }
 
 
-def api_latency_misses(request: Request, ttft_s: float, tpot_s: float) -> str | None:
+def measured_api_latency(
+    ttft_ms: NDArray[np.float64], tpot_ms: NDArray[np.float64], where: str
+) -> tuple[float, float, float]:
+    """The API's median time to first token and per output token (seconds) and their
+    log-normal spread (the larger of the two), from a benchmark's successful requests
+    (``where`` names it in an error)."""
+    ttft = ttft_ms[np.isfinite(ttft_ms) & (ttft_ms > 0)]
+    tpot = tpot_ms[np.isfinite(tpot_ms) & (tpot_ms > 0)]
+    if len(ttft) < MIN_MEASURED or len(tpot) < MIN_MEASURED:
+        raise UsageError(
+            f"{where}: {len(ttft)} requests with a time to first token and {len(tpot)} with a "
+            f"time per output token; the API's latency needs at least {MIN_MEASURED} of each"
+        )
+    sigma = max(float(np.std(np.log(ttft))), float(np.std(np.log(tpot))))
+    return float(np.median(ttft)) / 1e3, float(np.median(tpot)) / 1e3, sigma
+
+
+def summarized_api_latency(summary: dict[str, Any], where: str) -> tuple[float, float, float]:
+    """The same from a benchmark's summary alone (an imported run without its requests): the
+    medians, and the spread a log-normal with those medians and P99s has (the larger)."""
+    values = {}
+    for key in ("median_ttft_ms", "median_tpot_ms", "p99_ttft_ms", "p99_tpot_ms"):
+        value = summary.get(key)
+        if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise UsageError(
+                f"{where}: the run has neither {MIN_MEASURED} requests nor a positive {key} "
+                "in its summary to take the API's latency from"
+            )
+        values[key] = float(value)
+    sigma = max(
+        math.log(max(values["p99_ttft_ms"] / values["median_ttft_ms"], 1.0)) / Z99,
+        math.log(max(values["p99_tpot_ms"] / values["median_tpot_ms"], 1.0)) / Z99,
+    )
+    return values["median_ttft_ms"] / 1e3, values["median_tpot_ms"] / 1e3, sigma
+
+
+def api_latency_misses(request: Request, ttft_s: float, tpot_s: float, sigma: float) -> str | None:
     """The target the API's own P99 latency misses (its medians spread log-normally), if any:
     then no share of the traffic can overflow to it."""
-    spread = math.exp(Z99 * API_SIGMA)
+    spread = math.exp(Z99 * sigma)
     longest_output = float(np.max(request.demand.outputs)) if len(request.demand.outputs) else 1
     for name, slo in request.targets.slos.items():
         if slo.ttft_s is not None and ttft_s * spread > slo.ttft_s:
@@ -152,7 +192,10 @@ def search(
     if best is None or best.monthly_usd >= below_usd:
         return None
     options = request.options
-    missed = api_latency_misses(request, options.api_ttft_s, options.api_tpot_s)
+    from planner.recommend.api import api_latency
+
+    best.latency = api_latency(request)
+    missed = api_latency_misses(request, options.api_ttft_s, options.api_tpot_s, options.api_sigma)
     if missed is not None:
         best.rejected = missed
         return best
@@ -165,7 +208,7 @@ def search(
             queue=queue,
             ttft_s=options.api_ttft_s,
             tpot_s=options.api_tpot_s,
-            sigma=API_SIGMA,
+            sigma=options.api_sigma,
             rpm=price.rpm,
             tpm=price.tpm,
         )

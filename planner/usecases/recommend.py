@@ -210,6 +210,7 @@ def recommend(
             raise StoreError("a recommendation reads its demand and prices from a store")
         # read even with --api never: they tell a proprietary model from an unknown name
         api_prices = api_inputs(session)
+        request = _measured_api_latency(session, request)
         api_of = api_model_of(api_prices)
         request = _one_api_model(session, request, api_of)
         planned = None
@@ -835,6 +836,41 @@ def search_inputs(
     for name in constraints.gpus:
         check_filters(session, gpu=name)
     return latest_prices(session), known_profiles(session)
+
+
+def _measured_api_latency(session: Session, request: RecommendRequest) -> RecommendRequest:
+    """The API's latency from a stored bench run against it (``--api-latency-from``): its
+    successful requests' medians and spread replace the assumed ones."""
+    name = request.options.api_latency_run
+    if not name:
+        return request
+    from planner.recommend.overflow import (
+        MIN_MEASURED,
+        measured_api_latency,
+        summarized_api_latency,
+    )
+    from planner.store.bench_runs import get_run, run_requests
+
+    run = get_run(session, name)
+    frame = run_requests(session, run.id)
+    ok = frame[frame["status"] == "ok"]
+    where = f"--api-latency-from {run.name}"
+    if len(ok) >= MIN_MEASURED:
+        ttft, tpot, sigma = measured_api_latency(
+            ok["ttft_ms"].to_numpy(np.float64), ok["tpot_ms"].to_numpy(np.float64), where
+        )
+        how = f"{len(ok):,} requests"
+    else:  # an imported summary without its requests
+        ttft, tpot, sigma = summarized_api_latency(run.summary or {}, where)
+        how = "its summary's medians and P99s"
+    options = replace(
+        request.options,
+        api_ttft_s=ttft,
+        api_tpot_s=tpot,
+        api_sigma=sigma,
+        api_latency_run=f"{run.name} (#{run.id}, {how})",
+    )
+    return replace(request, options=options)
 
 
 def api_inputs(session: Session) -> list[Any]:
