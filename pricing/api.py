@@ -19,13 +19,12 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 from planner.errors import InputFileError, RowProblem, UsageError
 from planner.paths import data_dir
-from pricing.snapshot import RawRow, read_csv
+from pricing.snapshot import RawRow, iso_date, read_csv
 
 API_SNAPSHOT_FILE = "api_prices_snapshot.csv"
 TOKENS_PER_PRICE_UNIT = 1_000_000  # prices are USD per million tokens
@@ -347,7 +346,7 @@ def parse_api_row(
     source_url = r.required("source_url")
     if strict and not source_url.startswith("https://"):
         raise r.fail("source_url", f"expected the https:// URL of the price, got {source_url!r}")
-    source_date = _iso_date(r, "source_date")
+    source_date = iso_date(r, "source_date")
     provenance = r.required("provenance") if strict else r.text("provenance")
     return TokenPrice(
         provider=provider,
@@ -367,21 +366,6 @@ def parse_api_row(
         notes=r.text("notes"),
         currency=currency,
     )
-
-
-def _iso_date(r: _Cells, column: str) -> str:
-    text = r.required(column)
-    try:
-        return date.fromisoformat(text).isoformat()
-    except ValueError:
-        pass
-    try:  # spreadsheets hand dates over as timestamps
-        stamp = datetime.fromisoformat(text)
-    except ValueError:
-        raise r.fail(column, f"expected an ISO date (YYYY-MM-DD), got {text[:80]!r}") from None
-    if stamp.time() != datetime.min.time():
-        raise r.fail(column, f"expected a date without a time of day, got {text[:80]!r}")
-    return stamp.date().isoformat()
 
 
 def parse_api_rows(

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
+from typing import Protocol
 
 from planner.errors import InputFileError, RowProblem
 from planner.paths import data_dir
@@ -277,7 +278,7 @@ def parse_row(
     currency = (r.text("currency") or "USD").upper()
     if currency != "USD":
         raise r.fail("currency", f"prices must be in USD, got {r.text('currency')!r}")
-    effective = _iso_date(r, "effective_date")
+    effective = iso_date(r, "effective_date")
     source = r.required("source")
 
     gpu_model = r.text("gpu_model")
@@ -362,7 +363,17 @@ def _check_terms(
             )
 
 
-def _iso_date(r: _Row, column: str) -> str:
+class Cells(Protocol):
+    """A sheet's row as the column parsers read it: a required cell, and an error naming the
+    file, row and column."""
+
+    def required(self, column: str) -> str: ...
+
+    def fail(self, column: str | None, message: str) -> InputFileError: ...
+
+
+def iso_date(r: Cells, column: str) -> str:
+    """The cell as an ISO date (a spreadsheet's midnight timestamp accepted)."""
     text = r.required(column)
     try:
         return date.fromisoformat(text).isoformat()
@@ -371,9 +382,9 @@ def _iso_date(r: _Row, column: str) -> str:
     try:  # spreadsheets hand dates over as timestamps
         stamp = datetime.fromisoformat(text)
     except ValueError:
-        raise r.fail(column, f"expected an ISO date (YYYY-MM-DD), got {text!r}") from None
+        raise r.fail(column, f"expected an ISO date (YYYY-MM-DD), got {text[:80]!r}") from None
     if stamp.time() != datetime.min.time():
-        raise r.fail(column, f"expected a date without a time of day, got {text!r}")
+        raise r.fail(column, f"expected a date without a time of day, got {text[:80]!r}")
     return stamp.date().isoformat()
 
 
