@@ -23,6 +23,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from pricing.api import API_COLUMNS
+
 HERE = Path(__file__).resolve().parent
 EXTRACT = HERE / "sources" / "litellm_1.110.2_model_prices_extract.json"
 OUTPUT = HERE / "api_prices_snapshot.csv"
@@ -204,24 +206,7 @@ OFFERS: tuple[tuple[str, str, str, str, str], ...] = (
     ),
 )
 
-COLUMNS = (
-    "provider",
-    "offer",
-    "model",
-    "catalog_model",
-    "input_usd_per_mtok",
-    "output_usd_per_mtok",
-    "cached_input_usd_per_mtok",
-    "batch_discount",
-    "rpm",
-    "tpm",
-    "context_tokens",
-    "currency",
-    "source_url",
-    "source_date",
-    "provenance",
-    "notes",
-)
+COLUMNS = API_COLUMNS  # one definition of an API price sheet's columns
 
 
 def per_mtok(value: float | None) -> str:
