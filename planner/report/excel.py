@@ -811,7 +811,8 @@ def _summary_lines(
         fleet += [
             Line("API choice", get("api_choice"), "",
                  "api: the API serves the whole demand; overflow: a self-hosted base fleet, "
-                 "the rest on the API."),
+                 "the rest on the API; by model: a fleet's models each on the API or on their "
+                 "own pools."),
             Line("API offers", get("api_offers"), "", "The offers bought and their prices."),
             Line("API spend, monthly", get("api_monthly_usd"), "$ per month",
                  "A 730-hour month of the API's tokens at its prices.", MONEY),

@@ -447,7 +447,10 @@ def _api_rows(
     month: date = record["month"]
     scenario = str(record["scenario"])
     sku = api_sku_id(provider, offer)
+    model, pool = _text(record.get("model")), _text(record.get("pool"))
     resource = f"planner/recommendation-{report.recommendation_id}/api/{provider}/{offer}"
+    resource += f"/{pool}" if pool else ""  # a fleet's API pool
+    tags = {"scenario": scenario, "kind": "api", "model": model, "pool": pool}
     base = _base(report, record, per_million) | {
         "InvoiceIssuerName": name,
         "ProviderName": name,
@@ -464,7 +467,7 @@ def _api_rows(
         "ResourceType": "Per-token API",
         "SkuId": sku,
         "Tags": json.dumps(
-            {f"{TAG_PREFIX}scenario": scenario, f"{TAG_PREFIX}kind": "api"},
+            {TAG_PREFIX + key: value for key, value in tags.items() if value is not None},
             sort_keys=True,
             separators=(",", ":"),
         ),

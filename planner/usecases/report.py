@@ -121,7 +121,12 @@ def _load(session: Session, recommendation_id: int) -> ReportInputs | FleetRepor
     run = load_recommendation(session, recommendation_id)
     if is_fleet(run.result):
         fleet = stored_fleet(recommendation_id, run.created_at, run.result)
-        return FleetReportInputs(fleet, [_inputs(session, pool) for pool in fleet.stored])
+        return FleetReportInputs(
+            fleet,
+            [_inputs(session, pool) for pool in fleet.stored],
+            # the models bought by the token: their forecasts' bands, no instance to price
+            [_inputs(session, api) for api in fleet.api_stored],
+        )
     # an overflow plan buys its base fleet, not the whole fleet self-hosting would take
     stored = base_fleet(stored_recommendation(recommendation_id, run.created_at, run.result))
     return _inputs(session, stored)
