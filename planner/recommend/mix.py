@@ -940,12 +940,15 @@ def fleet_result(rec: FleetRecommendation) -> dict[str, Any]:
             }
         )
     complete = all(m.planned for m in rec.models)
+    demands = {md.model: md.demand for md in rec.request.models}
     api_pools = [
         {
             **m.api_pool,
             "pool": m.model,
             "models": [m.model],
             "share_of_requests": m.requests / total_requests if total_requests else 0.0,
+            # as a GPU pool's: the reports follow the model's own hours
+            "hourly_requests": demands[m.model].curve.requests_per_hour.astype(float).tolist(),
         }
         for m in rec.models
         if m.api_pool is not None

@@ -166,12 +166,14 @@ def _api_requests(
     api_pools: list[dict[str, Any]],
     total: np.ndarray[Any, np.dtype[np.float64]],
 ) -> list[np.ndarray[Any, np.dtype[np.float64]]]:
-    """Each API pool's model's hourly requests: the fleet's hourly requests less its GPU
-    pools' (the models bought by the token carry the rest), shared between the API pools by
-    their share of the requests; the fleet's requests times the pool's share when a GPU pool
-    kept no hourly requests (an older result)."""
+    """Each API pool's model's hourly requests: its own where the result stored them, else the
+    fleet's hourly requests less its GPU pools' (the models bought by the token carry the
+    rest), shared between the API pools by their share of the requests; the fleet's requests
+    times the pool's share when a GPU pool kept no hourly requests (an older result)."""
     if not api_pools:
         return []
+    if all(p.get("hourly_requests") is not None for p in api_pools):  # stored since 2026-12-07
+        return [np.asarray(p["hourly_requests"], dtype=np.float64)[: total.size] for p in api_pools]
     shares = np.array([float(p.get("share_of_requests") or 0.0) for p in api_pools])
     if all(p.get("hourly_requests") is not None for p in pools):
         rest = total.copy()

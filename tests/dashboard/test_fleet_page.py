@@ -194,12 +194,13 @@ def test_a_model_bought_by_the_token_shows_beside_the_pools(
     """A fleet whose second model a per-token API serves: its row in the API table, its cost
     in the fleet's, the GPU pools those of the first model only."""
     from planner.recommend.api import Tokens, api_pool
-    from pricing.api import api_prices_for, load_api_snapshot
+    from pricing.api import api_prices_for, cost_usd, load_api_snapshot
 
     found = small_fleet()
     last = found.models[-1]
     [price, *_] = api_prices_for("llama-3.1-8b", load_api_snapshot(), provider="deepinfra")
-    bought = replace(last, pools=[], api_pool=api_pool(price, Tokens(1e5, 1e8, 2e7), 42.0))
+    usd = cost_usd(price, 1e8, 2e7)
+    bought = replace(last, pools=[], api_pool=api_pool(price, Tokens(1e5, 1e8, 2e7), usd))
     fleet = replace(found, models=[*found.models[:-1], bought])
     home = tmp_path / "home"
     home.mkdir()
@@ -210,11 +211,11 @@ def test_a_model_bought_by_the_token_shows_beside_the_pools(
     no_exception(at)
     data = fleet.to_dict()["winner"]
     api = _table(at, "offer")
-    assert list(api["model"]) == [last.model] and list(api["$ per month"]) == [42.0]
+    assert list(api["model"]) == [last.model] and list(api["$ per month"]) == [usd]
     assert list(api["provider"]) == ["deepinfra"]
     pools = _table(at, "input tokens")
     assert list(pools["pool"]) == [p["pool"] for p in data["pools"]]
     assert last.model not in " ".join(pools["models"])
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Fleet $ per month"] == f"${data['monthly_usd']:,.0f}"
-    assert data["monthly_usd"] == pytest.approx(sum(p["monthly_usd"] for p in data["pools"]) + 42)
+    assert data["monthly_usd"] == pytest.approx(sum(p["monthly_usd"] for p in data["pools"]) + usd)
