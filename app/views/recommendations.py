@@ -277,7 +277,7 @@ def _constraint_inputs(providers: list[str], gpus: list[str], precisions: list[s
 
 def _effort_inputs() -> None:
     st.markdown("**Search effort**")
-    effort = st.columns(6)
+    effort = st.columns(7)
     effort[0].number_input(
         "Candidates to simulate",
         min_value=1,
@@ -323,6 +323,14 @@ def _effort_inputs() -> None:
         key="rec-disaggregation",
         help="Disaggregated serving: prefill and decode on pools of their own, the KV cache "
         "moved between them. auto: searched beside aggregated replicas; only; off.",
+    )
+    effort[6].selectbox(
+        "Per-token APIs",
+        ("allow", "never", "only"),
+        key="rec-api",
+        help="allow: a model's traffic may go to its cheapest API offer, all of it or the "
+        "peaks above a committed base fleet, where that is cheaper (the break-even is shown); "
+        "never: GPUs only; only: the API's bill.",
     )
 
 
@@ -391,6 +399,7 @@ def _spec() -> RecommendRequest | None:
             growth_check=bool(state["rec-growth-check"]),
             confidence=float(state["rec-confidence"]) or None,
             disaggregation=str(state.get("rec-disaggregation") or "auto"),
+            api=str(state.get("rec-api") or "allow"),
         ),
         names=PAGE_NAMES,
     )

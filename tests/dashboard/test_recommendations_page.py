@@ -251,6 +251,7 @@ def test_every_model_of_a_log_is_planned_as_a_fleet(
     at.checkbox(key="rec-growth-check").uncheck()
     at.text_input(key="rec-size-buckets").input("none")
     at.text_input(key="rec-model-slos").input("llama-3.1-70b:ttft=5s")
+    at.selectbox(key="rec-api").select("never")  # a tiny log is cheaper on an API
     at.run()
     at.button(key="rec-run").click().run()
     no_exception(at)
