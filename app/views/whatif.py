@@ -30,9 +30,12 @@ from planner.errors import PlannerError
 from planner.latency.engines import get_engine
 from planner.simulate.fleet import ROUTERS
 from planner.simulate.inputs import (
+    DEFAULT_API_TPOT_S,
+    DEFAULT_API_TTFT_S,
     DEFAULT_MAX_REQUESTS,
     MAX_SEQS,
     REQUESTS_PER_REPLICA,
+    ApiOverflow,
     DemandSource,
     Disaggregation,
     FleetSettings,
@@ -58,6 +61,7 @@ from planner.simulate.results import (
 from planner.simulate.run import ServingSpec
 from planner.usecases.simulate import (
     SimulateRequest,
+    api_price_offers,
     demand_forecasts,
     forecast_demand,
     replica_price_options,
@@ -108,6 +112,11 @@ def _demand(url: str, version: str, forecast_id: int) -> tuple[RateCurve, str, s
 @st.cache_data(show_spinner=False)
 def _instances(url: str, version: str, gpu: str, tp: int) -> list[InstancePrices]:
     return replica_price_options(gpu, tp, common.session)
+
+
+@st.cache_data(show_spinner=False)
+def _api_offers(url: str, version: str, model: str) -> list[str]:
+    return api_price_offers(model, common.session)
 
 
 # --- inputs ---------------------------------------------------------------------------------------
@@ -353,6 +362,62 @@ def _fleet_inputs() -> FleetSettings:
     )
 
 
+NOT_PRICED = "Not priced"
+
+
+def _api_inputs(model: str) -> ApiOverflow | None:
+    """A per-token API behind the fleet (``planner simulate --api-overflow-queue``): when it
+    takes an arrival, its latency and rate limit, and the offer that prices its tokens."""
+    on = st.toggle(
+        "API behind the fleet",
+        value=False,
+        key="whatif-api",
+        help="A per-token API takes an arrival when every replica up already holds the "
+        "overflow queue or more, unless its rate limit is spent; it answers with its own "
+        "latency. Its requests count in the latency percentiles.",
+    )
+    if not on:
+        return None
+    columns = st.columns(6)
+    queue = columns[0].number_input(
+        "Overflow queue (requests per replica)",
+        min_value=0,
+        value=8,
+        step=1,
+        key="whatif-api-queue",
+    )
+    ttft = columns[1].number_input(
+        "API TTFT median (ms)", min_value=1.0, value=DEFAULT_API_TTFT_S * 1e3, key="whatif-api-ttft"
+    )
+    tpot = columns[2].number_input(
+        "API TPOT median (ms)", min_value=0.1, value=DEFAULT_API_TPOT_S * 1e3, key="whatif-api-tpot"
+    )
+    limits = [
+        column.number_input(
+            label, min_value=1.0, value=None, step=step, placeholder="no limit", key=key
+        )
+        for column, label, step, key in (
+            (columns[3], "Rate limit (requests/min)", 10.0, "whatif-api-rpm"),
+            (columns[4], "Rate limit (tokens/min)", 10_000.0, "whatif-api-tpm"),
+        )
+    ]
+    offers = _api_offers(common.store_url(), common.version(), model)
+    offer = columns[5].selectbox(
+        "Price its tokens at",
+        [NOT_PRICED, *offers],
+        key="whatif-api-price",
+        help="The per-token API prices in force (the Prices page), best match for the model first.",
+    )
+    return ApiOverflow(
+        queue=int(queue),
+        ttft_s=float(ttft) / 1e3,
+        tpot_s=float(tpot) / 1e3,
+        rpm=None if limits[0] is None else float(limits[0]),
+        tpm=None if limits[1] is None else float(limits[1]),
+        price=None if offer == NOT_PRICED else str(offer),
+    )
+
+
 NODE_LINK = "the node's NVLink (both roles on one node)"
 TP_CHOICES = (1, 2, 4, 8)
 
@@ -476,7 +541,7 @@ def _inputs(datasets: dict[str, int], forecasts: dict[int, str]) -> Inputs | Non
     serving = _serving_inputs()
     fleet: FleetSettings | None = None
     with common.shown_errors():
-        fleet = _fleet_inputs()
+        fleet = replace(_fleet_inputs(), api=_api_inputs(serving.model))
     roles = _role_inputs(serving)
     st.subheader("Targets and prices")
     slo_ms = _slo_inputs()
@@ -563,6 +628,7 @@ def _settings(whatif: WhatIf) -> dict[str, str]:
         "spot interruptions": f"{f.spot_interruptions_per_hour:g} per replica-hour",
         "response cache": f"{f.response_cache_hit_rate:g}",
         "router": f.router,
+        "API behind the fleet": _api_text(f.api),
         "prices ($ per replica-hour)": ", ".join(
             f"{name} {price:,.3f}" for name, price in whatif.prices.given().items()
         )
@@ -575,6 +641,17 @@ def _settings(whatif: WhatIf) -> dict[str, str]:
         or "none",
         "seed": str(whatif.seed),
     }
+
+
+def _api_text(api: ApiOverflow | None) -> str:
+    if api is None:
+        return "none"
+    limits = [f"{v:,.0f} {unit}/min" for v, unit in ((api.rpm, "req"), (api.tpm, "tok")) if v]
+    return (
+        f"at {api.queue} per replica, TTFT {api.ttft_s * 1e3:,.0f} ms, TPOT "
+        f"{api.tpot_s * 1e3:,.1f} ms, limit {', '.join(limits) or 'none'}, "
+        f"{api.price or 'not priced'}"
+    )
 
 
 def _runs() -> list[dict[str, Any]]:
@@ -730,6 +807,7 @@ def _show(run: dict[str, Any]) -> None:
     columns[3].metric("$ per hour", _usd(cost["total"] / hours if cost and hours > 0 else None))
     columns[4].metric("Peak replicas", f"{result['fleet']['peak_replicas']:,}")
     _show_roles(result)
+    _show_api(result)
     for note in result["notes"]:
         st.info(note, icon=":material/info:")
     table = _percentiles(result["summary"])
@@ -841,6 +919,37 @@ def _show_roles(result: dict[str, Any]) -> None:
             "cost": st.column_config.NumberColumn(format="dollar"),
             "queued at most": st.column_config.NumberColumn(format="%.1f"),
         },
+    )
+
+
+def _show_api(result: dict[str, Any]) -> None:
+    """The API behind the fleet: its share of the requests and tokens, what its rate limit
+    sent back, and its cost beside the fleet's."""
+    api = result["summary"].get("api")
+    if not api:
+        return
+    st.markdown(
+        f"**API behind the fleet** (at {api['queue']:,} outstanding per replica): its requests "
+        "count in the percentiles below."
+    )
+    columns = st.columns(5)
+    columns[0].metric("API share of requests", _share(api["share"]))
+    columns[1].metric("API requests", f"{api['requests']:,}")
+    columns[2].metric(
+        "API tokens (in / out)", f"{api['input_tokens']:,} / {api['output_tokens']:,}"
+    )
+    columns[3].metric(
+        "Sent back by its rate limit",
+        f"{api['rate_limited']:,}",
+        help="Arrivals the API's rate limit turned away: they waited on the replicas.",
+    )
+    price = api["price"]
+    columns[4].metric(
+        "API cost",
+        _usd(api["cost_usd"]),
+        help=None
+        if price is None
+        else f"{price['provider']} {price['offer']}, {price['source_date']}",
     )
 
 

@@ -247,6 +247,38 @@ def simulate_command(
         "--response-cache-hit-rate",
         help="Share of requests answered from an exact-match cache.",
     ),
+    api_overflow_queue: int | None = typer.Option(
+        None,
+        "--api-overflow-queue",
+        help="Put a per-token API behind the fleet: an arrival goes to it when every replica "
+        "up holds N or more outstanding requests (0: every arrival), unless its rate limit is "
+        "spent. The result says how many requests and tokens it took; its requests count in the "
+        "latency percentiles (replica -2 in --out-requests).",
+    ),
+    api_ttft: str | None = typer.Option(
+        None, "--api-ttft", help="The API's median time to first token, e.g. 500ms (default 0.5 s)."
+    ),
+    api_tpot: str | None = typer.Option(
+        None, "--api-tpot", help="The API's median time per output token, e.g. 12ms (default)."
+    ),
+    api_rpm: float | None = typer.Option(
+        None, "--api-rpm", help="The API's rate limit, requests a minute (default none)."
+    ),
+    api_tpm: float | None = typer.Option(
+        None, "--api-tpm", help="The API's rate limit, tokens a minute (default none)."
+    ),
+    api_price: str | None = typer.Option(
+        None,
+        "--api-price",
+        metavar="PROVIDER/OFFER",
+        help="Price the API's tokens with this offer's price in force (`planner prices list "
+        "--kind api`), beside the fleet's GPU cost.",
+    ),
+    api_provider: str | None = typer.Option(
+        None,
+        "--api-provider",
+        help="Or: price them with this provider's best offer for --model.",
+    ),
     slo_ttft: str | None = typer.Option(
         None, "--slo-ttft", help="P99 target for time to first token, e.g. 2s."
     ),
@@ -391,6 +423,7 @@ def _whatif(p: dict[str, Any]) -> WhatIf:
         router=p["router"],
         rate_limits=inputs.parse_rate_limits(p["rate_limit"]),
         response_cache_hit_rate=p["response_cache_hit_rate"],
+        api=_api(p),
     )
     demand = _demand(p)
     return inputs.WhatIf(
@@ -414,6 +447,35 @@ def _whatif(p: dict[str, Any]) -> WhatIf:
         over_length=p["over_length"],
         disaggregation=_disaggregation(p),
     )
+
+
+def _api(p: dict[str, Any]) -> Any:
+    """The API behind the fleet, as ``simulate_command``'s options describe it (None: no
+    --api-overflow-queue); an API setting without it is refused."""
+    from planner.simulate import inputs
+
+    settings = ("api_ttft", "api_tpot", "api_rpm", "api_tpm", "api_price", "api_provider")
+    if p["api_overflow_queue"] is None:
+        given = next((k for k in settings if p[k] is not None), None)
+        if given is not None:
+            raise UsageError(
+                f"--{given.replace('_', '-')} describes the API behind the fleet: give "
+                "--api-overflow-queue N to put one there"
+            )
+        return None
+    ttft = inputs.parse_duration("--api-ttft", p["api_ttft"], positive=True)
+    tpot = inputs.parse_duration("--api-tpot", p["api_tpot"], positive=True)
+    api = inputs.ApiOverflow(
+        queue=p["api_overflow_queue"],
+        ttft_s=inputs.DEFAULT_API_TTFT_S if ttft is None else ttft,
+        tpot_s=inputs.DEFAULT_API_TPOT_S if tpot is None else tpot,
+        rpm=p["api_rpm"],
+        tpm=p["api_tpm"],
+        price=p["api_price"],
+        provider=p["api_provider"],
+    )
+    inputs.check_api(api)
+    return api
 
 
 def _disaggregation(p: dict[str, Any]) -> Any:
@@ -701,5 +763,36 @@ def _print_summary(result: SimulationResult) -> None:
     )
     if result.cost is not None:
         stdout.print(f"cost: ${result.cost['total']:,.2f}")
+    _print_api(result.summary.get("api"))
     for note in result.notes:
         stderr.print(f"note: {note}", markup=False)
+
+
+def _print_api(api: dict[str, Any] | None) -> None:
+    """The API behind the fleet: what it took, what its rate limit sent back, its cost."""
+    if api is None:
+        return
+    limits = ", ".join(
+        f"{api[k]:,.0f} {unit} a minute"
+        for k, unit in (("rpm", "requests"), ("tpm", "tokens"))
+        if api[k] is not None
+    )
+    stdout.print(
+        f"API behind the fleet (at {api['queue']:,} outstanding per replica; TTFT "
+        f"{_ms(api['ttft_s'])} ms, TPOT {_ms(api['tpot_s'])} ms; rate limit "
+        f"{limits or 'none'}): {api['requests']:,} requests ({_share(api['share'])}), "
+        f"{api['input_tokens']:,} input and {api['output_tokens']:,} output tokens "
+        f"({_share(api['token_share'])} of the tokens); {api['rate_limited']:,} sent back to "
+        "the replicas by its rate limit; the percentiles above include its requests",
+        markup=False,
+    )
+    price = api["price"]
+    if price is not None:
+        fleet = "-" if api["fleet_cost_usd"] is None else f"${api['fleet_cost_usd']:,.2f}"
+        total = "-" if api["total_usd"] is None else f"${api['total_usd']:,.2f}"
+        stdout.print(
+            f"API cost: ${api['cost_usd']:,.2f} at {price['provider']} {price['offer']} "
+            f"(${price['input_usd_per_mtok']:,.2f} in, ${price['output_usd_per_mtok']:,.2f} out "
+            f"per million tokens, {price['source_date']}); fleet GPU cost {fleet}; total {total}",
+            markup=False,
+        )

@@ -23,7 +23,7 @@ from planner.errors import UsageError
 from planner.latency.engines import Engine, get_engine
 from planner.latency.predict import check_kv_cache, check_memory_utilization
 from planner.simulate.engine import ADMISSION_POLICIES
-from planner.simulate.fleet import Autoscaler, FleetConfig
+from planner.simulate.fleet import Autoscaler, FleetConfig, Overflow
 from planner.simulate.metrics import SLO
 from planner.simulate.run import ServingSpec
 from planner.simulate.workload import OVER_LENGTH_MODES
@@ -44,6 +44,13 @@ MAX_SEQS = 65_536  # --max-seqs and --static-batch: the step-time table holds on
 MAX_BATCHED_TOKENS = 1 << 24  # tokens per iteration: more than any engine schedules
 MAX_SPOT_INTERRUPTIONS_PER_HOUR = 3600.0
 PURCHASES = ("on-demand", "spot", "reserved")  # the simulator's purchase groups
+# The API behind the fleet (--api-overflow-queue): its latency medians by default, as in
+# `planner recommend`'s overflow plan, and the most each may be.
+DEFAULT_API_TTFT_S = 0.5
+DEFAULT_API_TPOT_S = 0.012
+MAX_API_TTFT_S = 600.0
+MAX_API_TPOT_S = 10.0
+MAX_API_QUEUE = 1_000_000
 # How a message names each group's price: the CLI's options (the dashboard passes its labels).
 PRICE_OPTIONS = {
     "on-demand": "--price-per-hour",
@@ -285,6 +292,7 @@ def check_closed_loop(
             ("--spot-interruptions-per-hour", fleet.spot_interruptions_per_hour > 0),
             ("--rate-limit", bool(fleet.rate_limits)),
             ("--response-cache-hit-rate", fleet.response_cache_hit_rate > 0),
+            ("--api-overflow-queue", fleet.api is not None),
             ("--router", fleet.router != "least-requests"),
             ("--load-scale", demand.load_scale != 1.0),
             ("--arrival", arrival_given),
@@ -330,6 +338,78 @@ class DemandSource:
 
 
 @dataclass(frozen=True)
+class ApiOverflow:
+    """A per-token API behind the fleet (``--api-overflow-queue``): an arrival goes to it when
+    every replica up already holds ``queue`` requests or more (or none is up), unless its rate
+    limit (``rpm`` requests, ``tpm`` tokens a minute; None: none) is spent. It answers with its
+    own latency, medians ``ttft_s`` and ``tpot_s`` with log-normal spread ``sigma``
+    (planner.simulate.fleet.Overflow). ``price``, ``PROVIDER/OFFER``, or ``provider`` (its best
+    offer for the model served) prices the tokens it took with the API prices in force; neither:
+    not priced."""
+
+    queue: int
+    ttft_s: float = DEFAULT_API_TTFT_S
+    tpot_s: float = DEFAULT_API_TPOT_S
+    rpm: float | None = None
+    tpm: float | None = None
+    sigma: float = 0.3
+    price: str | None = None
+    provider: str | None = None
+
+    def overflow(self) -> Overflow:
+        """The simulator's API (the settings checked first, named by their options)."""
+        check_api(self)
+        return Overflow(self.queue, self.ttft_s, self.tpot_s, self.sigma, self.rpm, self.tpm)
+
+
+def check_api(api: ApiOverflow | None) -> None:
+    """The API's settings, each named by its ``planner simulate`` option."""
+    if api is None:
+        return
+    if not 0 <= api.queue <= MAX_API_QUEUE:
+        raise UsageError(
+            f"--api-overflow-queue {api.queue}: expected the outstanding requests per replica "
+            f"at which arrivals go to the API, 0 to {MAX_API_QUEUE:,} (0: every arrival)"
+        )
+    check_number(
+        "--api-ttft",
+        api.ttft_s,
+        low_open=True,
+        high=MAX_API_TTFT_S,
+        expected=f"the API's median time to first token, above 0 and at most {MAX_API_TTFT_S:g} s",
+    )
+    check_number(
+        "--api-tpot",
+        api.tpot_s,
+        low_open=True,
+        high=MAX_API_TPOT_S,
+        expected=(
+            f"the API's median time per output token, above 0 and at most {MAX_API_TPOT_S:g} s"
+        ),
+    )
+    for option, limit, unit in (
+        ("--api-rpm", api.rpm, "requests"),
+        ("--api-tpm", api.tpm, "tokens"),
+    ):
+        check_number(option, limit, low_open=True, expected=f"a rate limit above 0 {unit} a minute")
+    check_number("API latency spread", api.sigma, high=5.0, expected="a log-normal sigma in [0, 5]")
+    if api.price is not None and api.provider is not None:
+        raise UsageError(
+            "--api-price names one offer and --api-provider picks that provider's best offer for "
+            "the model: give one of them"
+        )
+    if api.price is not None:
+        provider, slash, offer = api.price.strip().partition("/")
+        if not (slash and provider.strip() and offer.strip()):
+            raise UsageError(
+                f"--api-price {shown(api.price)}: expected PROVIDER/OFFER as `planner prices list "
+                "--kind api` names it, e.g. deepinfra/meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
+            )
+    if api.provider is not None and not api.provider.strip():
+        raise UsageError("--api-provider: expected a provider's name, e.g. together")
+
+
+@dataclass(frozen=True)
 class FleetSettings:
     """The replicas: a fixed fleet by purchase option, an hourly schedule (on-demand), or
     reactive autoscaling; spot interruptions, routing, admission control and a response cache."""
@@ -351,6 +431,7 @@ class FleetSettings:
     router: str = "least-requests"
     rate_limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     response_cache_hit_rate: float = 0.0
+    api: ApiOverflow | None = None  # a per-token API behind the fleet (None: none)
 
     @property
     def purchase(self) -> dict[str, int]:
@@ -512,6 +593,12 @@ def check_whatif(whatif: WhatIf) -> tuple[str | None, Engine]:
         raise UsageError(
             f"--over-length {shown(whatif.over_length)}: expected {' or '.join(OVER_LENGTH_MODES)}"
         )
+    check_api(fleet.api)
+    if fleet.api is not None and whatif.disaggregation is not None:
+        raise UsageError(
+            "--api-overflow-queue puts an API behind an aggregated fleet; a disaggregated run "
+            "(--prefill-replicas, --decode-replicas) cannot have one yet"
+        )
     return check_settings(
         has_dataset=demand.dataset is not None,
         has_rates=demand.rates is not None,
@@ -558,6 +645,7 @@ def build_fleet(settings: FleetSettings, tp: int, seed: int = 0) -> FleetConfig:
         spot_replace_s=settings.spot_replace_s,
         rate_limits=dict(settings.rate_limits),
         response_cache_hit_rate=settings.response_cache_hit_rate,
+        overflow=settings.api.overflow() if settings.api is not None else None,
         seed=seed,
     )
 

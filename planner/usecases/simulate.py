@@ -38,6 +38,7 @@ from planner.simulate.closed_loop import MAX_CLIENTS, START_MODES
 from planner.simulate.closed_loop import MAX_REQUESTS as MAX_LOOP_REQUESTS
 from planner.simulate.fleet import FleetConfig, FleetStats
 from planner.simulate.inputs import (
+    ApiOverflow,
     DemandSource,
     InstancePrices,
     WhatIf,
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from planner.simulate.closed_loop import ClosedLoopRun
+    from pricing.api import TokenPrice
 
 # (requests simulated so far, requests in all)
 Progress = Callable[[int, int], None]
@@ -209,6 +211,9 @@ class PreparedRun:
     models: ModelPick | None = None
     # prefill and decode apart: the roles, the decode pool's fleet and profile, prices by role
     disaggregated: DisaggregatedRun | None = None
+    # the API behind the fleet (--api-overflow-queue) and the price of its tokens (None: none)
+    api: ApiOverflow | None = None
+    api_price: TokenPrice | None = None
 
 
 @dataclass(frozen=True)
@@ -243,6 +248,7 @@ def prepare_whatif(whatif: WhatIf, sessions: SessionScope) -> PreparedRun:
             log_models=None if models is None else models.log_models,
         )
         profiles = known_profiles(session)
+        api_price = _api_price(session, whatif.fleet.api, serving.model)
     profile = engine_profile(profiles, serving.deployment().gpu.name, spec, whatif.profile)
     available = len(workload)
     if whatif.requests is not None:
@@ -281,6 +287,8 @@ def prepare_whatif(whatif: WhatIf, sessions: SessionScope) -> PreparedRun:
         over_length_mode=whatif.over_length,
         models=models,
         disaggregated=disaggregated,
+        api=whatif.fleet.api,
+        api_price=api_price,
     )
 
 
@@ -377,6 +385,7 @@ def run_whatif(
     result.available_requests = max(prepared.available_requests, result.requests)
     _note_models(prepared, result)
     _note_prompt_limit(prepared, result)
+    _note_api(prepared, result)
     if confidence is not None:
         errors = accuracy if accuracy is not None else accuracy_for(confidence)
         add_intervals(result, prepared.serving.engine, confidence, errors)
@@ -412,6 +421,98 @@ def _note_prompt_limit(prepared: PreparedRun, result: SimulationResult) -> None:
     )
 
 
+def _api_price(session: Session, api: ApiOverflow | None, model: str) -> TokenPrice | None:
+    """The API price in force that ``--api-price`` names (PROVIDER/OFFER), or
+    ``--api-provider``'s best offer for ``model``; None when neither is given."""
+    if api is None or (api.price is None and api.provider is None):
+        return None
+    from pricing.api import api_prices_for
+    from pricing.api_sheets import api_entries, ensure_api_prices
+
+    ensure_api_prices(session)
+    prices = [entry.price for entry in api_entries(session)]
+    if api.price is not None:
+        provider, _, offer = api.price.strip().partition("/")
+        wanted = (provider.strip().lower(), offer.strip().lower())
+        found = [p for p in prices if (p.provider.lower(), p.offer.lower()) == wanted]
+        if not found:
+            raise UsageError(
+                f"--api-price {shown(api.price)}: no API price in force for that offer; "
+                "`planner prices list --kind api` lists them as PROVIDER and OFFER"
+            )
+        return found[0]
+    assert api.provider is not None
+    found = api_prices_for(model, prices, provider=api.provider)
+    if not found:
+        providers = sorted({p.provider for p in api_prices_for(model, prices)})
+        raise UsageError(
+            f"--api-provider {shown(api.provider)}: no API price in force for "
+            f"{printable(model)} from that provider; "
+            + (
+                f"those with one: {', '.join(providers)}"
+                if providers
+                else "no provider has one (`planner prices list --kind api` lists the offers)"
+            )
+        )
+    return found[0]
+
+
+def _note_api(prepared: PreparedRun, result: SimulationResult) -> None:
+    """The API behind the fleet: what it took (requests, tokens, its share), what its rate
+    limit sent back, and its cost beside the fleet's, in ``summary["api"]`` and the notes."""
+    api = prepared.api
+    if api is None:
+        return
+    stats = result.fleet
+    requests = max(result.requests, 1)
+    workload = prepared.workload
+    tokens = int(workload.input_tokens.sum()) + int(workload.output_tokens.sum())
+    api_tokens = stats.overflow_input_tokens + stats.overflow_output_tokens
+    price = prepared.api_price
+    api_usd = None
+    if price is not None:
+        from pricing.api import cost_usd
+
+        api_usd = cost_usd(price, stats.overflow_input_tokens, stats.overflow_output_tokens)
+    fleet_usd = result.cost["total"] if result.cost is not None else None
+    result.summary["api"] = {
+        "queue": api.queue,
+        "ttft_s": api.ttft_s,
+        "tpot_s": api.tpot_s,
+        "sigma": api.sigma,
+        "rpm": api.rpm,
+        "tpm": api.tpm,
+        "requests": stats.overflowed,
+        "input_tokens": stats.overflow_input_tokens,
+        "output_tokens": stats.overflow_output_tokens,
+        "rate_limited": stats.overflow_rate_limited,
+        "share": stats.overflowed / requests,
+        "token_share": api_tokens / tokens if tokens else 0.0,
+        "price": price.to_dict() if price is not None else None,
+        "cost_usd": api_usd,
+        "fleet_cost_usd": fleet_usd,
+        "total_usd": (
+            api_usd + fleet_usd if api_usd is not None and fleet_usd is not None else None
+        ),
+    }
+    result.notes.append(
+        f"the latency percentiles include the {stats.overflowed:,} requests the API behind the "
+        "fleet served (replica -2 in --out-requests)"
+    )
+    if price is not None and api.rpm is None and api.tpm is None and (price.rpm or price.tpm):
+        result.notes.append(
+            f"{price.provider} {price.offer} publishes a rate limit ({price.rpm or '-'} requests, "
+            f"{price.tpm or '-'} tokens a minute) the run did not apply: give --api-rpm and "
+            "--api-tpm to simulate it"
+        )
+    served = str(result.serving.get("model") or prepared.serving.model)
+    if price is not None and price.catalog_model not in (None, served):
+        result.notes.append(
+            f"the API price is {price.provider} {price.offer}'s, an offer of "
+            f"{printable(price.catalog_model or '')}, not of {printable(served)}"
+        )
+
+
 def simulation_datasets(sessions: SessionScope) -> dict[str, int]:
     """The stored datasets a what-if can replay or draw lengths from: name -> requests, oldest
     first."""
@@ -444,6 +545,18 @@ def replica_price_options(gpu: str, tp: int, sessions: SessionScope) -> list[Ins
     GPUs, priced per replica-hour, cheapest per GPU first."""
     with _store(sessions)() as session:
         return instance_prices(session, gpu, tp)
+
+
+def api_price_offers(model: str, sessions: SessionScope) -> list[str]:
+    """The per-token API offers in force for ``model`` (a catalog name or alias), as
+    ``PROVIDER/OFFER`` (what ``--api-price`` takes), best match first."""
+    from pricing.api import api_prices_for
+    from pricing.api_sheets import api_entries, ensure_api_prices
+
+    with _store(sessions)() as session:
+        ensure_api_prices(session)
+        prices = [entry.price for entry in api_entries(session)]
+    return [f"{p.provider}/{p.offer}" for p in api_prices_for(model, prices)]
 
 
 def _store(sessions: SessionScope) -> Callable[[], AbstractContextManager[Session]]:
