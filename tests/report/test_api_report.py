@@ -362,6 +362,7 @@ def test_an_overflow_plan_buys_its_base_fleet(stores: Stores) -> None:
         rate = rate or row["cash_usd"] / row["instance_hours"]
         assert row["cash_usd"] == pytest.approx(rate * row["instance_hours"])
     check_api_rows(report, stores, OVERFLOW_SHARE)
+    assert rate is not None
     fleet_month = BASE_INSTANCES * 730 * rate
     api_month = api_usd(PRICE, stores.tokens.scaled(OVERFLOW_SHARE))
     assert report.summary["self_hosted_part_monthly_usd"] == pytest.approx(fleet_month)
