@@ -104,7 +104,7 @@ def cost_table(cost: dict[str, Any] | None, hours: float) -> pd.DataFrame:
 def headline(result: dict[str, Any]) -> dict[str, float | None]:
     """A run's key numbers (from ``SimulationResult.to_dict()``), to compare runs side by
     side: P50/P90/P99 of each latency in ms, SLO attainment, throughput, cost in all and per
-    hour, peak replicas."""
+    hour, peak replicas; with an API behind the fleet, its share of requests and its cost."""
     overall = result["summary"]["all"]
     numbers: dict[str, float | None] = {}
     for metric, label in LATENCIES.items():
@@ -121,4 +121,10 @@ def headline(result: dict[str, Any]) -> dict[str, float | None]:
     numbers["cost ($)"] = cost["total"] if cost else None
     numbers["$ per hour"] = cost["total"] / hours if cost and hours > 0 else None
     numbers["peak replicas"] = result["fleet"]["peak_replicas"]
+    # an API behind the fleet: its share and, priced, the bill with it (None without one, so
+    # two runs' numbers line up)
+    api = result["summary"].get("api") or {}
+    numbers["share on the API"] = api.get("share")
+    numbers["API cost ($)"] = api.get("cost_usd")
+    numbers["fleet + API cost ($)"] = api.get("total_usd")
     return numbers

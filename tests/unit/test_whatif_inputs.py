@@ -228,3 +228,9 @@ def test_percentiles_cost_and_headline_in_the_units_shown() -> None:
     assert numbers["cost ($)"] == 12.0 and numbers["$ per hour"] == 6.0
     assert numbers["peak replicas"] == 3 and numbers["SLO attainment"] == 0.97
     assert headline({**RESULT, "cost": None})["$ per hour"] is None
+    # without an API behind the fleet its rows are empty, so two runs' numbers line up
+    assert numbers["share on the API"] is None and numbers["fleet + API cost ($)"] is None
+    api = {"share": 0.25, "cost_usd": 3.0, "total_usd": 15.0}
+    with_api = headline({**RESULT, "summary": {**RESULT["summary"], "api": api}})
+    assert list(with_api) == list(numbers)
+    assert with_api["share on the API"] == 0.25 and with_api["fleet + API cost ($)"] == 15.0
