@@ -122,6 +122,8 @@ def test_recommend_disaggregated_and_its_report(home: Path, tmp_path: Path) -> N
         "--workers",
         "1",
         "--no-growth-check",
+        "--api",
+        "never",  # the disaggregated fleet is the subject, not the API (cheaper at this load)
         "--disaggregation",
         "only",
     ]
