@@ -77,6 +77,8 @@ def test_ingest_forecast_recommend_report(home: Path, tmp_path: Path) -> None:
         "0",
         "--verify-top",
         "2",
+        "--api",
+        "never",  # at 0.01-0.09 requests/s an API is cheaper; the GPU pools are the subject
         "--json",
         "-q",
     )
