@@ -24,7 +24,7 @@ from typing import Any
 
 from planner.errors import InputFileError, RowProblem, UsageError
 from planner.paths import data_dir
-from pricing.snapshot import RawRow, iso_date, read_csv
+from pricing.snapshot import RawRow, check_header, iso_date, read_csv
 
 API_SNAPSHOT_FILE = "api_prices_snapshot.csv"
 TOKENS_PER_PRICE_UNIT = 1_000_000  # prices are USD per million tokens
@@ -159,26 +159,8 @@ def _plain_number(text: str) -> str:
 
 
 def check_api_header(path: Path, header: Sequence[str], *, required: Iterable[str]) -> None:
-    """Every required column present; no unknown or repeated column."""
-    seen: set[str] = set()
-    for name in header:
-        if name in IGNORED_COLUMNS:
-            continue
-        if name not in API_COLUMNS:
-            raise InputFileError(
-                path,
-                RowProblem(
-                    None, name, f"unknown column (the columns are: {', '.join(API_COLUMNS)})"
-                ),
-            )
-        if name in seen:
-            raise InputFileError(path, RowProblem(None, name, "column given twice"))
-        seen.add(name)
-    missing = [c for c in required if c not in seen]
-    if missing:
-        raise InputFileError(
-            path, f"missing column(s) {', '.join(repr(c) for c in missing)} in the header"
-        )
+    """Every required column present; no unknown or repeated column (an API sheet's)."""
+    check_header(path, header, required=required, columns=API_COLUMNS, ignored=IGNORED_COLUMNS)
 
 
 class _Cells:

@@ -126,16 +126,25 @@ def _column_name(value: str) -> str:
     return value.strip().lower().replace(" ", "_")
 
 
-def check_header(path: Path, header: Sequence[str], *, required: Iterable[str]) -> None:
-    """Every required column present; no unknown or repeated column."""
+def check_header(
+    path: Path,
+    header: Sequence[str],
+    *,
+    required: Iterable[str],
+    columns: Sequence[str] = COLUMNS,
+    ignored: Iterable[str] = IGNORED_COLUMNS,
+) -> None:
+    """Every required column present; no unknown (not in ``columns``) or repeated column;
+    ``ignored`` ones (free text) read past."""
     seen: set[str] = set()
+    ignored = set(ignored)
     for name in header:
-        if name in IGNORED_COLUMNS:
+        if name in ignored:
             continue
-        if name not in COLUMNS:
+        if name not in columns:
             raise InputFileError(
                 path,
-                RowProblem(None, name, f"unknown column (the columns are: {', '.join(COLUMNS)})"),
+                RowProblem(None, name, f"unknown column (the columns are: {', '.join(columns)})"),
             )
         if name in seen:
             raise InputFileError(path, RowProblem(None, name, "column given twice"))
