@@ -139,6 +139,12 @@ def test_an_overflow_plan_between_the_two_is_verified_and_cheaper_than_both() ->
     assert on_api["monthly_usd"] == pytest.approx(
         cost_usd(price, on_api["input_tokens_per_month"], on_api["output_tokens_per_month"])
     )
+    # the API pool carries the plan's share of the month's requests, at the demand's lengths
+    month = api["month"]
+    assert on_api["requests_per_month"] == pytest.approx(plan["api_share"] * month["requests"])
+    assert on_api["input_tokens_per_month"] == pytest.approx(
+        on_api["requests_per_month"] * month["input_tokens"] / month["requests"]
+    )
     # the simulation sent a real share to the API, and every P99 target held with it
     check = plan["verification"]
     assert check["passed"] and check["overflow"]["requests"] > 0
