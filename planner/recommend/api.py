@@ -22,8 +22,8 @@ import numpy as np
 from planner.recommend.inputs import Request
 from planner.recommend.sweep import Screened
 from pricing.api import TokenPrice, cost_usd
+from pricing.costs import HOURS_PER_MONTH
 
-HOURS_PER_MONTH = 730.0
 API_CHOICES = ("allow", "never", "only")
 SCALES = np.geomspace(1e-4, 1e4, 161)  # load factors the break-even is looked for among
 CURVE_FACTORS = np.geomspace(0.01, 100.0, 41)  # the cost-against-load chart's loads
@@ -43,15 +43,18 @@ class Tokens:
         )
 
 
+def mean_tokens(request: Request) -> tuple[float, float]:
+    """A request's mean input and output tokens (at least one output token each)."""
+    d = request.demand
+    return float(d.inputs.mean()), float(np.maximum(d.outputs, 1).mean())
+
+
 def monthly_tokens(request: Request) -> Tokens:
     """A 730-hour month of the request's demand (its mean hour, times 730)."""
     d = request.demand
     per_month = d.curve.total_requests / d.hours * HOURS_PER_MONTH
-    return Tokens(
-        per_month,
-        per_month * float(d.inputs.mean()),
-        per_month * float(np.maximum(d.outputs, 1).mean()),
-    )
+    mean_in, mean_out = mean_tokens(request)
+    return Tokens(per_month, per_month * mean_in, per_month * mean_out)
 
 
 def api_usd(price: TokenPrice, tokens: Tokens) -> float:

@@ -27,14 +27,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.errors import UsageError
+from planner.recommend.api import Tokens, api_pool, mean_tokens
 from planner.recommend.inputs import Request
 from planner.recommend.plan import PlanChoice, cheapest, purchase_plans
 from planner.recommend.sweep import Screened, Sweep
 from planner.recommend.verify import Verification, Window
 from planner.simulate.fleet import Overflow
 from pricing.api import TokenPrice, cost_usd
+from pricing.costs import HOURS_PER_MONTH
 
-HOURS_PER_MONTH = 730.0
 ATTEMPTS = 3  # simulations of the cheapest base fleet, the queue threshold lowered after a miss
 QUEUE_STEP = 0.6  # the threshold kept after a miss
 MIN_MEASURED = 20  # requests a bench run needs to give the API's medians and spread
@@ -57,8 +58,6 @@ class OverflowPlan:
     api_usd: float
     verifications: list[Verification] = field(default_factory=list)
     rejected: str | None = None  # why no plan could be verified
-    # the API's latency the simulation used: medians, spread, and where they come from
-    latency: dict[str, Any] = field(default_factory=dict)
 
     @property
     def base_usd(self) -> float:
@@ -74,8 +73,6 @@ class OverflowPlan:
 
     def pools(self, price: TokenPrice) -> list[dict[str, Any]]:
         """The plan's two pools as results name them: the base fleet, the API."""
-        from planner.recommend.api import Tokens, api_pool
-
         cand = self.fleet.candidate
         base = {
             "kind": "instance",
@@ -112,7 +109,6 @@ class OverflowPlan:
             "verification": last.to_dict() if last else None,
             "attempts": len(self.verifications),
             "rejected": self.rejected,
-            "api_latency": self.latency,
         }
 
 
@@ -156,7 +152,6 @@ def api_latency_misses(request: Request, ttft_s: float, tpot_s: float, sigma: fl
     """The target the API's own P99 latency misses (its medians spread log-normally), if any:
     then no share of the traffic can overflow to it."""
     spread = math.exp(Z99 * sigma)
-    longest_output = float(np.max(request.demand.outputs)) if len(request.demand.outputs) else 1
     for name, slo in request.targets.slos.items():
         if slo.ttft_s is not None and ttft_s * spread > slo.ttft_s:
             return (
@@ -169,8 +164,6 @@ def api_latency_misses(request: Request, ttft_s: float, tpot_s: float, sigma: fl
                 f"{name}: the API's P99 time per output token (~{tpot_s * spread * 1e3:,.1f} ms) "
                 f"is over the {slo.tpot_s * 1e3:,.1f} ms target"
             )
-        if slo.e2e_s is not None and ttft_s + tpot_s * longest_output > slo.e2e_s * 4:
-            return f"{name}: the API's end-to-end latency is far over the target"
     return None
 
 
@@ -192,9 +185,6 @@ def search(
     if best is None or best.monthly_usd >= below_usd:
         return None
     options = request.options
-    from planner.recommend.api import api_latency
-
-    best.latency = api_latency(request)
     missed = api_latency_misses(request, options.api_ttft_s, options.api_tpot_s, options.api_sigma)
     if missed is not None:
         best.rejected = missed
@@ -274,7 +264,7 @@ def _cheapest_estimate(
     cand = winner.candidate
     per_instance = cand.replicas_per_instance
     peak_instances = int(winner.instances.max())
-    mean_in, mean_out = _mean_tokens(request)
+    mean_in, mean_out = mean_tokens(request)
     months = HOURS_PER_MONTH / len(rates)
     found: OverflowPlan | None = None
     for n in range(1, peak_instances):
@@ -292,11 +282,6 @@ def _cheapest_estimate(
                 winner, replicas, n, 0, plan, share, share, over * months, tokens, api
             )
     return found
-
-
-def _mean_tokens(request: Request) -> tuple[float, float]:
-    d = request.demand
-    return float(d.inputs.mean()), float(np.maximum(d.outputs, 1).mean())
 
 
 def _rescale_api(
@@ -327,7 +312,7 @@ def _rescale_api(
     if not any(float(fluid[a:b].sum()) > 0 for a, b in checks):
         over += float(fluid.sum())  # no simulated window overflowed on the estimate
     months = HOURS_PER_MONTH / len(rates)
-    mean_in, mean_out = _mean_tokens(request)
+    mean_in, mean_out = mean_tokens(request)
     plan.api_requests = over * months
     plan.api_share = min(1.0, over / float(rates.sum()))
     plan.api_tokens = (plan.api_requests * mean_in, plan.api_requests * mean_out)

@@ -17,8 +17,7 @@ from typing import Any
 
 from planner.errors import UsageError
 from planner.usecases import SessionScope
-
-HOURS_PER_MONTH = 730.0
+from pricing.costs import HOURS_PER_MONTH
 
 
 @dataclass(frozen=True)
