@@ -988,16 +988,18 @@ def _print_api(api: dict[str, Any] | None) -> None:
         )
     elif hosted is not None:
         stdout.print("  no break-even between 1/10,000 and 10,000 times this load")
-    _print_overflow(api.get("overflow"), api["choice"] == "overflow")
+    _print_overflow(api.get("overflow"), api["choice"] == "overflow", api.get("latency"))
 
 
-def _print_overflow(plan: dict[str, Any] | None, chosen: bool) -> None:
+def _print_overflow(
+    plan: dict[str, Any] | None, chosen: bool, latency: dict[str, Any] | None
+) -> None:
     """The overflow plan: its base fleet and the share the API takes, or why there is none."""
     if not plan:
         return
     if plan["rejected"]:
         stdout.print(f"  no overflow plan: {_cell(plan['rejected'])}")
-        _print_api_latency(plan.get("api_latency"))
+        _print_api_latency(latency)
         return
     check = plan["verification"] or {}
     stdout.print(
@@ -1010,7 +1012,7 @@ def _print_overflow(plan: dict[str, Any] | None, chosen: bool) -> None:
         f"{(check.get('overflow') or {}).get('requests', 0):,} of {check.get('requests', 0):,} "
         f"requests overflowed, every P99 target held"
     )
-    _print_api_latency(plan.get("api_latency"))
+    _print_api_latency(latency)
 
 
 def _print_api_latency(latency: dict[str, Any] | None) -> None:

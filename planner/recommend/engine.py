@@ -193,6 +193,9 @@ def recommend(
     affordable.sort(key=rank_key)
     screen_s = time.perf_counter() - began
 
+    # the per-token API offers serving the model, looked up once for the overflow plan and
+    # the comparison
+    offers = _api_offers(request, api_prices) if options.api != "never" and api_prices else []
     # a runner given by the caller stays open for its next sweep; our own closes here
     owned = nullcontext(runner) if runner is not None else Runner(options.workers, options.dask)
     with owned as active_runner:
@@ -226,7 +229,7 @@ def recommend(
             if budget is not None:
                 below = min(below, budget + 1e-9)
             disagg = search_disaggregated(sweep, candidates, below)
-        overflow = _overflow_plan(request, api_prices, sweep, leaders, disagg)
+        overflow = _overflow_plan(request, offers, sweep, leaders, disagg)
 
     passed = []
     for s in sorted((s for s in verified if s.passed), key=rank_key):
@@ -308,7 +311,7 @@ def recommend(
         plan = winner_plan(winner, request, spot)
         hourly = _hourly(winner, request)
         confidence = _confidence(request, winner, sweep)
-    api = _api_choice(request, api_prices, screened, winner, winner_row, overflow)
+    api = _api_choice(request, offers, screened, winner, winner_row, overflow)
     return Recommendation(
         request={
             "targets": request.targets.to_dict(),
@@ -498,7 +501,7 @@ def _confidence(request: Request, winner: Screened | None, sweep: Sweep) -> dict
 
 def _api_choice(
     request: Request,
-    api_prices: Sequence[Any] | None,
+    offers: Sequence[Any],
     screened: list[Screened],
     winner: Screened | None,
     winner_row: dict[str, Any] | None,
@@ -507,13 +510,13 @@ def _api_choice(
     """The model's per-token API offers against the self-hosted winner (planner.recommend.api):
     None when not asked (--api never), without API prices, or when no offer serves the model."""
     mode = request.options.api
-    if mode == "never" or not api_prices:
+    if mode == "never" or not offers:
         return None
     from planner.recommend.api import choose
 
     found = choose(
         request,
-        _api_offers(request, api_prices),
+        offers,
         screened,
         winner,
         winner_row["monthly_usd"] if winner_row else None,
@@ -536,7 +539,7 @@ def _api_offers(request: Request, api_prices: Sequence[Any]) -> list[Any]:
 
 def _overflow_plan(
     request: Request,
-    api_prices: Sequence[Any] | None,
+    offers: Sequence[Any],
     sweep: Sweep,
     leaders: list[Screened],
     disagg: Any,
@@ -545,13 +548,13 @@ def _overflow_plan(
     (planner.recommend.overflow), when the API is allowed beside self-hosting and a plan could
     undercut both; None otherwise."""
     options = request.options
-    if not (leaders and api_prices and options.api == "allow" and options.api_overflow):
+    if not (leaders and offers and options.api == "allow" and options.api_overflow):
         return None
     from planner.recommend import overflow
     from planner.recommend.api import api_usd, cheapest_offer, monthly_tokens
 
     tokens = monthly_tokens(request)
-    price = cheapest_offer(_api_offers(request, api_prices), tokens)
+    price = cheapest_offer(offers, tokens)
     if price is None:
         return None
     below = min(api_usd(price, tokens), leaders[0].monthly_usd)
