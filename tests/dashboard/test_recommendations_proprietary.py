@@ -13,13 +13,14 @@ from streamlit.testing.v1 import AppTest
 from tests.dashboard.conftest import no_exception
 from tests.dashboard.test_recommendations_page import _result, _stored, _texts, _wait_until
 from tests.e2e.test_cli import run
-from tests.e2e.test_proprietary_recommend_cli import MINI, ROWS, _ingest
+from tests.e2e.test_multi_model_log import ingest
+from tests.e2e.test_proprietary_recommend_cli import MINI, ROWS
 
 
 def test_a_substitute_from_the_form_is_searched_and_priced_by_the_log_name(
     empty_home: Path, page: Callable[[str], AppTest], tmp_path: Path
 ) -> None:
-    _ingest(empty_home, tmp_path, "gw", ROWS)
+    ingest(empty_home, tmp_path, "gw", ROWS)
     at = page("recommend")
     at.selectbox(key="rec-dataset").select("gw")
     at.selectbox(key="rec-model").select("llama-3.1-8b")
@@ -49,7 +50,7 @@ def test_a_substitute_from_the_form_is_searched_and_priced_by_the_log_name(
 def test_an_api_only_plan_reopens_with_its_bill(
     empty_home: Path, page: Callable[[str], AppTest], tmp_path: Path
 ) -> None:
-    _ingest(empty_home, tmp_path, "gw", ROWS)
+    ingest(empty_home, tmp_path, "gw", ROWS)
     done = run(empty_home, "recommend", "--dataset", "gw", "--model", "gpt-4o-mini",
                "--slo-ttft-p99", "2s")  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -17,6 +17,7 @@ import pytest
 
 from pricing.api import load_api_snapshot
 from tests.e2e.test_cli import run
+from tests.e2e.test_multi_model_log import ingest
 from tests.e2e.test_multi_model_recommend_cli import FAST as GPU_ONLY
 from tests.e2e.test_multi_model_recommend_cli import TARGETS
 
@@ -25,30 +26,17 @@ FAST = [a for a in GPU_ONLY if a not in ("--api", "never")]  # the API is what i
 MINI = "gpt-4o-mini-2024-07-18"
 HAIKU = "claude-3-5-haiku-20241022"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
-START = 1_700_000_000
 # 300 requests over an hour: 2 in 5 gpt-4o-mini, 1 in 5 claude-3-5-haiku, 2 in 5 llama-3.1-8b
 NAMES = [MINI, LLAMA, MINI, HAIKU, LLAMA]
-ROWS = [
-    (START + i * 12, NAMES[i % 5], 500 + (i * 37) % 1000, 100 + (i * 13) % 200) for i in range(300)
-]
-
-
-def _ingest(home: Path, folder: Path, name: str, rows: list[tuple[int, str, int, int]]) -> None:
-    path = folder / f"{name}.csv"
-    body = "\n".join(f"{t},{m},{i},{o}" for t, m, i, o in rows)
-    path.write_text("ts,model,prompt,completion\n" + body + "\n", encoding="utf-8")
-    maps = ["arrival=ts", "model=model", "input_tokens=prompt", "output_tokens=completion"]
-    args = [a for m in maps for a in ("--map", m)]
-    done = run(home, "ingest", str(path), "--name", name, "--time-kind", "epoch", *args)
-    assert done.returncode == 0, done.stderr
+ROWS = [(i * 12.0, NAMES[i % 5], 500 + (i * 37) % 1000, 100 + (i * 13) % 200) for i in range(300)]
 
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("proprietary")
     home = folder / "home"
-    _ingest(home, folder, "gw", ROWS)
-    _ingest(home, folder, "mini", [r for r in ROWS if r[1] == MINI])
+    ingest(home, folder, "gw", ROWS)
+    ingest(home, folder, "mini", [r for r in ROWS if r[1] == MINI])
     return home
 
 
