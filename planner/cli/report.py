@@ -77,7 +77,7 @@ def report_command(
     """A finance report of a stored recommendation: cost projection, commitment schedule,
     sensitivity, assumptions and plan vs actual."""
     from planner.report.export import format_for, write_report
-    from planner.usecases.report import build_report
+    from planner.usecases.report import build_report, record_export
 
     chosen = format_for(out, fmt)
     check_output_path(out, "--out")
@@ -92,6 +92,8 @@ def report_command(
         report = build_report(request, sessions)
     # every source is read before anything is written: a failure leaves no file behind
     written = write_report(report, chosen, out)
+    with sessions_from(ctx) as sessions:
+        record_export(sessions, recommendation, chosen)
     _render(report, chosen, written, as_json)
 
 

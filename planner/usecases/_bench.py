@@ -7,8 +7,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
+from planner.access import Action
 from planner.errors import PlannerError
 from planner.usecases import SessionScope
+from planner.usecases.audit import record
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -121,5 +123,6 @@ def store_noted(
     """Store runs, all or none (one transaction), say under which names, and return them."""
     with open_store(sessions) as session:
         names = store_runs(session, runs, name, group=group, target=target)
+    record(sessions, Action.BENCH, f"bench runs {', '.join(names)}", f"against {target or 'files'}")
     progress.note(stored_note(names), soft_wrap=True)
     return names

@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from planner.access import Action
 from planner.errors import UsageError
 from planner.usecases import SessionScope
 from planner.usecases._bench import open_store
+from planner.usecases.audit import authorize, record
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,6 +73,7 @@ def delete_run(request: RunDeleteRequest, sessions: SessionScope) -> StoredRun:
     from planner.store.bench_runs import delete_run as delete_stored
     from planner.store.bench_runs import get_run
 
+    authorize(Action.DELETE)
     with open_store(sessions) as session:
         if not request.confirmed:
             run = get_run(session, request.name)
@@ -78,4 +81,6 @@ def delete_run(request: RunDeleteRequest, sessions: SessionScope) -> StoredRun:
                 f"deleting run {printable(run.name)} removes it and its {run.requests:,} "
                 "requests for good; pass --yes to delete it"
             )
-        return delete_stored(session, request.name)
+        deleted = delete_stored(session, request.name)
+    record(sessions, Action.DELETE, f"bench run {deleted.name}", f"{deleted.requests:,} requests")
+    return deleted

@@ -17,10 +17,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from planner.access import Action
 from planner.common.text import shown
 from planner.errors import PlannerError, UsageError
 from planner.latency.profile import DEFAULT_ENGINE, Profile, ProfileError
 from planner.usecases import SessionScope
+from planner.usecases.audit import authorize, record
 
 if TYPE_CHECKING:
     from planner.latency.calibration import CalibrationReport, Measurement
@@ -143,6 +145,8 @@ def calibrate(
     from planner.latency.registry import export_profile, read_export, resolve_profile
     from planner.store.calibrations import known_profiles, save_profile
 
+    authorize(Action.CALIBRATE)
+
     catalog = load_catalog()
     gpu_name, engine = _check(request, catalog)
     name, export = request.name, request.export
@@ -177,6 +181,12 @@ def calibrate(
         save_profile(session, report, sources)
         if export is not None:  # inside the transaction: a failed write stores nothing
             export_profile(export, report, sources, export_payload)
+    record(
+        sessions,
+        Action.CALIBRATE,
+        f"calibration profile {name}",
+        f"{engine} on {gpu_name or 'any GPU'}",
+    )
     summary = {
         **report.summary(),
         "baseline_profile": baseline.name,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from planner.access import Action
 from planner.errors import UsageError
 from planner.store.queries import dataset_models as stored_dataset_models
 from planner.store.queries import delete_dataset as delete_stored_dataset
@@ -23,6 +24,7 @@ from planner.store.summaries import (
     token_counts,
 )
 from planner.usecases import SessionScope
+from planner.usecases.audit import authorize, record
 from planner.workload.charts import TokenColumn
 from planner.workload.model_names import ModelResolution, resolve_models
 from planner.workload.summary import DatasetSummary
@@ -133,8 +135,11 @@ def dataset_models(name: str, sessions: SessionScope) -> pd.DataFrame:
 
 def delete_dataset(name: str, sessions: SessionScope) -> int:
     """Delete the dataset called ``name`` and its requests; the number of requests removed."""
+    authorize(Action.DELETE)
     with sessions() as session:
-        return delete_stored_dataset(_needed(session), name)
+        removed = delete_stored_dataset(_needed(session), name)
+    record(sessions, Action.DELETE, f"dataset {name}", f"{removed:,} requests")
+    return removed
 
 
 def _needed(session: Session | None) -> Session:

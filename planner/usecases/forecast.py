@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from planner.access import Action
 from planner.common.files import check_output_path
 from planner.errors import UsageError
 from planner.forecast.demand import write_demand_curve
@@ -34,6 +35,7 @@ from planner.forecast.run import (
 from planner.forecast.series import HourlySeries, check_metric, read_series, series_from_hours
 from planner.store.forecasts import dataset_hours, save_forecast
 from planner.usecases import SessionScope
+from planner.usecases.audit import authorize, record
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -93,6 +95,7 @@ def forecast(
     """Fit, write and store the forecast ``request`` asks for; ``progress(stage, done, total)``
     counts the backtest's (or tuning's) fits."""
     request.check()
+    authorize(Action.FORECAST)
     series = _series(request, sessions)
     fitted = fit_forecast(
         series,
@@ -112,6 +115,9 @@ def forecast(
         write_html(fitted.result, request.plot, fitted.demand, request.quantile, "--plot")
     with store_scope(sessions)() as session:
         forecast_id = save_forecast(session, **fitted.record()).id
+    record(
+        sessions, Action.FORECAST, f"forecast {forecast_id}", f"{series.metric} of {series.source}"
+    )
     if request.demand_out is not None and request.metric != "requests":
         fitted.result.notes.append(
             f"the demand curve holds {request.metric} per hour; `planner simulate --rates` "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from planner.access import Action
 from planner.common.uploads import upload_file_name, uploaded_file
 from planner.errors import UsageError
 from planner.ingest.pipeline import (
@@ -28,6 +29,7 @@ from planner.ingest.pipeline import (
     uploaded_source,
 )
 from planner.usecases import SessionScope
+from planner.usecases.audit import authorize, record
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -57,14 +59,23 @@ def ingest(
     """Ingest ``request.log``; ``progress(rows done, estimated total)`` after each chunk.
     Raises the pipeline's located errors (naming an upload by its file name); on any error
     nothing is stored."""
+    authorize(Action.UPLOAD)
     store_sessions = _needing_store(sessions)
     if isinstance(request.log, Upload):
         name = upload_file_name(request.log.file_name)
         with uploaded_file(name, request.log.data) as path:
             log = prepare_log(path, request.options, source_path=uploaded_source(name))
-            result = store_log(store_sessions, log, progress)
-        return replace(result, path=name)
-    return store_log(store_sessions, prepare_log(request.log, request.options), progress)
+            result = replace(store_log(store_sessions, log, progress), path=name)
+    else:
+        result = store_log(store_sessions, prepare_log(request.log, request.options), progress)
+    if result.status != "already-present":
+        record(
+            sessions,
+            Action.UPLOAD,
+            f"dataset {result.dataset}",
+            f"{result.rows:,} rows from {result.path}",
+        )
+    return result
 
 
 def _needing_store(sessions: SessionScope) -> Callable[[], AbstractContextManager[Session]]:

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from planner.access import Action
 from planner.common.text import printable
 from planner.common.uploads import upload_file_name, uploaded_file
 from planner.errors import UsageError
 from planner.usecases import SessionScope
+from planner.usecases.audit import authorize, record
 from pricing.api_sheets import (
     ApiImportResult,
     ApiPriceEntry,
@@ -162,9 +164,11 @@ def import_prices(
     """Import ``request.sheet``: the same checks and located errors for a file and an upload;
     nothing is stored on an error."""
     _check_label(request)
+    authorize(Action.IMPORT_PRICES)
     _ensure(sessions, loaded)
     with _session(sessions) as session:
         result = _imported(request, session, import_sheet)
+    record(sessions, Action.IMPORT_PRICES, f"price sheet v{result.version.id}", request.label or "")
     with _session(sessions) as session:
         overrides = [
             e for e in latest_entries(session) if e.version_id == result.version.id and e.overrides
@@ -203,8 +207,12 @@ def diff_prices(
 def load_snapshot(sessions: SessionScope, *, force: bool = False) -> tuple[VersionInfo, bool]:
     """Load the bundled price snapshot as a new version (again only with ``force``); the
     version, and whether it was loaded now."""
+    authorize(Action.IMPORT_PRICES)
     with _session(sessions) as session:
-        return load_snapshot_version(session, force=force)
+        version, loaded = load_snapshot_version(session, force=force)
+    if loaded:
+        record(sessions, Action.IMPORT_PRICES, f"price sheet v{version.id}", "bundled snapshot")
+    return version, loaded
 
 
 @dataclass(frozen=True)
@@ -232,7 +240,9 @@ def refresh_prices(request: PriceRefreshRequest, sessions: SessionScope) -> Pric
         raise UsageError(
             f"--provider {request.provider!r}: expected one of {', '.join(REFRESH_PROVIDERS)}"
         )
+    authorize(Action.IMPORT_PRICES)
     version = refresh(lambda: _session(sessions), name, request.region)
+    record(sessions, Action.IMPORT_PRICES, f"price sheet v{version.id}", f"refreshed from {name}")
     with _session(sessions) as session:
         previous = [
             v
@@ -348,9 +358,13 @@ def import_api_prices(
     """Import ``request.sheet`` as per-token API prices: the same checks and located errors for
     a file and an upload; nothing is stored on an error."""
     _check_label(request)
+    authorize(Action.IMPORT_PRICES)
     _ensure_api(sessions, loaded)
     with _session(sessions) as session:
         result = _imported(request, session, import_api_sheet)
+    record(
+        sessions, Action.IMPORT_PRICES, f"API price sheet v{result.version.id}", request.label or ""
+    )
     with _session(sessions) as session:
         overrides = [
             e
@@ -363,8 +377,12 @@ def import_api_prices(
 def load_api_snapshot(sessions: SessionScope, *, force: bool = False) -> tuple[VersionInfo, bool]:
     """Load the bundled API price snapshot as a new version (again only with ``force``); the
     version, and whether it was loaded now."""
+    authorize(Action.IMPORT_PRICES)
     with _session(sessions) as session:
-        return load_api_snapshot_version(session, force=force)
+        version, loaded = load_api_snapshot_version(session, force=force)
+    if loaded:
+        record(sessions, Action.IMPORT_PRICES, f"API price sheet v{version.id}", "bundled snapshot")
+    return version, loaded
 
 
 def api_price_versions(

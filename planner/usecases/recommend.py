@@ -24,6 +24,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from planner.access import Action
 from planner.common.text import closest, printable, shown
 from planner.errors import PlannerError, StoreError, UsageError
 from planner.latency.profile import Profile, choose_profile
@@ -63,6 +64,7 @@ from planner.store.models import Request as RequestRow
 from planner.store.queries import get_dataset
 from planner.store.recommendations import save_recommendation
 from planner.usecases import SessionScope
+from planner.usecases.audit import authorize, record
 from planner.usecases.load import dataset_models, from_dataset, stored_demand, token_pool
 from planner.workload.model_names import (
     UNMAPPED_CHOICES,
@@ -198,6 +200,7 @@ def recommend(
     """The cheapest verified fleet for ``request``: ``progress(stage, done, total)`` follows the
     search's stages, ``stage(name)`` is told each step (reading prices, screen, storing)."""
     request.check()
+    authorize(Action.SEARCH)
     said = stage or (lambda _: None)
     limit = WindowLimit(
         request.max_requests,
@@ -284,7 +287,15 @@ def _result(
     if not request.save:
         return RecommendResult(found, data)
     said("storing")
-    return RecommendResult(found, data, save_retrying(sessions, found, data))
+    not_stored = save_retrying(sessions, found, data)
+    if not_stored is None:
+        record(sessions, Action.SEARCH, f"recommendation {data['id']}", _searched(request))
+    return RecommendResult(found, data, not_stored)
+
+
+def _searched(request: RecommendRequest) -> str:
+    """What a stored search was for, in the audit trail's words."""
+    return f"for {request.demand.describe()}"
 
 
 def _targets(request: RecommendRequest, demand: Demand, model: str | None = None) -> Targets:
@@ -772,7 +783,7 @@ def forecast_demand(
     default the dataset the forecast was fitted on)."""
     stored = stored_demand(session, forecast_id)
     curve = RateCurve(stored.curve.start, stored.curve.requests_per_hour * load_scale)
-    source = stored.label
+    source = stored.label + (f" x {load_scale:g}" if load_scale != 1 else "")
     log_models = None
     if tokens_from is None:
         if stored.dataset is None:

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from planner.access import Action, Actor, acting_as, current_actor
 from planner.errors import PlannerError, UsageError
 from planner.store import open_store
+from planner.usecases.audit import authorize
 from planner.usecases.recommend import RecommendRequest, recommend
 
 State = Literal["running", "done", "failed", "cancelled"]
@@ -41,6 +43,7 @@ class SearchStatus:
 
     job_id: int
     label: str
+    owner: str  # who started it (each person sees their own searches)
     state: State
     stage: str
     stages: tuple[StageProgress, ...]
@@ -60,10 +63,14 @@ class SearchJob:
     """One search in its own thread. Its progress callback is also where a stop request takes
     effect: it raises inside ``recommend()``, whose runner then kills its worker processes."""
 
-    def __init__(self, job_id: int, spec: RecommendRequest, store_url: str) -> None:
+    def __init__(
+        self, job_id: int, spec: RecommendRequest, store_url: str, owner: Actor | None = None
+    ) -> None:
         self.job_id = job_id
         self.spec = spec
         self.store_url = store_url
+        # the thread acts for whoever started it (a new thread starts with no identity set)
+        self.owner = owner or current_actor()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._state: State = "running"
@@ -100,6 +107,7 @@ class SearchJob:
             return SearchStatus(
                 job_id=self.job_id,
                 label=self.spec.describe(),
+                owner=self.owner.name,
                 state=self._state,
                 stage=self._stage,
                 stages=tuple(self._stages.values()),
@@ -133,7 +141,7 @@ class SearchJob:
 
     def _run(self) -> None:
         try:
-            with open_store(self.store_url) as store:
+            with acting_as(self.owner), open_store(self.store_url) as store:
                 found = recommend(
                     self.spec, store.session, progress=self._progress, stage=self._set_stage
                 )
@@ -167,7 +175,9 @@ class SearchRegistry:
         self._next_id = 1
 
     def start(self, spec: RecommendRequest, store_url: str) -> SearchJob:
-        """Check ``spec`` and start its search; refused while ``max_running`` others run."""
+        """Check ``spec`` and start its search for the acting identity; refused when its role
+        may not search, or while ``max_running`` others run."""
+        owner = authorize(Action.SEARCH)
         spec.check()
         with self._lock:
             running = [j for j in self._jobs.values() if not j.status().finished]
@@ -176,7 +186,7 @@ class SearchRegistry:
                     f"{len(running)} searches are running already (at most {self.max_running} "
                     "at once: each keeps every core busy); wait for one or stop it"
                 )
-            job = SearchJob(self._next_id, spec, store_url)
+            job = SearchJob(self._next_id, spec, store_url, owner)
             self._next_id += 1
             self._jobs[job.job_id] = job
             self._forget_old()
@@ -187,10 +197,10 @@ class SearchRegistry:
         with self._lock:
             return self._jobs.get(job_id)
 
-    def statuses(self) -> list[SearchStatus]:
-        """Every remembered search, newest first."""
+    def statuses(self, owner: str | None = None) -> list[SearchStatus]:
+        """Every remembered search (or ``owner``'s), newest first."""
         with self._lock:
-            jobs = list(self._jobs.values())
+            jobs = [j for j in self._jobs.values() if owner is None or j.owner.name == owner]
         return sorted((j.status() for j in jobs), key=lambda s: -s.job_id)
 
     def _forget_old(self) -> None:

@@ -38,10 +38,68 @@ def test_loopback_by_default_and_no_usage_statistics(tmp_path: Path) -> None:
     assert "warning" not in result.stderr
 
 
-def test_binding_beyond_loopback_warns(tmp_path: Path) -> None:
-    result = run(tmp_path, "dashboard", "--host", "0.0.0.0", "--dry-run")
-    assert result.returncode == 0
-    assert "warning: listening on 0.0.0.0, not loopback" in result.stderr
+def test_binding_beyond_loopback_needs_sign_in_or_no_auth(tmp_path: Path) -> None:
+    refused = run(tmp_path, "dashboard", "--host", "0.0.0.0", "--dry-run")
+    assert refused.returncode == 2
+    assert "--auth-config" in refused.stderr and "--no-auth" in refused.stderr
+    assert "Traceback" not in refused.stderr and refused.stdout == ""
+    shared = run(tmp_path, "dashboard", "--host", "0.0.0.0", "--no-auth", "--dry-run")
+    assert shared.returncode == 0
+    assert "warning: listening on 0.0.0.0 without sign-in (--no-auth)" in shared.stderr
+
+
+AUTH_SECRET = "s3cret-client-value-never-printed"
+
+
+def _auth_file(tmp_path: Path, roles: str = "") -> Path:
+    path = tmp_path / "auth.toml"
+    path.write_text(
+        "[auth]\n"
+        'redirect_uri = "http://localhost:8501/oauth2callback"\n'
+        'cookie_secret = "cookie-secret-never-printed"\n'
+        'client_id = "planner"\n'
+        f'client_secret = "{AUTH_SECRET}"\n'
+        'server_metadata_url = "http://127.0.0.1:9/.well-known/openid-configuration"\n' + roles
+    )
+    return path
+
+
+def test_sign_in_settings_start_it_on_any_address_and_stay_secret(tmp_path: Path) -> None:
+    auth = _auth_file(
+        tmp_path, '[planner.roles]\n"a@example.com" = "admin"\n"group:fin" = "viewer"\n'
+    )
+    result = run(
+        tmp_path, "dashboard", "--host", "0.0.0.0", "--auth-config", str(auth), "--dry-run"
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"--secrets.files {auth}" in result.stdout
+    assert "warning" not in result.stderr
+    output = result.stdout + result.stderr
+    assert AUTH_SECRET not in output and "cookie-secret-never-printed" not in output
+    # a file with only [auth] is valid: nobody has a role yet
+    bare = run(tmp_path, "dashboard", "--auth-config", str(_auth_file(tmp_path)), "--dry-run")
+    assert bare.returncode == 0, bare.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[auth]\nredirect_uri = 1\n", "lacks redirect_uri"),
+        ("not toml [", "not valid TOML"),
+        ("[planner]\n", "no [auth] section"),
+    ],
+)
+def test_bad_sign_in_settings_are_clear_errors(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "auth.toml"
+    path.write_text(text)
+    result = run(tmp_path, "dashboard", "--auth-config", str(path), "--dry-run")
+    assert result.returncode == 2
+    assert expected in result.stderr and str(path) in result.stderr
+    assert "Traceback" not in result.stderr
+    wrong_role = _auth_file(tmp_path, '[planner.roles]\n"a@example.com" = "owner"\n')
+    result = run(tmp_path, "dashboard", "--auth-config", str(wrong_role), "--dry-run")
+    assert "expected one of viewer, planner, admin" in result.stderr
+    assert AUTH_SECRET not in result.stderr
 
 
 @pytest.mark.parametrize("host", ["127.1", "127.0.0.2", "::1", "localhost", "0:0:0:0:0:0:0:1"])
