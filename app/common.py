@@ -54,7 +54,10 @@ PAGES: dict[str, PageInfo] = {
     "bench": PageInfo(
         "views/benchmarks.py", "Benchmarks & calibration", ":material/timer:", "Model"
     ),
+    # admins only: app/main.py leaves it out of everyone else's navigation
+    "audit": PageInfo("views/audit.py", "Audit trail", ":material/history:", "Admin"),
 }
+ADMIN_PAGES = ("audit",)
 
 
 def store_url() -> str:
@@ -259,3 +262,175 @@ def empty_store_hint(what: str) -> None:
         "Request logs page.",
         icon=":material/info:",
     )
+
+
+# --- numbers as people read them: one format for money, prices, counts and gaps ---------------
+
+MISSING = "—"  # a value that is not there, in every table and figure
+MONEY_STEP = 1  # amounts in whole dollars: $1,554
+PRICE_DIGITS = 4  # a unit price ($ per million tokens, $ per hour): $0.0215
+MONEY_COLUMN = st.column_config.NumberColumn(format="dollar", step=MONEY_STEP)
+PRICE_COLUMN = st.column_config.NumberColumn(format="dollar", step=10**-PRICE_DIGITS)
+
+
+def _missing(value: float | None) -> bool:
+    return value is None or not math.isfinite(float(value))
+
+
+def money(value: float | None) -> str:
+    """An amount in whole dollars with thousands separators ($1,554; -$12); "—" when missing."""
+    if _missing(value):
+        return MISSING
+    assert value is not None
+    text = f"${abs(value):,.0f}"
+    return f"-{text}" if round(value) < 0 else text
+
+
+def unit_price(value: float | None, unit: str = "") -> str:
+    """A price per unit, with enough digits to tell prices apart ($0.0215), the same on every
+    page; ``unit`` follows it ("/hour")."""
+    if _missing(value):
+        return MISSING
+    assert value is not None
+    return f"${value:,.{PRICE_DIGITS}f}{unit}"
+
+
+def money_column(label: str | None = None, help: str | None = None) -> Any:
+    """A dataframe column of amounts, formatted as :func:`money` formats them."""
+    return st.column_config.NumberColumn(label, format="dollar", step=MONEY_STEP, help=help)
+
+
+def price_column(label: str | None = None, help: str | None = None) -> Any:
+    """A dataframe column of unit prices, formatted as :func:`unit_price` formats them."""
+    return st.column_config.NumberColumn(label, format="dollar", step=10**-PRICE_DIGITS, help=help)
+
+
+def plural(count: float, singular: str, plural_form: str | None = None) -> str:
+    """``1 replica``, ``2 replicas``, ``1,234 requests`` (``plural_form`` when not ``+s``)."""
+    word = singular if count == 1 else (plural_form or f"{singular}s")
+    return f"{count:,g} {word}" if not float(count).is_integer() else f"{int(count):,} {word}"
+
+
+def table(frame: Any, **kwargs: Any) -> None:
+    """``st.dataframe`` without the index, with "—" in every cell whose value is missing
+    (never "None" or "nan"); numbers stay numbers, so columns still sort."""
+    kwargs.setdefault("hide_index", True)
+    kwargs.setdefault("placeholder", MISSING)
+    st.dataframe(frame, **kwargs)
+
+
+def file_name(path: str | None) -> str:
+    """A file's name without its folders (the full path goes in a tooltip)."""
+    if not path:
+        return MISSING
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+
+
+# --- the load a result was planned for ---------------------------------------------------------
+
+
+def planned_load(demand: dict[str, Any] | None) -> str:
+    """One sentence naming the load a recommendation was planned for, from its stored demand:
+    the source (forecast and quantile, load scale), the hours and the requests an hour. Shown
+    wherever its cost or fleet is."""
+    if not demand:
+        return "Planned load: not stored with this result."
+    hours = demand.get("hours")
+    start = str(demand.get("start") or "")[:16].replace("T", " ")
+    span = f"{plural(hours, 'hour')} from {start} UTC" if hours and start else MISSING
+    mean, peak = demand.get("mean_requests_per_s"), demand.get("peak_requests_per_s")
+    rates = (
+        f"mean {mean * 3600:,.0f} requests/hour ({mean:,.2f} req/s), peak {peak * 3600:,.0f} "
+        f"requests/hour ({peak:,.2f} req/s)"
+        if mean is not None and peak is not None
+        else MISSING
+    )
+    return f"**Planned for** {demand.get('source', MISSING)}: {span}; {rates}."
+
+
+# --- log axes ------------------------------------------------------------------------------------
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Where a log axis from ``low`` to ``high`` is labelled: the powers of ten (1, 10, 100,
+    ...) when the range holds at least two; else 1, 2, 5 times them, each labelled in full."""
+    low, high = max(float(low), 1e-12), max(float(high), float(low), 1e-12)
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    decades = [10.0**e for e in range(first, last + 1)]
+    if sum(low <= v <= high for v in decades) >= 2:
+        return decades
+    return [m * 10.0**e for e in range(first, last + 1) for m in (1, 2, 5)]
+
+
+def tick_label(value: float) -> str:
+    """A tick's label in full: 0.1, 5, 20, 1,000, 10k, 1M."""
+    for least, size, suffix in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
+        if value >= least:
+            return f"{value / size:,g}{suffix}"
+    return f"{value:,g}"
+
+
+def log_axis(fig: go.Figure, axis: str, values: Any, **kwargs: Any) -> None:
+    """Make ``axis`` ("x" or "y") of ``fig`` a log axis whose labels read as a scale: only the
+    ticks :func:`log_ticks` picks for the data in ``values`` are labelled, in full; the rest
+    are unlabelled marks (Plotly's own labels, "1 2 5 10 2 5 100", read as a broken scale)."""
+    data = pd.to_numeric(pd.Series(list(values), dtype="float64"), errors="coerce")
+    data = data[data > 0]
+    if data.empty:
+        return
+    ticks = log_ticks(float(data.min()), float(data.max()))
+    settings = {
+        "type": "log",
+        "tickmode": "array",
+        "tickvals": ticks,
+        "ticktext": [tick_label(v) for v in ticks],
+        "minor": {"ticks": "outside", "ticklen": 3, "showgrid": False},
+        **kwargs,
+    }
+    if axis == "x":
+        fig.update_xaxes(**settings)
+    else:
+        fig.update_yaxes(**settings)
+
+
+# --- a page URL that names no page ---------------------------------------------------------------
+
+
+def url_paths(shown: tuple[str, ...] | None = None) -> dict[str, str]:
+    """Each page's URL path (``/`` for the Overview, else its script's name) by ``PAGES`` key:
+    of the pages ``shown`` (default: every page)."""
+    return {
+        key: "/" if key == "overview" else "/" + info.path.rsplit("/", 1)[-1].removesuffix(".py")
+        for key, info in PAGES.items()
+        if shown is None or key in shown
+    }
+
+
+def unknown_path(url: str | None, shown: tuple[str, ...] | None = None) -> str | None:
+    """The path of ``url`` when it names none of the pages ``shown`` (``/xyz``), else None."""
+    if not url:
+        return None
+    from urllib.parse import urlparse
+
+    path = urlparse(url).path.strip("/")
+    base = str(st.get_option("server.baseUrlPath") or "").strip("/")
+    if base and (path == base or path.startswith(base + "/")):
+        path = path[len(base) :].strip("/")
+    known = {p.strip("/") for p in url_paths(shown).values()}
+    return None if path in known else f"/{path}"
+
+
+def answer_unknown_page(shown: tuple[str, ...] | None = None) -> None:
+    """Called right after ``st.navigation``: a URL naming none of the pages ``shown`` gets "No
+    page at /xyz" and the list of pages, instead of Streamlit silently showing the default
+    page (``st.navigation`` falls back to it)."""
+    missing = unknown_path(st.context.url, shown)
+    if missing is None:
+        return
+    paths = url_paths(shown)
+    st.title("Page not found")
+    st.error(f"No page at `{missing}`. The pages are:", icon=":material/link_off:")
+    for key, path in paths.items():
+        info = PAGES[key]
+        st.page_link(info.path, label=f"{info.title} ({path})", icon=info.icon)
+    st.stop()
