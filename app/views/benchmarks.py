@@ -174,9 +174,8 @@ def runs_section(runs: list[StoredRun]) -> None:
         return
     table = runs_table(runs)
     number = st.column_config.NumberColumn(format="%.1f")
-    st.dataframe(
+    common.table(
         table,
-        hide_index=True,
         key="bench-runs",
         column_config={c: number for c in table.columns if "(ms)" in c or "/s" in c},
     )
@@ -185,7 +184,7 @@ def runs_section(runs: list[StoredRun]) -> None:
 
 def _metric_text(value: Any, unit: str, digits: int = 1) -> str:
     if not isinstance(value, int | float) or not math.isfinite(value):
-        return "-"
+        return common.MISSING
     return f"{value:,.{digits}f} {unit}"
 
 
@@ -293,7 +292,7 @@ def run_section(runs: list[StoredRun], url: str, version: str) -> StoredRun | No
     else:
         common.chart(cdf_figure(requests), key="bench-cdf")
         with st.expander(f"The run's {len(requests):,} requests"):
-            st.dataframe(requests, hide_index=True, key="bench-requests")
+            common.table(requests, key="bench-requests")
             common.download_table(requests, f"{run.name}-requests", key="bench-requests-dl")
     if run.sweep:
         stages = [r for r in runs if r.sweep == run.sweep]
@@ -374,8 +373,8 @@ def comparison_figure(table: pd.DataFrame) -> go.Figure:
             line={"dash": "dash", "color": "grey"},
         )
     )
-    fig.update_xaxes(type="log", title_text="measured (ms, tokens/s or requests/s)")
-    fig.update_yaxes(type="log", title_text="predicted (same unit)")
+    common.log_axis(fig, "x", [low, high], title_text="measured (ms, tokens/s or requests/s)")
+    common.log_axis(fig, "y", [low, high], title_text="predicted (same unit)")
     fig.update_layout(title="Predicted against measured", height=420)
     return fig
 
@@ -422,21 +421,20 @@ def comparison_section(run: StoredRun, runs: list[StoredRun], url: str, version:
     left, middle, right = st.columns(3)
     left.metric(
         "Mean absolute error (MAPE)",
-        f"{errors.mean():.1f}%" if len(errors) else "-",
+        f"{errors.mean():.1f}%" if len(errors) else common.MISSING,
         help="Mean of |predicted / measured - 1| over the metrics compared.",
     )
-    middle.metric("Worst error", f"{errors.max():.1f}%" if len(errors) else "-")
+    middle.metric("Worst error", f"{errors.max():.1f}%" if len(errors) else common.MISSING)
     right.metric("Profile", profile_name)
     saturated = int(table["predicted"].isna().sum())
     if saturated:
         st.warning(
-            f"{saturated} measurement(s) at a load the model says this deployment cannot "
-            "sustain (queues without bound): no prediction to compare.",
+            f"{common.plural(saturated, 'measurement')} at a load the model says this "
+            "deployment cannot sustain (queues without bound): no prediction to compare.",
             icon=":material/warning:",
         )
-    st.dataframe(
+    common.table(
         table,
-        hide_index=True,
         key="bench-comparison",
         column_config={
             "measured": st.column_config.NumberColumn(format="%.4g"),
@@ -476,10 +474,10 @@ def profile_sections() -> None:
         st.warning(f"No bundled profiles file at {path}.", icon=":material/warning:")
     else:
         profiles, params = _bundled(str(path), path.stat().st_mtime_ns)
-        st.dataframe(profiles, hide_index=True, column_config=ERROR_COLUMNS, key="bench-bundled")
+        common.table(profiles, column_config=ERROR_COLUMNS, key="bench-bundled")
         common.download_table(profiles, "bundled-profiles", key="bench-bundled-dl")
         with st.expander("Fitted parameters of the bundled profiles"):
-            st.dataframe(params, hide_index=True, key="bench-bundled-params")
+            common.table(params, key="bench-bundled-params")
             common.download_table(params, "bundled-profile-parameters", key="bench-params-dl")
 
     st.subheader("Profiles fitted into this store")
@@ -493,10 +491,10 @@ def profile_sections() -> None:
         )
     else:
         st.caption("They win over bundled profiles of the same GPU and engine.")
-        st.dataframe(stored, hide_index=True, column_config=ERROR_COLUMNS, key="bench-stored")
+        common.table(stored, column_config=ERROR_COLUMNS, key="bench-stored")
         common.download_table(stored, "stored-profiles", key="bench-stored-dl")
         with st.expander("Fitted parameters of the stored profiles"):
-            st.dataframe(stored_params, hide_index=True, key="bench-stored-params")
+            common.table(stored_params, key="bench-stored-params")
             common.download_table(
                 stored_params, "stored-profile-parameters", key="bench-stored-params-dl"
             )

@@ -47,7 +47,6 @@ SCORE_FORMATS = {
     "baseline MAPE": st.column_config.NumberColumn(format="percent"),
 }
 
-
 # --- store reads, cached on the store's contents ---------------------------------------------
 
 
@@ -311,6 +310,7 @@ def _chart(view: StoredForecast, history: pd.DataFrame | None, demand: pd.DataFr
         method=view.method,
     )
     fig.update_layout(title=None)  # the subheader names it; the legend sits on top
+    fig.update_yaxes(nticks=8)  # enough labelled ticks to read an hour's value off the axis
     common.chart(fig, key="forecast-chart")
     if history is None:
         st.caption(
@@ -323,6 +323,27 @@ def _chart(view: StoredForecast, history: pd.DataFrame | None, demand: pd.DataFr
             f"History {len(history):,} h ({missing:,} missing: breaks in the line, never "
             f"filled in), forecast {len(points):,} h; hours in UTC."
         )
+
+
+def _coverage_said(view: StoredForecast) -> dict[str, Any]:
+    """The backtest scored Prophet's own bands; when the bands were rescaled after it, the
+    coverage columns say they are the unscaled bands' (and the scale is stated beside them)."""
+    scaled = [n for n in view.notes if n.startswith("bands scaled by")]
+    if not scaled:
+        return SCORE_FORMATS
+    st.caption(
+        "Band coverage is of Prophet's own (unscaled) bands, as the backtest scored them; the "
+        f"bands drawn above and planned on were then rescaled: {scaled[0]}."
+    )
+    said = {
+        f"{level}% band coverage": st.column_config.NumberColumn(
+            f"{level}% band coverage (unscaled)",
+            format="percent",
+            help=f"Prophet's own {level}% band, before the bands were rescaled",
+        )
+        for level in (80, 95)
+    }
+    return {**SCORE_FORMATS, **said}
 
 
 def _backtest(view: StoredForecast) -> None:
@@ -339,15 +360,15 @@ def _backtest(view: StoredForecast) -> None:
         cutoffs = plan.get("cutoffs") or []
         if cutoffs:
             st.caption(
-                f"{len(cutoffs)} cutoff(s) from {cutoffs[0]} to {cutoffs[-1]}, each forecasting "
+                f"{common.plural(len(cutoffs), 'cutoff')} from {cutoffs[0]} to {cutoffs[-1]}, "
+                "each forecasting "
                 f"{plan.get('horizon_hours')} h; MAPE, sMAPE and accuracy as shares, MASE against "
                 "the in-sample weekly change, coverage: the share of actual hours inside the band."
             )
-        st.dataframe(
+        common.table(
             backtest,
-            hide_index=True,
             width="stretch",
-            column_config=SCORE_FORMATS,
+            column_config=_coverage_said(view),
             key="forecast-backtest-table",
         )
         common.download_table(backtest, f"forecast-{forecast_id}-backtest", key="forecast-bt")
@@ -359,15 +380,13 @@ def _backtest(view: StoredForecast) -> None:
             )
         if not view.by_day.empty:
             with st.expander("MAPE by day ahead"):
-                st.dataframe(
-                    view.by_day, hide_index=True, width="stretch", column_config=SCORE_FORMATS
-                )
+                common.table(view.by_day, width="stretch", column_config=SCORE_FORMATS)
                 common.download_table(
                     view.by_day, f"forecast-{forecast_id}-by-day", key="forecast-by-day"
                 )
     if not view.tune.empty:
         with st.expander("Tuning: candidates by backtest MAPE"):
-            st.dataframe(view.tune, hide_index=True, width="stretch")
+            common.table(view.tune, width="stretch")
             common.download_table(view.tune, f"forecast-{forecast_id}-tuning", key="forecast-tune")
 
 
@@ -416,7 +435,7 @@ if labels:
     )
     with st.expander("All stored forecasts"):
         runs = stored.rows if stored is not None else pd.DataFrame()
-        st.dataframe(runs, hide_index=True, width="stretch")
+        common.table(runs, width="stretch")
         common.download_table(runs, "forecasts", key="forecast-runs")
 else:
     common.empty_store_hint("forecasts")

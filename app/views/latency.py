@@ -221,14 +221,14 @@ def _batch_chart(result: dict[str, Any], curve: pd.DataFrame) -> None:
         )
         common.on_log_axis(fig, result["batch"])
     fig.update_layout(title="Latency against batch size", height=380)
-    fig.update_xaxes(title_text="batch size (sequences)", type="log")
+    common.log_axis(fig, "x", curve["batch"], title_text="batch size (sequences)")
     fig.update_yaxes(title_text="TTFT (ms)", secondary_y=False)
     fig.update_yaxes(title_text="TPOT (ms)", secondary_y=True, tickmode="auto", showgrid=False)
     common.chart(fig, key="latency-batch-chart")
 
 
 def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
+    return common.MISSING if value is None else f"{value:.1%}"
 
 
 def _profile(result: dict[str, Any], accuracy: dict[str, Any] | None) -> None:
@@ -284,9 +284,8 @@ def _profile(result: dict[str, Any], accuracy: dict[str, Any] | None) -> None:
             )
     if rows:
         frame = pd.DataFrame(rows)
-        st.dataframe(
+        common.table(
             frame,
-            hide_index=True,
             column_config={
                 "MAPE": st.column_config.NumberColumn(format="percent"),
                 "median APE": st.column_config.NumberColumn(format="percent"),
@@ -324,7 +323,7 @@ def _under_load(result: dict[str, Any]) -> None:
             if key in simulated
         ]
     )
-    st.dataframe(frame, hide_index=True)
+    common.table(frame)
     st.caption(
         f"From the discrete-event simulator: {simulated['requests']:,} Poisson arrivals, "
         f"{simulated['excluded']} excluded."
@@ -347,7 +346,7 @@ def _details(result: dict[str, Any]) -> None:
             ("quality vs BF16", f"{result['quality_delta_pct']:+.1f}%"),
         ]  # fmt: skip
         frame = pd.DataFrame(rows, columns=["", "value"])
-        st.dataframe(frame, hide_index=True)
+        common.table(frame)
         common.download_table(frame, "latency-deployment", key="latency-details")
         common.download_json(result, "latency", key="latency-json")
         st.caption("The JSON is what `planner latency --json` prints for the same inputs.")

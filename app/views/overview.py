@@ -50,7 +50,9 @@ def _datasets(url: str, version: str) -> pd.DataFrame:
                 "name": r["name"],
                 "requests": r["rows"],
                 "span": duration_text(span_s(r["start_at"], r["end_at"])),
-                "start (UTC)": f"{r['start_at']:%Y-%m-%d %H:%M}" if r["start_at"] else "",
+                "start (UTC)": f"{r['start_at']:%Y-%m-%d %H:%M}"
+                if r["start_at"]
+                else common.MISSING,
                 "format": r["format"],
             }
             for r in records
@@ -62,16 +64,15 @@ def _datasets(url: str, version: str) -> pd.DataFrame:
 # --- formatting ---------------------------------------------------------------------------------
 
 
-def usd(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.0f}"
+usd = common.money
 
 
 def ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:,.0f} ms"
+    return common.MISSING if seconds is None else f"{seconds * 1e3:,.0f} ms"
 
 
 def share(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
+    return common.MISSING if value is None else f"{value:.0%}"
 
 
 def when(moment: datetime) -> str:
@@ -121,6 +122,7 @@ def recommendation_section(rec: RecommendationHeadline | None) -> None:
         f"Recommendation #{rec.id} ({when(rec.created_at)}) for {rec.demand_source}: "
         f"**{rec.winner}**, bought as **{rec.purchase}**."
     )
+    planned_load(rec.id)
     top = st.columns(3)
     top[0].metric(
         "Monthly cost",
@@ -139,7 +141,7 @@ def recommendation_section(rec: RecommendationHeadline | None) -> None:
     )
     top[2].metric(
         "$ per million tokens",
-        f"${rec.usd_per_million_tokens:,.4f}" if rec.usd_per_million_tokens is not None else "-",
+        common.unit_price(rec.usd_per_million_tokens),
         help="monthly cost over the month's input and output tokens",
         border=True,
     )
@@ -152,14 +154,16 @@ def recommendation_section(rec: RecommendationHeadline | None) -> None:
         else rec.committed_spend_share
     )
     committed = (
-        f"{rec.commitment_level:,.0f} instances"
+        common.plural(round(rec.commitment_level), "instance")
         if rec.commitment_unit == "instances" and rec.commitment_level is not None
-        else f"${rec.commitment_level:,.2f}/hour"
+        else common.unit_price(rec.commitment_level, "/hour")
         if rec.commitment_level is not None
         else "nothing"
     )
     bought = (
-        f"{committed} {rec.purchase}" if rec.pools == 1 else f"{rec.pools} pools: {rec.purchase}"
+        f"{committed} {rec.purchase}"
+        if rec.pools == 1
+        else f"{common.plural(rec.pools, 'pool')}: {rec.purchase}"
     )
     bottom[2].metric(
         "Commitment coverage",
@@ -183,6 +187,12 @@ def recommendation_section(rec: RecommendationHeadline | None) -> None:
     )
 
 
+def planned_load(recommendation_id: int) -> None:
+    """The load the recommendation was planned for, beside its cost and fleet."""
+    data = common.stored_recommendation(common.store_url(), common.version(), recommendation_id)
+    st.info(common.planned_load(data.get("demand")), icon=":material/scale:")
+
+
 def fleet_chart(rec: RecommendationHeadline) -> None:
     if not rec.hourly_instances:
         return
@@ -202,7 +212,8 @@ def fleet_chart(rec: RecommendationHeadline) -> None:
         fig.add_hline(
             y=rec.commitment_level,
             line={"color": colour, "dash": "dash", "width": 2},
-            annotation_text=f"{rec.purchase}: {rec.commitment_level:,.0f} instances",
+            annotation_text=f"{rec.purchase}: "
+            + common.plural(round(rec.commitment_level), "instance"),
             annotation_position="top left",
         )
     st.markdown("**The recommended fleet, hour by hour**")
@@ -260,7 +271,9 @@ def forecast_section(found: tuple[ForecastHeadline, pd.DataFrame] | None) -> Non
             border=True,
         )
     else:
-        columns[2].metric("Backtest MAPE", "-", help="no backtest was stored", border=True)
+        columns[2].metric(
+            "Backtest MAPE", common.MISSING, help="no backtest was stored", border=True
+        )
     forecast_chart(head, points)
     common.link("forecast", f"Forecast #{head.id}: history, bands, backtest, demand curve")
 
@@ -300,10 +313,14 @@ def forecast_chart(head: ForecastHeadline, points: pd.DataFrame) -> None:
         ]
     )
     st.markdown(f"**Forecast {head.metric.replace('_', ' ')} per hour, with the 80% band**")
+    st.caption(
+        "The forecast's whole load. A recommendation may plan for a share of it (its load "
+        "scale): each says what it was planned for."
+    )
     fig.update_layout(
         xaxis_title="hour (UTC)",
-        yaxis_title=f"{head.metric.replace('_', ' ')} / hour",
-        height=280,
+        yaxis={"title": f"{head.metric.replace('_', ' ')} / hour", "nticks": 8},
+        height=320,
     )
     common.chart(fig, key="overview-forecast-chart")
 
@@ -318,9 +335,8 @@ def datasets_section(table: pd.DataFrame) -> None:
     columns[0].metric("Datasets", f"{len(table):,}", border=True)
     columns[1].metric("Requests", f"{int(table['requests'].sum()):,}", border=True)
     columns[2].metric("Newest", str(table["name"].iloc[-1]), border=True)
-    st.dataframe(
+    common.table(
         table,
-        hide_index=True,
         column_config={"requests": st.column_config.NumberColumn("requests", format="localized")},
     )
     common.download_table(table, "datasets", key="overview-datasets")

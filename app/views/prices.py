@@ -36,25 +36,21 @@ from pricing.tables import diff_rows, price_rows, version_rows
 IMPORTED = "prices-imported"  # the last import's message, shown once after the rerun
 API_IMPORTED = "prices-api-imported"
 API_COLUMNS = {
-    "input_usd_per_mtok": st.column_config.NumberColumn("input $/M tok", format="$%.4f"),
-    "cached_input_usd_per_mtok": st.column_config.NumberColumn(
-        "cached input $/M tok", format="$%.4f"
-    ),
-    "output_usd_per_mtok": st.column_config.NumberColumn("output $/M tok", format="$%.4f"),
+    "input_usd_per_mtok": common.price_column("input $/M tok"),
+    "cached_input_usd_per_mtok": common.price_column("cached input $/M tok"),
+    "output_usd_per_mtok": common.price_column("output $/M tok"),
     "batch_discount": st.column_config.NumberColumn(
         "batch off", format="percent", help="The share the provider's batch API takes off."
     ),
-    "monthly_usd": st.column_config.NumberColumn(
-        "$ / month", format="dollar", help="The tokens above, billed at this price."
-    ),
-    "list_input_usd_per_mtok": st.column_config.NumberColumn("list input $/M tok", format="$%.4f"),
+    "monthly_usd": common.money_column("$ / month", help="The tokens above, billed at this price."),
+    "list_input_usd_per_mtok": common.price_column("list input $/M tok"),
     "source_url": st.column_config.LinkColumn("source"),
 }
 PRICE_COLUMNS = {
-    "usd_per_hour": st.column_config.NumberColumn("$/hour", format="$%.4f"),
-    "usd_per_gpu_hour": st.column_config.NumberColumn("$/GPU-hour", format="$%.4f"),
-    "upfront_usd": st.column_config.NumberColumn("upfront $", format="dollar"),
-    "list_usd_per_hour": st.column_config.NumberColumn("list $/hour", format="$%.4f"),
+    "usd_per_hour": common.price_column("$/hour"),
+    "usd_per_gpu_hour": common.price_column("$/GPU-hour"),
+    "upfront_usd": common.money_column("upfront $"),
+    "list_usd_per_hour": common.price_column("list $/hour"),
     "break_even_utilization": st.column_config.NumberColumn(
         "break-even use",
         format="percent",
@@ -186,9 +182,8 @@ def _prices_tab(frame: pd.DataFrame) -> None:
         f"{cheapest['region']}, {cheapest['option']}",
     )
     _price_chart(shown)
-    st.dataframe(
+    common.table(
         shown,
-        hide_index=True,
         width="stretch",
         column_config=PRICE_COLUMNS,
         column_order=[c for c in shown.columns if c != "purchase_option"],  # "option" says it
@@ -205,7 +200,7 @@ def _prices_tab(frame: pd.DataFrame) -> None:
 def _versions_tab(url: str, version: str) -> None:
     versions = _versions(url, version)
     st.subheader("Price-sheet versions")
-    st.dataframe(versions, hide_index=True, width="stretch", key="prices-versions")
+    common.table(versions, width="stretch", key="prices-versions")
     common.download_table(versions, "price-versions", key="prices-versions-download")
     st.subheader("What changed between two versions")
     pair = _default_pair(url, version)
@@ -259,13 +254,12 @@ def _versions_tab(url: str, version: str) -> None:
                 st.markdown(f"**{part.capitalize()}**")
                 config = {
                     "change_pct": st.column_config.NumberColumn("change", format="%+.1f%%"),
-                    "old_usd_per_hour": st.column_config.NumberColumn("old $/hour", format="$%.4f"),
-                    "new_usd_per_hour": st.column_config.NumberColumn("new $/hour", format="$%.4f"),
+                    "old_usd_per_hour": common.price_column("old $/hour"),
+                    "new_usd_per_hour": common.price_column("new $/hour"),
                     **PRICE_COLUMNS,
                 }
-                st.dataframe(
+                common.table(
                     frame,
-                    hide_index=True,
                     width="stretch",
                     column_config=config,
                     key=f"prices-diff-{part}",
@@ -429,9 +423,8 @@ def _api_tab(frame: pd.DataFrame) -> None:
                 for row in shown.to_dict("records")
             ]
         )
-        st.dataframe(
+        common.table(
             shown,
-            hide_index=True,
             width="stretch",
             column_config=API_COLUMNS,
             key="prices-api-table",

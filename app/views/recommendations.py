@@ -520,9 +520,9 @@ def _show_result(data: dict[str, Any], name: str) -> None:
 
 def _winner(data: dict[str, Any]) -> None:
     d = data["demand"]
+    st.info(common.planned_load(d), icon=":material/scale:")
     st.caption(
-        f"Demand: {d['source']}: {d['hours']:,} h, peak {d['peak_requests_per_s']:,.2f} req/s, "
-        f"mean {d['mean_requests_per_s']:,.2f} req/s; mean tokens in/out "
+        f"Demand: {d['source']}: {d['hours']:,} h; mean tokens in/out "
         f"{d['mean_input_tokens']:,.0f}/{d['mean_output_tokens']:,.0f}"
     )
     winner, plan = data.get("winner"), data.get("plan")
@@ -535,37 +535,38 @@ def _winner(data: dict[str, Any]) -> None:
         return
     chosen = plan["chosen"]
     layout = (
-        f"**disaggregated**: {winner['prefill_replicas_peak']} prefill replica(s) of TP "
-        f"{winner['prefill_tp']} and {winner['decode_replicas_peak']} decode replica(s) of TP "
+        f"**disaggregated**: {common.plural(winner['prefill_replicas_peak'], 'prefill replica')}"
+        f" of TP {winner['prefill_tp']} and "
+        f"{common.plural(winner['decode_replicas_peak'], 'decode replica')} of TP "
         f"{winner['decode_tp']} at peak, up to {winner['max_seqs']} sequences per decode replica"
         if winner.get("architecture") == "disaggregated"
         else f"TP {winner['tp']}, up to {winner['max_seqs']} sequences per replica, chunked "
-        f"prefill {'on' if winner['chunked_prefill'] else 'off'}; {winner['peak_replicas']} "
-        "replicas at peak"
+        f"prefill {'on' if winner['chunked_prefill'] else 'off'}; "
+        f"{common.plural(winner['peak_replicas'], 'replica')} at peak"
     )
     st.markdown(
         f"**{winner['provider']}/{winner['region']} {winner['instance_type']}** "
         f"({winner['gpus_per_instance']} x {winner['gpu']}), {winner['model']} "
-        f"{winner['precision']}, {layout} on {winner['peak_instances']} instances "
+        f"{winner['precision']}, {layout} on {common.plural(winner['peak_instances'], 'instance')} "
         f"({winner['mean_instances']:.1f} on average), bought **{chosen['option']}**."
     )
     money = st.columns(4)
     money[0].metric(
         "$ per month",
-        f"${winner['monthly_usd']:,.0f}",
+        common.money(winner["monthly_usd"]),
         delta=f"-{plan['savings_vs_on_demand_pct']:.0f}% vs on-demand",
         delta_color="inverse",
         help=f"Bought {chosen['option']}.",
     )
     money[1].metric(
         "Saved vs all on-demand",
-        f"${plan['savings_vs_on_demand_monthly_usd']:,.0f}",
-        help=f"All on-demand: ${plan['all_on_demand_monthly_usd']:,.0f} per month.",
+        common.money(plan["savings_vs_on_demand_monthly_usd"]),
+        help=f"All on-demand: {common.money(plan['all_on_demand_monthly_usd'])} per month.",
     )
     per_million = winner.get("usd_per_million_tokens")
     money[2].metric(
         "$ per million tokens",
-        "-" if per_million is None else f"${per_million:,.3f}",
+        common.unit_price(per_million),
         help="Input and output tokens of a 730-hour month of this demand.",
     )
     money[3].metric("Instances at peak", f"{winner['peak_instances']:,}")
@@ -601,7 +602,7 @@ def _architecture(data: dict[str, Any]) -> None:
                 else "."
             )
         )
-        st.dataframe(
+        common.table(
             [
                 {
                     "role": pool["role"],
@@ -663,8 +664,9 @@ def _overflow(plan: dict[str, Any] | None, chosen: bool) -> None:
         return
     check = plan.get("verification") or {}
     st.markdown(
-        f"**Overflow plan{' (recommended)' if chosen else ''}:** {plan['base_replicas']} "
-        f"replica(s) on {plan['base_instances']} instance(s) all month "
+        f"**Overflow plan{' (recommended)' if chosen else ''}:** "
+        f"{common.plural(plan['base_replicas'], 'replica')} on "
+        f"{common.plural(plan['base_instances'], 'instance')} all month "
         f"({plan['purchase']['option']}, ${plan['base_monthly_usd']:,.0f}) and the API for "
         f"{plan['api_share']:.1%} of requests (${plan['api_monthly_usd']:,.0f}): "
         f"**${plan['monthly_usd']:,.0f}** a month. Requests go to the API when every replica "
@@ -699,9 +701,8 @@ def _confidence(data: dict[str, Any]) -> None:
     left, right = st.columns([3, 1])
     with left:
         st.markdown(f"**P99 intervals at {level:.0%} confidence**")
-        st.dataframe(
+        common.table(
             pd.DataFrame(rows),
-            hide_index=True,
             key="rec-confidence-table",
             column_config={"model error x": st.column_config.NumberColumn(format="%.2f")},
         )
@@ -709,10 +710,10 @@ def _confidence(data: dict[str, Any]) -> None:
     cost = conf.get("margin_usd_per_month")
     right.metric(
         "Margin cost per month",
-        "-" if cost is None else f"${cost:,.0f}",
+        common.money(cost),
         help=f"The {level:.0%} margin over the cheapest fleet meeting the targets on the "
-        f"point estimates (${base.get('monthly_usd', 0):,.0f} a month; found: "
-        f"{base.get('found', '-')}).",
+        f"point estimates ({common.money(base.get('monthly_usd'))} a month; found: "
+        f"{base.get('found', common.MISSING)}).",
     )
     st.caption(
         f"Errors from {conf.get('accuracy_file')}; {conf.get('method')}. docs/recommender.md, "
@@ -723,7 +724,7 @@ def _confidence(data: dict[str, Any]) -> None:
 def _duration(ms: float | None) -> str:
     """Milliseconds, or seconds from 10 s up (an E2E of 52,338 ms reads as 52.3 s)."""
     if ms is None:
-        return "-"
+        return common.MISSING
     return f"{ms:,.0f} ms" if ms < 10_000 else f"{ms / 1e3:,.1f} s"
 
 
@@ -744,13 +745,18 @@ def _alternatives(data: dict[str, Any], name: str) -> None:
     if frame.empty:
         st.info("Nothing was simulated: see the rejections below.", icon=":material/info:")
         return
-    st.dataframe(
+    st.caption(
+        "Cheapest verified first. Rank 1 is the recommendation; *configuration* is the "
+        "candidate's id in the search (in the rejections and the JSON)."
+    )
+    frame = _ranked(frame)
+    common.table(
         frame,
-        hide_index=True,
         column_config={
-            "$ per month": st.column_config.NumberColumn(format="$%.0f"),
-            "all on-demand $ per month": st.column_config.NumberColumn(format="$%.0f"),
-            "$ per million tokens": st.column_config.NumberColumn(format="$%.4f"),
+            "rank": st.column_config.NumberColumn(width=48, pinned=True),
+            "$ per month": common.money_column(help="What analysts rank by: the plan's cost"),
+            "all on-demand $ per month": common.MONEY_COLUMN,
+            "$ per million tokens": common.PRICE_COLUMN,
             "P99 TTFT (ms)": st.column_config.NumberColumn(format="%.0f"),
             "P99 TPOT (ms)": st.column_config.NumberColumn(format="%.0f"),
             "P99 E2E (ms)": st.column_config.NumberColumn(format="%.0f"),
@@ -761,6 +767,35 @@ def _alternatives(data: dict[str, Any], name: str) -> None:
         key="rec-alternatives",
     )
     common.download_table(frame, f"{name}-alternatives", key="rec-alternatives-download")
+
+
+# What people rank alternatives by comes first, so it fits a 1280-px screen; the rest follows.
+LEADING = [
+    "rank",
+    "$ per month",
+    "$ per million tokens",
+    "met targets",
+    "SLO margin",
+    "provider",
+    "instance",
+    "GPUs",
+    "precision",
+    "TP",
+    "purchase",
+    "P99 TTFT (ms)",
+    "P99 TPOT (ms)",
+    "P99 E2E (ms)",
+    "instances at peak",
+]
+
+
+def _ranked(frame: pd.DataFrame) -> pd.DataFrame:
+    """The alternatives with a rank 1..N (the table comes cheapest verified first), the
+    columns analysts rank by first and the candidate's id named for what it is."""
+    frame = frame.rename(columns={"#": "configuration"})
+    frame.insert(0, "rank", range(1, len(frame) + 1))
+    lead = [c for c in LEADING if c in frame.columns]
+    return frame[lead + [c for c in frame.columns if c not in lead]]
 
 
 def _pareto(data: dict[str, Any]) -> None:
@@ -796,7 +831,7 @@ def _rejections(data: dict[str, Any], name: str) -> None:
     counts = tables.rejections_by_reason(data)
     left, right = st.columns([1, 2])
     with left:
-        st.dataframe(counts, hide_index=True, key="rec-reject-counts")
+        common.table(counts, key="rec-reject-counts")
         common.download_table(counts, f"{name}-rejections-by-reason", key="rec-reject-counts-dl")
     with right:
         kinds = [f"{s}: {r}" for s, r in zip(counts["stage"], counts["reason"], strict=True)]
@@ -807,7 +842,7 @@ def _rejections(data: dict[str, Any], name: str) -> None:
         )
         if chosen:
             frame = frame[(frame["stage"] + ": " + frame["reason"]).isin(chosen)]
-        st.dataframe(frame, hide_index=True, key="rec-rejected")
+        common.table(frame, key="rec-rejected")
         common.download_table(frame, f"{name}-rejected", key="rec-rejected-dl")
 
 
@@ -833,11 +868,10 @@ def _plan(data: dict[str, Any], name: str) -> None:
     options = tables.purchase_options(data)
     percent = st.column_config.NumberColumn(format="percent")
     st.markdown("Ways to buy this fleet, cheapest first")
-    st.dataframe(
+    common.table(
         options,
-        hide_index=True,
         column_config={
-            "$ per month": st.column_config.NumberColumn(format="$%.0f"),
+            "$ per month": common.MONEY_COLUMN,
             "break-even utilization": percent,
             "utilization": percent,
             "committed utilization": percent,
@@ -847,12 +881,11 @@ def _plan(data: dict[str, Any], name: str) -> None:
     common.download_table(options, f"{name}-purchase-options", key="rec-plan-options-dl")
     sensitivity = tables.sensitivity(data)
     st.markdown("If the load moves ±20%: this plan kept, or bought again for the new load")
-    st.dataframe(
+    common.table(
         sensitivity,
-        hide_index=True,
         column_config={
-            "$ per month with this plan": st.column_config.NumberColumn(format="$%.0f"),
-            "$ per month replanned": st.column_config.NumberColumn(format="$%.0f"),
+            "$ per month with this plan": common.MONEY_COLUMN,
+            "$ per month replanned": common.MONEY_COLUMN,
         },
         key="rec-sensitivity",
     )
@@ -886,7 +919,7 @@ def _notes(data: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------------------------------
 # A fleet of pools (several models, or a model's request sizes on several GPU types)
 
-MONEY = st.column_config.NumberColumn(format="dollar")  # $1,234.57
+MONEY = common.MONEY_COLUMN  # $1,235
 MILLISECONDS = st.column_config.NumberColumn(format="%.0f")
 SHARE = st.column_config.NumberColumn(format="percent")
 
@@ -928,12 +961,12 @@ def _fleet_headline(data: dict[str, Any]) -> None:
     single = winner.get("single_pool_monthly_usd")
     saving = float(winner.get("saving_vs_single_pool_usd") or 0.0)
     st.markdown(
-        f"**{len(pools)} pool{'s' if len(pools) != 1 else ''}** for "
-        f"**{len(models)} model{'s' if len(models) != 1 else ''}**, each pool verified by "
+        f"**{common.plural(len(pools), 'pool')}** for "
+        f"**{common.plural(len(models), 'model')}**, each pool verified by "
         "simulation on its own requests (the router sends a request to the pool of its model "
         "and input size)"
         + (
-            f"; **{len(winner['api_pools'])}** model(s) bought by the token."
+            f"; **{common.plural(len(winner['api_pools']), 'model')}** bought by the token."
             if winner.get("api_pools")
             else "."
         )
@@ -941,13 +974,15 @@ def _fleet_headline(data: dict[str, Any]) -> None:
     money = st.columns(4)
     money[0].metric(
         "Fleet $ per month",
-        f"${winner['monthly_usd']:,.0f}",
+        common.money(winner["monthly_usd"]),
         help="Every pool's fleet and its own commitment plan, per 730-hour month.",
     )
     money[1].metric(
         "Saved vs one pool per model",
-        f"${saving:,.0f}",
-        delta=f"-{saving / single:.1%} vs ${single:,.0f}" if single and saving > 0.5 else None,
+        common.money(saving),
+        delta=f"-{saving / single:.1%} vs {common.money(single)}"
+        if single and saving > 0.5
+        else None,
         delta_color="inverse",
         help="The cheapest single-pool fleet of each model, added up, minus the pools.",
     )
@@ -958,13 +993,12 @@ def _fleet_headline(data: dict[str, Any]) -> None:
 def _fleet_pools(data: dict[str, Any], name: str) -> None:
     st.markdown("**Pools**")
     frame = tables.fleet_pools(data)
-    st.dataframe(
+    common.table(
         frame,
-        hide_index=True,
         column_config={
             "share of requests": SHARE,
             "$ per month": MONEY,
-            "$ per million tokens": st.column_config.NumberColumn(format="$%.4f"),
+            "$ per million tokens": common.PRICE_COLUMN,
             "P99 TTFT (ms)": MILLISECONDS,
             "P99 TPOT (ms)": MILLISECONDS,
         },
@@ -991,9 +1025,8 @@ def _fleet_api_pools(data: dict[str, Any]) -> None:
             "prices of": [p["source_date"] for p in pools],
         }
     )
-    st.dataframe(
+    common.table(
         frame,
-        hide_index=True,
         column_config={
             "share of requests": SHARE,
             "$ per month": MONEY,
@@ -1017,15 +1050,14 @@ def _fleet_chart(data: dict[str, Any], name: str) -> None:
 def _fleet_models(data: dict[str, Any], name: str) -> None:
     st.subheader("Cost per model")
     frame = tables.fleet_models(data)
-    st.dataframe(
+    common.table(
         frame,
-        hide_index=True,
         column_config={
             "share of requests": SHARE,
             "$ per month": MONEY,
             "one pool $ per month": MONEY,
             "saving $ per month": MONEY,
-            "$ per million tokens": st.column_config.NumberColumn(format="$%.4f"),
+            "$ per million tokens": common.PRICE_COLUMN,
         },
         key="rec-fleet-models",
     )
@@ -1041,7 +1073,7 @@ def _fleet_plans(data: dict[str, Any], name: str) -> None:
     for pool in winner["pools"]:
         plan = pool.get("plan") or {}
         chosen = plan.get("chosen") or {}
-        option = chosen.get("option", "-")
+        option = chosen.get("option", common.MISSING)
         rows.append(
             {
                 "pool": pool["pool"],
@@ -1054,9 +1086,8 @@ def _fleet_plans(data: dict[str, Any], name: str) -> None:
             }
         )
     frame = pd.DataFrame(rows)
-    st.dataframe(
+    common.table(
         frame,
-        hide_index=True,
         column_config={
             "$ per month": MONEY,
             "all on-demand $ per month": MONEY,
@@ -1088,11 +1119,10 @@ def _fleet_plans(data: dict[str, Any], name: str) -> None:
             for p in across
         ]
     )
-    st.dataframe(
+    common.table(
         plans,
-        hide_index=True,
         column_config={
-            "$ per hour": st.column_config.NumberColumn(format="$%.2f"),
+            "$ per hour": common.PRICE_COLUMN,
             "$ per month": MONEY,
             "pools apart $ per month": MONEY,
             "saving $ per month": MONEY,
@@ -1155,7 +1185,7 @@ def _page() -> None:
     )
     with st.expander(f"All stored recommendations ({len(stored)})"):
         table = pd.DataFrame(stored)
-        st.dataframe(table, hide_index=True, key="rec-stored-table")
+        common.table(table, key="rec-stored-table")
         common.download_table(table, "recommendations", key="rec-stored-dl")
     data = common.stored_recommendation(url, version, chosen)
     _show_result(data, f"recommendation-{chosen}")

@@ -40,8 +40,21 @@ def _first_month(text: str) -> date | None:
     return parse_month(text.strip() or None, "First month")
 
 
-def _money(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.2f}"
+_money = common.money
+
+
+def _column_config(frame: pd.DataFrame) -> dict[str, object]:
+    """Money as money in every report table: amounts in whole dollars, prices per unit with
+    their digits, shares as percentages (the columns are named by what they hold)."""
+    config: dict[str, object] = {}
+    for column in map(str, frame.columns):
+        if "usd_per_" in column or column == "hourly_commitment_usd":
+            config[column] = common.price_column(column)
+        elif column.endswith("_usd") or column.endswith(("(cash)", "(amortized)")):
+            config[column] = common.money_column(column)
+        elif column.endswith(("utilization", "coverage")) or column.endswith("_pct"):
+            config[column] = st.column_config.NumberColumn(column, format="percent")
+    return config
 
 
 def _summary(report: Report) -> None:
@@ -56,7 +69,7 @@ def _summary(report: Report) -> None:
     )
     columns[2].metric(
         "$ per million tokens",
-        "-" if s["usd_per_million_tokens"] is None else f"${s['usd_per_million_tokens']:.4f}",
+        common.unit_price(s["usd_per_million_tokens"]),
         border=True,
     )
     if s.get("savings_vs_current_usd") is not None:
@@ -69,6 +82,10 @@ def _summary(report: Report) -> None:
     else:
         columns[3].metric("Peak instances", f"{s['peak_instances']:,}", border=True)
     st.markdown(f"**{report.title}** · {s['fleet']} · {s['purchase']}")
+    data = common.stored_recommendation(
+        common.store_url(), common.version(), report.recommendation_id
+    )
+    st.info(common.planned_load(data.get("demand")), icon=":material/scale:")
     st.markdown("\n".join(f"- {line}" for line in report.key_assumptions))
 
 
@@ -91,7 +108,7 @@ def _tables(report: Report) -> None:
 
         by_model = showback_by_model(report.showback)
     sections: list[tuple[str, pd.DataFrame | None]] = [
-        ("Monthly totals, $", totals),
+        ("Monthly totals", totals),
         ("Showback per model", by_model),
         ("Showback per pool", report.showback),
         ("12-month projection", report.projection),
@@ -104,8 +121,8 @@ def _tables(report: Report) -> None:
         if frame is None:
             continue
         opened = title.startswith(("Monthly", "Showback"))
-        with st.expander(f"{title} ({len(frame):,} rows)", expanded=opened):
-            st.dataframe(frame, hide_index=True, width="stretch")
+        with st.expander(f"{title} ({common.plural(len(frame), 'row')})", expanded=opened):
+            common.table(frame, width="stretch", column_config=_column_config(frame))
             slug = title.lower().replace(" ", "-").replace(",", "").replace("$", "usd")
             common.download_table(frame, f"report-{report.recommendation_id}-{slug}", key=slug)
 

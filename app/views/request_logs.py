@@ -110,7 +110,8 @@ def _datasets_table(url: str, records: list[dict[str, Any]]) -> pd.DataFrame:
                 "span": duration_text(span_s(record["start_at"], record["end_at"])),
                 "models": listed,
                 "created (UTC)": _utc_text(record["created_at"]),
-                "source": record["source_path"],
+                "source": common.file_name(record["source_path"]),
+                "source path": record["source_path"],
             }
         )
     return pd.DataFrame(rows)
@@ -120,7 +121,7 @@ def _datasets_table(url: str, records: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def _utc_text(moment: object) -> str:
-    return f"{moment:%Y-%m-%d %H:%M}" if moment is not None else ""
+    return f"{moment:%Y-%m-%d %H:%M}" if moment is not None else common.MISSING
 
 
 def _md(text: str) -> str:
@@ -176,7 +177,7 @@ def _result_outcome(file_name: str, result: IngestResult) -> Outcome:
     return Outcome(
         "success",
         f"{verb} dataset **{dataset}** ({result.format}) from {_md(file_name)}: "
-        f"{result.rows:,} rows{span}, in {result.seconds:.1f} s",
+        f"{common.plural(result.rows, 'row')}{span}, in {result.seconds:.1f} s",
         tuple(notes),
         result.dataset,
     )
@@ -374,9 +375,8 @@ def summary_metrics(summary: DatasetSummary) -> None:
             for group in summary.by_model
         ]
         frame = pd.DataFrame(rows)
-        st.dataframe(
+        common.table(
             frame,
-            hide_index=True,
             column_config={
                 column: st.column_config.NumberColumn(column, format="localized")
                 for column in frame.columns
@@ -453,6 +453,8 @@ def token_charts(url: str, key: str, name: str) -> None:
             xaxis_type="log" if log_x else "linear",
             height=300,
         )
+        if log_x:
+            common.log_axis(fig, "x", edges)
         with place:
             common.chart(fig, key=f"logs-{column}-chart")
             common.download_table(histogram.frame(), f"{name}-{column}", key=f"logs-{column}")
@@ -485,9 +487,8 @@ def model_chart(url: str, key: str, name: str) -> None:
             height=max(240, 40 * len(frame) + 120),
         )
         common.chart(fig, key="logs-models-chart")
-    st.dataframe(
+    common.table(
         frame,
-        hide_index=True,
         column_config={
             "share": st.column_config.NumberColumn("share", format="percent"),
             **{
@@ -523,10 +524,14 @@ def datasets_section() -> None:
         common.empty_store_hint("datasets")
         return
     table = _datasets_table(url, records)
-    st.dataframe(
+    common.table(
         table,
-        hide_index=True,
-        column_config={"requests": st.column_config.NumberColumn("requests", format="localized")},
+        column_config={
+            "requests": st.column_config.NumberColumn("requests", format="localized"),
+            "source": st.column_config.TextColumn(
+                help="The file the log was read from, by name; its full path is the last column"
+            ),
+        },
     )
     common.download_table(table, "datasets", key="logs-datasets")
     keys = {str(r["name"]): str(r["content_key"]) for r in records}

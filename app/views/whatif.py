@@ -499,9 +499,11 @@ def _price_inputs(gpu: str, tp: int) -> ReplicaPrices:
     prices = instance.per_replica(tp)
     per_replica = {"on-demand": prices.on_demand, "spot": prices.spot, "reserved": prices.reserved}
     st.caption(
-        f"{instance.replicas_per_instance(tp)} replica(s) of {tp} GPU(s) per instance; "
+        f"{common.plural(instance.replicas_per_instance(tp), 'replica')} of "
+        f"{common.plural(tp, 'GPU')} per instance; "
         + "; ".join(
-            f"{name} ${price:,.3f} per replica-hour ({instance.points[name].purchase_option})"
+            f"{name} {common.unit_price(price)} per replica-hour "
+            f"({instance.points[name].purchase_option})"
             if price is not None
             else f"{name}: no price"
             for name, price in per_replica.items()
@@ -630,7 +632,7 @@ def _settings(whatif: WhatIf) -> dict[str, str]:
         "router": f.router,
         "API behind the fleet": _api_text(f.api),
         "prices ($ per replica-hour)": ", ".join(
-            f"{name} {price:,.3f}" for name, price in whatif.prices.given().items()
+            f"{name} {common.unit_price(price)}" for name, price in whatif.prices.given().items()
         )
         or "none",
         "SLO targets": ", ".join(
@@ -716,11 +718,13 @@ def _run(inputs: Inputs) -> None:
 
 
 def _usd(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.2f}"
+    """A simulated run's cost: a run of hours keeps its cents ($0.42); monthly amounts are
+    whole dollars elsewhere (``common.money``)."""
+    return common.MISSING if value is None else f"${value:,.2f}"
 
 
 def _share(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
+    return common.MISSING if value is None else f"{value:.1%}"
 
 
 def _cdf_chart(
@@ -734,7 +738,11 @@ def _cdf_chart(
         common.slo_line(fig, target_ms, f"SLO {target_ms:,.0f} ms", log_x=log)
     label = LATENCIES[metric]
     fig.update_layout(height=360, title=f"{label} CDF")
-    fig.update_xaxes(title_text=f"{label} (ms)", type="log" if log else "linear")
+    if log:
+        shown = [cdf.loc[cdf["metric"] == metric, "ms"] for _, cdf, _ in traces]
+        common.log_axis(fig, "x", pd.concat(shown), title_text=f"{label} (ms)")
+    else:
+        fig.update_xaxes(title_text=f"{label} (ms)", type="linear")
     fig.update_yaxes(title_text="share of requests", range=[0, 1.01], tickformat=".0%")
     return fig
 
@@ -804,7 +812,9 @@ def _show(run: dict[str, Any]) -> None:
     columns[0].metric("SLO attainment", _share(overall["slo_attainment"]))
     columns[1].metric("Finished / rejected", f"{overall['finished']:,} / {overall['rejected']:,}")
     columns[2].metric("Cost", _usd(cost["total"] if cost else None))
-    columns[3].metric("$ per hour", _usd(cost["total"] / hours if cost and hours > 0 else None))
+    columns[3].metric(
+        "$ per hour", common.unit_price(cost["total"] / hours if cost and hours > 0 else None)
+    )
     columns[4].metric("Peak replicas", f"{result['fleet']['peak_replicas']:,}")
     _show_roles(result)
     _show_api(result)
@@ -813,9 +823,8 @@ def _show(run: dict[str, Any]) -> None:
     table = _percentiles(result["summary"])
     left, right = st.columns(2)
     with left:
-        st.dataframe(
+        common.table(
             table,
-            hide_index=True,
             key="whatif-percentiles",
             column_config={
                 c: st.column_config.NumberColumn(format="%.1f") for c in table.columns[1:]
@@ -827,9 +836,8 @@ def _show(run: dict[str, Any]) -> None:
         if costs.empty:
             st.caption("Not priced: choose prices to see the cost.")
         else:
-            st.dataframe(
+            common.table(
                 costs,
-                hide_index=True,
                 key="whatif-cost",
                 column_config={
                     "GPU-hours": st.column_config.NumberColumn(format="%.2f"),
@@ -900,7 +908,7 @@ def _show_roles(result: dict[str, Any]) -> None:
         help="From the KV cache's arrival to the end of the first decode step: more than a "
         "step means the request was held for room in the decode pool (back-pressure).",
     )
-    st.dataframe(
+    common.table(
         [
             {
                 "role": pool["role"],
@@ -996,16 +1004,15 @@ def _compare(runs: list[dict[str, Any]]) -> None:
     )
     one, two = st.columns(2)
     with one:
-        st.dataframe(
+        common.table(
             numbers,
-            hide_index=True,
             key="whatif-compare-numbers",
             column_config={c: st.column_config.NumberColumn(format="%.4g") for c in "AB"}
             | {"B - A": st.column_config.NumberColumn(format="%+.4g")},
         )
         common.download_table(numbers, "whatif-compare", key="whatif-compare-download")
     with two:
-        st.dataframe(settings, hide_index=True, key="whatif-compare-settings")
+        common.table(settings, key="whatif-compare-settings")
     log = st.toggle("Log-scale latency axis", value=True, key="whatif-compare-log")
     tabs = st.tabs([f"{label} CDFs" for label in LATENCIES.values()])
     for tab, metric in zip(tabs, LATENCIES, strict=True):

@@ -95,7 +95,8 @@ def test_the_demo_recommendation_reopens(demo_home: Path, page: Callable[[str], 
     assert metrics["P99 TTFT (simulated)"] == f"{winner['p99_ttft_s'] * 1e3:,.0f} ms"
     # the alternatives, every simulated candidate
     alternatives = _table(at, "Pareto")
-    assert list(alternatives["#"]) == [r["id"] for r in data["ranked"]]
+    assert list(alternatives["configuration"]) == [r["id"] for r in data["ranked"]]
+    assert list(alternatives["rank"]) == list(range(1, len(data["ranked"]) + 1))
     # the Pareto chart: cost against P99 TTFT, the target drawn as a line at 2,000 ms
     # the Pareto chart, the API comparison (planner.recommend.api) and the fleet by hour
     pareto, api, fleet = _charts(at)

@@ -42,9 +42,9 @@ def test_the_demo_recommendation_is_previewed_with_the_models_figures(
     at = page("reports")
     no_exception(at)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Monthly cost"] == f"${report.summary['monthly_usd']:,.2f}"
+    assert metrics["Monthly cost"] == f"${report.summary['monthly_usd']:,.0f}"
     assert metrics["Savings vs all on-demand"] == (
-        f"${report.summary['savings_vs_on_demand_usd']:,.2f}"
+        f"${report.summary['savings_vs_on_demand_usd']:,.0f}"
     )
     assert report.title in _texts(at.markdown)
     assert at.get("plotly_chart"), "the report's charts"
@@ -65,7 +65,7 @@ def test_a_current_fleet_cost_gives_the_savings_against_it(
             ReportRequest(1, current_fleet_monthly_usd=5000.0), lambda: nullcontext(session)
         )
     assert metrics["Savings vs the current fleet"] == (
-        f"${report.summary['savings_vs_current_usd']:,.2f}"
+        f"${report.summary['savings_vs_current_usd']:,.0f}"
     )
 
 
