@@ -153,8 +153,31 @@ def slo_line(
         fig.add_hline(y=value, line=line, annotation_text=label, annotation_position="right")
 
 
+def readable_log_axes(fig: go.Figure) -> None:
+    """Every log axis of ``fig`` not already set by :func:`log_axis` gets its readable ticks
+    and the range of its traces' data (charts the library draws included)."""
+    for name in [k for k in fig.layout.to_plotly_json() if k.startswith(("xaxis", "yaxis"))]:
+        axis = fig.layout[name]
+        if axis.type != "log" or axis.tickmode == "array":
+            continue
+        letter, ref = name[0], name[0] + name[5:]  # "xaxis2" is the traces' "x2"
+        values = [
+            v
+            for trace in fig.data
+            if (getattr(trace, f"{letter}axis", None) or letter) == ref
+            and getattr(trace, letter, None) is not None
+            for v in trace[letter]
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        ]
+        settings = log_axis_settings(values, prefix=axis.tickprefix or "")
+        if settings is not None:
+            fig.layout[name].update(settings)
+
+
 def chart(fig: go.Figure, *, key: str | None = None) -> None:
-    """Every Plotly chart the same way: full width, legend on top (under the title, if any)."""
+    """Every Plotly chart the same way: full width, legend on top (under the title, if any),
+    log axes labelled so they read as a scale."""
+    readable_log_axes(fig)
     titled = bool(fig.layout.title.text)
     fig.update_layout(
         margin={"l": 10, "r": 10, "t": 90 if titled else 40, "b": 10},
@@ -370,23 +393,34 @@ def tick_label(value: float) -> str:
     return f"{value:,g}"
 
 
-def log_axis(fig: go.Figure, axis: str, values: Any, **kwargs: Any) -> None:
-    """Make ``axis`` ("x" or "y") of ``fig`` a log axis whose labels read as a scale: only the
-    ticks :func:`log_ticks` picks for the data in ``values`` are labelled, in full; the rest
-    are unlabelled marks (Plotly's own labels, "1 2 5 10 2 5 100", read as a broken scale)."""
+def log_axis_settings(values: Any, prefix: str = "", **kwargs: Any) -> dict[str, Any] | None:
+    """Plotly settings of a log axis over ``values`` whose labels read as a scale: only the
+    ticks :func:`log_ticks` picks are labelled, in full; the rest are unlabelled marks (Plotly's
+    own labels, "1 2 5 10 2 5 100", read as a broken scale); ``prefix`` ("$") leads each label.
+    None without a positive value."""
     data = pd.to_numeric(pd.Series(list(values), dtype="float64"), errors="coerce")
     data = data[data > 0]
     if data.empty:
-        return
+        return None
+    low, high = math.log10(float(data.min())), math.log10(float(data.max()))
+    pad = max(high - low, 1.0) * 0.05
     ticks = log_ticks(float(data.min()), float(data.max()))
-    settings = {
+    return {
         "type": "log",
+        "range": [low - pad, high + pad],  # the data's, not an annotation's stray log10
         "tickmode": "array",
         "tickvals": ticks,
-        "ticktext": [tick_label(v) for v in ticks],
-        "minor": {"ticks": "outside", "ticklen": 3, "showgrid": False},
+        "ticktext": [f"{prefix}{tick_label(v)}" for v in ticks],
         **kwargs,
     }
+
+
+def log_axis(fig: go.Figure, axis: str, values: Any, **kwargs: Any) -> None:
+    """Make ``axis`` ("x" or "y") of ``fig`` a log axis over ``values`` with readable labels
+    (:func:`log_axis_settings`)."""
+    settings = log_axis_settings(values, **kwargs)
+    if settings is None:
+        return
     if axis == "x":
         fig.update_xaxes(**settings)
     else:

@@ -221,7 +221,8 @@ def _batch_chart(result: dict[str, Any], curve: pd.DataFrame) -> None:
         )
         common.on_log_axis(fig, result["batch"])
     fig.update_layout(title="Latency against batch size", height=380)
-    common.log_axis(fig, "x", curve["batch"], title_text="batch size (sequences)")
+    marked = [*curve["batch"], most, result["batch"]]  # the lines drawn stay in range
+    common.log_axis(fig, "x", marked, title_text="batch size (sequences)")
     fig.update_yaxes(title_text="TTFT (ms)", secondary_y=False)
     fig.update_yaxes(title_text="TPOT (ms)", secondary_y=True, tickmode="auto", showgrid=False)
     common.chart(fig, key="latency-batch-chart")

@@ -740,7 +740,8 @@ def _cdf_chart(
     fig.update_layout(height=360, title=f"{label} CDF")
     if log:
         shown = [cdf.loc[cdf["metric"] == metric, "ms"] for _, cdf, _ in traces]
-        common.log_axis(fig, "x", pd.concat(shown), title_text=f"{label} (ms)")
+        values = [*pd.concat(shown), *([target_ms] if target_ms is not None else [])]
+        common.log_axis(fig, "x", values, title_text=f"{label} (ms)")
     else:
         fig.update_xaxes(title_text=f"{label} (ms)", type="linear")
     fig.update_yaxes(title_text="share of requests", range=[0, 1.01], tickformat=".0%")
