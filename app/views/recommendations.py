@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app import common
+from app import common, signin
 from planner.common.text import shown
 from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
@@ -429,7 +429,8 @@ def _collect_finished() -> None:
 def _progress() -> None:
     """Running searches, redrawn every second; when one of them ends the whole page reruns
     (its result is then in the store)."""
-    statuses = {s.job_id: s for s in _searches().statuses()}
+    # each person sees their own searches (everyone's results are in the store)
+    statuses = {s.job_id: s for s in _searches().statuses(owner=signin.run_actor().name)}
     watched = st.session_state.get(WATCHED_KEY, [])
     if any(statuses[i].finished for i in watched if i in statuses):
         st.rerun()

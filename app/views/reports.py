@@ -11,11 +11,12 @@ from datetime import date
 import pandas as pd
 import streamlit as st
 
-from app import common
+from app import common, signin
+from planner.access import Actor, acting_as
 from planner.common.uploads import uploaded_file
 from planner.report.export import FORMATS, MEDIA_TYPES, report_bytes
 from planner.report.model import Report
-from planner.usecases.report import ReportRequest, build_report, parse_month
+from planner.usecases.report import ReportRequest, build_report, parse_month, record_export
 
 
 @st.cache_data(show_spinner="Building the report ...")
@@ -167,6 +168,15 @@ def _focus_metadata(report: Report) -> bytes:
     return json.dumps(data, indent=2, default=str).encode()
 
 
+def _exported(report: Report, fmt: str, actor: Actor) -> bytes:
+    """The file, written when its button is clicked, and the export noted in the audit trail
+    for whoever clicked (the download runs outside the page's run: its identity is passed)."""
+    data = report_bytes(report, fmt)
+    with acting_as(actor):
+        record_export(common.session, report.recommendation_id, fmt)
+    return data
+
+
 def _downloads(report: Report) -> None:
     """The files are written when a button is clicked (a PDF takes seconds), not on every
     rerun of the page."""
@@ -176,7 +186,7 @@ def _downloads(report: Report) -> None:
     for column, (fmt, label) in zip(columns[:-1], FORMATS.items(), strict=True):
         column.download_button(
             label,
-            functools.partial(report_bytes, report, fmt),
+            functools.partial(_exported, report, fmt, signin.run_actor()),
             file_name=f"{name}.{fmt}",
             mime=MEDIA_TYPES[fmt],
             key=f"reports-download-{fmt}",

@@ -7,6 +7,7 @@ import typer
 from planner.cli import bench as bench_cli
 from planner.cli import datasets as datasets_cli
 from planner.cli import db as db_cli
+from planner.cli.audit import audit_command
 from planner.cli.context import CliState, user_errors
 from planner.cli.dashboard import dashboard_command
 from planner.cli.forecast import forecast_command
@@ -59,6 +60,7 @@ app.command("forecast")(user_errors(forecast_command))
 app.command("recommend")(user_errors(recommend_command))
 app.command("dashboard")(user_errors(dashboard_command))
 app.command("report")(user_errors(report_command))
+app.command("audit")(audit_command)
 app.add_typer(bench_cli.app, name="bench")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(datasets_cli.app, name="datasets")

@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -24,6 +24,7 @@ from playwright.sync_api import Browser, Page, Playwright
 from app.common import PAGES
 
 CHROMIUM_ENV = "PLANNER_CHROMIUM"
+REQUIRE_BROWSER_ENV = "PLANNER_REQUIRE_BROWSER"  # set by .ci/run: a missing Chromium fails
 # Chromium on these machines: no network beyond loopback, no sandbox as root, no GPU.
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -48,6 +49,25 @@ def chromium_path() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+def skip_without_chromium() -> None:
+    """Skip the calling test module on a machine without Chromium, except in CI
+    (``$PLANNER_REQUIRE_BROWSER``, set by .ci/run), where a missing Chromium is an error."""
+    import pytest
+
+    if chromium_path() is not None:
+        return
+    if os.environ.get(REQUIRE_BROWSER_ENV):
+        raise RuntimeError(
+            f"{REQUIRE_BROWSER_ENV} is set but no Chromium was found (/usr/bin/chromium); "
+            "run .ci/install-chromium.sh"
+        )
+    pytest.skip(
+        "no Chromium on this machine: install Debian's chromium package to run the dashboard's "
+        "browser tests",
+        allow_module_level=True,
+    )
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -63,10 +83,13 @@ def page_path(key: str) -> str:
 class DashboardServer:
     """``planner dashboard`` as a user starts it, on a free loopback port."""
 
-    def __init__(self, home: Path, log: Path) -> None:
+    def __init__(
+        self, home: Path, log: Path, args: Sequence[str] = (), port: int | None = None
+    ) -> None:
         self.home = home
         self.log_path = log
-        self.port = free_port()
+        self.args = list(args)  # more options for ``planner dashboard`` (--auth-config FILE)
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -77,7 +100,7 @@ class DashboardServer:
         env["PLANNER_HOME"] = str(self.home)
         self._log = self.log_path.open("wb")
         self._process = subprocess.Popen(
-            [str(planner), "dashboard", "--port", str(self.port)],
+            [str(planner), "dashboard", "--port", str(self.port), *self.args],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,

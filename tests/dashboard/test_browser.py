@@ -19,34 +19,23 @@ from app.common import PAGES
 from tests.conftest import DEMO_SAMPLE
 from tests.dashboard.browser import (
     DashboardServer,
-    chromium_path,
     dashboard,
     exceptions_on,
     launch,
     navigate,
     page_path,
     screenshot,
+    skip_without_chromium,
     visit,
     wait_rendered,
     widget,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUIRE_ENV = "PLANNER_REQUIRE_BROWSER"  # set by .ci/run: a missing Chromium fails, not skips
 
 pytestmark = pytest.mark.browser
 
-if chromium_path() is None:
-    if os.environ.get(REQUIRE_ENV):
-        raise RuntimeError(
-            f"{REQUIRE_ENV} is set but no Chromium was found (/usr/bin/chromium); "
-            "run .ci/install-chromium.sh"
-        )
-    pytest.skip(
-        "no Chromium on this machine: install Debian's chromium package to run the dashboard's "
-        "browser tests",
-        allow_module_level=True,
-    )
+skip_without_chromium()
 
 
 @pytest.fixture(scope="module")

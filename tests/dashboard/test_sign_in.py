@@ -1,0 +1,265 @@
+"""A dashboard shared by a team, as its people use it: ``planner dashboard --auth-config`` over a
+copy of the demo store, a real OpenID provider on loopback (``oidc-provider-mock``), and each
+person in their own headless Chromium session signing in through the provider's own pages.
+
+Signed-out visitors see no data; a viewer reads pages and downloads a report and has an upload
+refused by the server; a planner (by group claim) runs a search; an identity with no role is
+told to ask an admin; the admin reads the audit trail naming them all, downloads it, signs out.
+The tests run in file order: the admin's reads what the earlier ones did.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from planner.store import open_store
+from planner.store.recommendations import list_briefs
+from planner.usecases.datasets import dataset_names
+from tests.dashboard.browser import (
+    DashboardServer,
+    exceptions_on,
+    free_port,
+    launch,
+    skip_without_chromium,
+    wait_rendered,
+    widget,
+)
+
+pytestmark = pytest.mark.browser
+skip_without_chromium()
+
+USERS = {  # subject: claims, as the provider hands them to the dashboard
+    "vera": {"sub": "vera", "email": "vera@example.com"},
+    "ana": {"sub": "ana", "email": "ana@example.com", "groups": ["capacity"]},
+    "root": {"sub": "root", "email": "root@example.com"},
+    "nora": {"sub": "nora", "email": "nora@example.com"},
+}
+ROLES = """
+[planner.roles]
+"vera@example.com" = "viewer"
+"root@example.com" = "admin"
+"group:capacity" = "planner"
+"""
+CLIENT_SECRET = "planner-client-secret-for-tests"
+START_S = 30.0
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return bool(reply.status == 200)
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``oidc-provider-mock`` on a free loopback port, with the four people predefined."""
+    port = free_port()
+    log = (tmp_path_factory.mktemp("oidc") / "provider.log").open("wb")
+    claims = [arg for user in USERS.values() for arg in ("--user-claims", json.dumps(user))]
+    command = [sys.executable, "-m", "oidc_provider_mock", "--port", str(port), *claims]
+    if shutil.which("oidc-provider-mock", path=str(Path(sys.executable).parent)):
+        command = [str(Path(sys.executable).parent / "oidc-provider-mock"), *command[3:]]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_S
+    while not _healthy(f"{url}/.well-known/openid-configuration"):
+        assert process.poll() is None, "oidc-provider-mock exited"
+        assert time.monotonic() < deadline, "oidc-provider-mock did not start"
+        time.sleep(0.2)  # still starting: poll its discovery document
+    yield url
+    process.terminate()
+    process.wait(timeout=15)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def server(
+    provider: str, demo_store_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DashboardServer]:
+    folder = tmp_path_factory.mktemp("signed-in")
+    home = folder / "home"
+    home.mkdir()
+    shutil.copy(demo_store_file, home / "planner.db")
+    port = free_port()
+    auth = folder / "auth.toml"
+    auth.write_text(
+        "[auth]\n"
+        f'redirect_uri = "http://localhost:{port}/oauth2callback"\n'
+        'cookie_secret = "a-cookie-secret-only-these-tests-use"\n'
+        'client_id = "planner"\n'
+        f'client_secret = "{CLIENT_SECRET}"\n'
+        f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n' + ROLES
+    )
+    running = DashboardServer(
+        home, folder / "server.log", args=["--auth-config", str(auth)], port=port
+    )
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+    assert CLIENT_SECRET not in running.log()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = launch(playwright)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """One person's browser: cookies of their own."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
+    opened = context.new_page()
+    opened.set_default_timeout(120_000)
+    yield opened
+    context.close()
+
+
+def _base(server: DashboardServer) -> str:
+    return f"http://localhost:{server.port}"  # the redirect URI's host: the cookie's too
+
+
+def _sign_in(page: Page, server: DashboardServer, subject: str) -> None:
+    """Sign in through the provider's own authorize page, as that person."""
+    page.goto(_base(server) + "/", wait_until="domcontentloaded")
+    page.get_by_role("button", name="Sign in").click()
+    page.locator(f'button[name="sub"][value="{subject}"]').click()
+    wait_rendered(page)
+
+
+def _main(page: Page) -> str:
+    return page.locator('[data-testid="stMain"]').inner_text()
+
+
+def _store(server: DashboardServer) -> str:
+    return f"sqlite:///{server.home / 'planner.db'}"
+
+
+def test_signed_out_visitors_see_the_sign_in_page_and_no_data(
+    server: DashboardServer, page: Page
+) -> None:
+    for path in ("/", "/request_logs", "/recommendations", "/audit"):
+        page.goto(_base(server) + path, wait_until="domcontentloaded")
+        expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+        body = page.locator("body").inner_text()
+        assert "demo-azure-conv" not in body and "Recommendation #" not in body
+        assert "planner.db" not in body  # not even the store's name
+        assert page.locator('[data-testid="stSidebarNav"]').count() == 0
+
+
+def test_a_viewer_reads_and_downloads_and_the_server_refuses_their_upload(
+    server: DashboardServer, page: Page, tmp_path: Path
+) -> None:
+    _sign_in(page, server, "vera")
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    expect(sidebar).to_contain_text("Signed in as vera@example.com (viewer)")
+    expect(sidebar).not_to_contain_text("Audit trail")  # admins only
+    assert "Recommendation #" in _main(page) and not exceptions_on(page)
+    # a report, downloaded
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Reports").click()
+    wait_rendered(page)
+    with page.expect_download() as download:
+        page.locator(widget("reports-download-csv", "button")).click()
+    saved = tmp_path / "report.csv"
+    download.value.save_as(saved)
+    assert saved.stat().st_size > 0 and b"BilledCost" in saved.read_bytes()
+    # the upload form is there, but the server refuses the upload itself
+    page.goto(_base(server) + "/request_logs", wait_until="domcontentloaded")
+    wait_rendered(page)
+    log = tmp_path / "gateway.csv"
+    log.write_text("timestamp,input_tokens,output_tokens\n2024-01-01T00:00:00Z,10,20\n")
+    page.locator(widget("logs-upload", 'input[type="file"]')).set_input_files(str(log))
+    page.locator(widget("logs-ingest", "button")).click()
+    expect(page.locator('[data-testid="stMain"]')).to_contain_text(
+        "refused: vera@example.com is a viewer, and uploading a request log needs the planner role"
+    )
+    with open_store(_store(server)) as store:
+        assert dataset_names(store.session) == ["demo-azure-conv"]
+
+
+def test_a_planner_by_group_runs_a_search_that_is_stored(
+    server: DashboardServer, page: Page
+) -> None:
+    with open_store(_store(server)) as store, store.session() as session:
+        before = len(list_briefs(session))
+    _sign_in(page, server, "ana")
+    expect(page.locator('[data-testid="stSidebar"]')).to_contain_text(
+        "Signed in as ana@example.com (planner)"
+    )
+    page.goto(_base(server) + "/recommendations?dataset=demo-azure-conv")
+    wait_rendered(page)
+    page.get_by_text("Find the cheapest fleet", exact=True).first.click()  # the form's expander
+    for key, value in (("rec-load-scale", "0.1"), ("rec-verify-top", "2"), ("rec-tighten", "0")):
+        box = page.locator(widget(key, "input"))
+        box.fill(value)
+        box.press("Enter")
+        wait_rendered(page)
+    page.locator(widget("rec-gpus")).click()
+    page.keyboard.type("L4")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Escape")
+    for key in ("rec-compare-gpus", "rec-growth-check"):
+        page.locator(widget(key, "label")).click()
+        wait_rendered(page)
+    page.locator(widget("rec-run", "button")).click()
+    expect(page.locator('[data-testid="stMain"]')).to_contain_text(
+        "stored as recommendation #", timeout=240_000
+    )
+    with open_store(_store(server)) as store, store.session() as session:
+        assert len(list_briefs(session)) == before + 1
+
+
+def test_an_identity_without_a_role_is_told_to_ask_an_admin(
+    server: DashboardServer, page: Page
+) -> None:
+    page.goto(_base(server) + "/", wait_until="domcontentloaded")
+    page.get_by_role("button", name="Sign in").click()
+    page.locator('button[name="sub"][value="nora"]').click()
+    expect(page.locator("body")).to_contain_text("signed in as nora@example.com")
+    expect(page.locator("body")).to_contain_text("Ask an admin")
+    assert "demo-azure-conv" not in page.locator("body").inner_text()
+    assert page.locator('[data-testid="stSidebarNav"]').count() == 0
+
+
+def test_the_admin_reads_the_audit_trail_of_everyone_and_signs_out(
+    server: DashboardServer, page: Page, tmp_path: Path
+) -> None:
+    _sign_in(page, server, "root")
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Audit trail").click()
+    wait_rendered(page)
+    expect(page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]')).to_be_visible()
+    with page.expect_download() as download:
+        page.locator(widget("audit-download", "button")).click()
+    saved = tmp_path / "audit.csv"
+    download.value.save_as(saved)
+    rows = [row.split(",")[1:6] for row in saved.read_text().splitlines()]
+    assert rows[0] == ["actor", "role", "via", "action", "target"]
+    # the viewer's report (the CSV they downloaded), the planner's stored search
+    assert ["vera@example.com", "viewer", "sign-in", "export"] in [r[:4] for r in rows]
+    assert ["ana@example.com", "planner", "sign-in", "search"] in [r[:4] for r in rows]
+    # the refused upload: not done, not listed (the demo's own was the local user's)
+    assert [r[2] for r in rows if r[3] == "upload"] == ["local"]
+    page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Sign out").click()
+    # Streamlit ends the session at the provider too (RP-initiated logout), which sends back
+    page.get_by_role("button", name="End session").click()
+    expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+    page.goto(_base(server) + "/audit", wait_until="domcontentloaded")
+    expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+    assert "Audit trail" not in page.locator("body").inner_text()
