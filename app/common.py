@@ -22,6 +22,7 @@ from planner.common.colours import PROVIDER_COLOURS as PROVIDER_COLOURS
 from planner.common.colours import PURCHASE_COLOURS as PURCHASE_COLOURS
 from planner.common.colours import SLO_COLOUR
 from planner.common.csvsafe import csv_bytes
+from planner.common.text import plural as plural  # pages say counts as the CLI does
 from planner.config import UPLOAD_LIMIT_MB as UPLOAD_LIMIT_MB  # pages show the server's limit
 from planner.config import database_url
 from planner.errors import PlannerError
@@ -326,12 +327,6 @@ def money_column(label: str | None = None, help: str | None = None) -> Any:
 def price_column(label: str | None = None, help: str | None = None) -> Any:
     """A dataframe column of unit prices, formatted as :func:`unit_price` formats them."""
     return st.column_config.NumberColumn(label, format="dollar", step=10**-PRICE_DIGITS, help=help)
-
-
-def plural(count: float, singular: str, plural_form: str | None = None) -> str:
-    """``1 replica``, ``2 replicas``, ``1,234 requests`` (``plural_form`` when not ``+s``)."""
-    word = singular if count == 1 else (plural_form or f"{singular}s")
-    return f"{count:,g} {word}" if not float(count).is_integer() else f"{int(count):,} {word}"
 
 
 def table(frame: Any, **kwargs: Any) -> None:

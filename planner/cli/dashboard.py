@@ -14,6 +14,7 @@ from planner.access import AUTH_CONFIG_ENV
 from planner.cli.context import CliState, stderr
 from planner.common.net import check_listen_host, is_loopback_host
 from planner.common.secrets import redact_url
+from planner.common.text import plural
 from planner.config import DATABASE_URL_ENV, database_url
 from planner.errors import UsageError
 
@@ -56,6 +57,17 @@ def streamlit_command(host: str, port: int, auth_config: Path | None = None) -> 
         "--theme.base", "light",
         *secrets,
     ]  # fmt: skip
+
+
+def _roles_line(auth: AuthConfig) -> str:
+    roles = auth.roles
+    if not roles.emails and not roles.groups:
+        return (
+            f"sign-in: nobody has a role yet ({auth.path} has no [planner.roles]): whoever "
+            "signs in is told to ask an admin"
+        )
+    emails = plural(len(roles.emails), "e-mail address", "e-mail addresses")
+    return f"sign-in: {emails} and {plural(len(roles.groups), 'group')} have roles ({auth.path})"
 
 
 def _checked_auth(host: str, auth_config: Path | None, no_auth: bool) -> AuthConfig | None:
@@ -125,12 +137,7 @@ def dashboard_command(
         soft_wrap=True,
     )
     if auth is not None:
-        roles = auth.roles
-        stderr.print(
-            f"sign-in: {len(roles.emails)} e-mail addresses and {len(roles.groups)} groups "
-            f"have roles ({auth.path})",
-            markup=False,
-        )
+        stderr.print(_roles_line(auth), markup=False)
     stderr.print("press Ctrl-C to stop", markup=False)
     if shutil.which(sys.executable) is None:  # pragma: no cover - the interpreter is running
         raise UsageError(f"cannot run {sys.executable}")

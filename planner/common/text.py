@@ -49,3 +49,9 @@ def duration_text(seconds: float) -> str:
     hours, minutes = divmod(minutes, 60)
     days, hours = divmod(hours, 24)
     return f"{days}d {hours}h {minutes}m" if days else f"{hours}h {minutes}m {sec}s"
+
+
+def plural(count: float, singular: str, plural_form: str | None = None) -> str:
+    """``1 replica``, ``2 replicas``, ``1,234 requests`` (``plural_form`` when not ``+s``)."""
+    word = singular if count == 1 else (plural_form or f"{singular}s")
+    return f"{count:,g} {word}" if not float(count).is_integer() else f"{int(count):,} {word}"
