@@ -20,6 +20,7 @@ from planner.access import (
     NOBODY,
     Actor,
     AuthConfig,
+    Role,
     actor_for,
     local_user,
     read_auth_config,
@@ -106,6 +107,11 @@ def signed_in_box(actor: Actor) -> None:
         return
     assert actor.role is not None
     st.caption(f"Signed in as **{actor.name}** ({actor.role.label})")
+    if actor.role is Role.VIEWER:
+        st.caption(
+            "Viewers read every page and download reports; uploads, price imports, forecasts, "
+            "searches and what-ifs need the planner role."
+        )
     st.button("Sign out", key="sign-out", on_click=st.logout, icon=":material/logout:")
 
 
