@@ -4,6 +4,8 @@ read back for admins (:func:`audit_trail`, :func:`audit_csv`)."""
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -13,6 +15,8 @@ from planner.errors import UsageError
 from planner.usecases import SessionScope
 
 TRAIL_MAX = 10_000  # rows one read returns: a page or a download, never the whole history
+RECORD_ATTEMPTS = 3
+LOG = logging.getLogger(__name__)
 
 
 def authorize(action: Action) -> Actor:
@@ -29,21 +33,34 @@ def record(
 ) -> None:
     """Write one audit row for ``action`` on ``target``, by ``actor`` (the acting identity by
     default), in its own transaction: it is written only after the action succeeded."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from planner.store.audit import record_event
 
     who = actor or current_actor()
-    with sessions() as session:
-        if session is None:  # no store: nothing was changed in one
+    for attempt in range(1, RECORD_ATTEMPTS + 1):
+        try:
+            with sessions() as session:
+                if session is None:  # no store: nothing was changed in one
+                    return
+                record_event(
+                    session,
+                    actor=who.name,
+                    role=who.role.label if who.role is not None else "none",
+                    via=who.via,
+                    action=action.key,
+                    target=target,
+                    detail=detail,
+                )
             return
-        record_event(
-            session,
-            actor=who.name,
-            role=who.role.label if who.role is not None else "none",
-            via=who.via,
-            action=action.key,
-            target=target,
-            detail=detail,
-        )
+        except SQLAlchemyError as exc:  # a store busy with another writer: tried again
+            if attempt == RECORD_ATTEMPTS:
+                # the action is done and stays done: the missing row is logged for the admin
+                LOG.error(
+                    "audit row not written (%s by %s on %s): %s", action.key, who.name, target, exc
+                )
+                return
+            time.sleep(0.2 * attempt)
 
 
 @dataclass(frozen=True)
