@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.common.files import write_text_atomic
+from planner.common.text import plural
 
 
 def figure(result: dict[str, Any]) -> Any:
@@ -375,7 +376,7 @@ def api_vs_self_hosted(result: dict[str, Any]) -> Any:
                 mode="markers",
                 marker={"size": 12, "symbol": "star"},
                 name=(
-                    f"overflow plan: {overflow['base_replicas']} base replica(s), "
+                    f"overflow plan: {plural(overflow['base_replicas'], 'base replica')}, "
                     f"{overflow['api_share']:.0%} of requests on the API"
                 ),
             )

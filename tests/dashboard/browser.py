@@ -142,6 +142,22 @@ def dashboard(home: Path, log: Path) -> Iterator[DashboardServer]:
         server.stop()
 
 
+@contextmanager
+def new_page(
+    browser: Browser, width: int = 1400, height: int = 1000, *, downloads: bool = False
+) -> Iterator[Page]:
+    """A page in a browser context of its own (its own cookies: one person), at a screen size."""
+    context = browser.new_context(
+        viewport={"width": width, "height": height}, accept_downloads=downloads
+    )
+    opened = context.new_page()
+    opened.set_default_timeout(RENDER_TIMEOUT_MS)
+    try:
+        yield opened
+    finally:
+        context.close()
+
+
 def launch(playwright: Playwright) -> Browser:
     executable = chromium_path()
     if executable is None:

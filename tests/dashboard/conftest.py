@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 from app.common import PAGES
 from planner.config import DATABASE_URL_ENV, HOME_ENV
@@ -59,3 +63,17 @@ def page() -> Callable[[str], AppTest]:
 def no_exception(at: AppTest) -> None:
     """The page rendered without an exception (and so without a traceback for the user)."""
     assert not at.exception, [e.message for e in at.exception]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's headless Chromium for one test module (skipped without it, except in CI)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.dashboard.browser import launch, skip_without_chromium
+
+    skip_without_chromium()
+    with sync_playwright() as playwright:
+        chromium = launch(playwright)
+        yield chromium
+        chromium.close()

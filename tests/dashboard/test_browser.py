@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from app.common import PAGES
 from tests.conftest import DEMO_SAMPLE
@@ -21,8 +21,8 @@ from tests.dashboard.browser import (
     DashboardServer,
     dashboard,
     exceptions_on,
-    launch,
     navigate,
+    new_page,
     page_path,
     screenshot,
     skip_without_chromium,
@@ -55,21 +55,10 @@ def server(
         yield running
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = launch(playwright)
-        yield chromium
-        chromium.close()
-
-
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    opened = context.new_page()
-    opened.set_default_timeout(120_000)
-    yield opened
-    context.close()
+    with new_page(browser) as opened:
+        yield opened
 
 
 @pytest.mark.parametrize("key", list(PAGES))

@@ -15,31 +15,21 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 from streamlit.testing.v1 import AppTest
 
 from planner.store import open_store
 from planner.store.recommendations import save_recommendation
 from tests.dashboard.browser import (
     DashboardServer,
-    chromium_path,
     dashboard,
     exceptions_on,
-    launch,
+    new_page,
     screenshot,
     visit,
 )
-from tests.dashboard.conftest import _use_home, no_exception, open_page
-from tests.dashboard.test_browser import REQUIRE_ENV, ROOT
+from tests.dashboard.conftest import ROOT, _use_home, no_exception, open_page
 from tests.report.test_fleet_report import LARGE, SMALL, fleet_store, small_fleet
-
-
-def _chromium_or_skip() -> None:
-    """The browser tests need Debian's Chromium (the AppTest test below does not)."""
-    if chromium_path() is None:
-        if os.environ.get(REQUIRE_ENV):
-            raise RuntimeError(f"{REQUIRE_ENV} is set but no Chromium was found")
-        pytest.skip("no Chromium on this machine: install Debian's chromium package")
 
 
 @pytest.fixture(scope="module")
@@ -62,22 +52,10 @@ def server(tmp_path_factory: pytest.TempPathFactory, artefacts: Path) -> Iterato
         yield running
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    _chromium_or_skip()
-    with sync_playwright() as playwright:
-        chromium = launch(playwright)
-        yield chromium
-        chromium.close()
-
-
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    opened = context.new_page()
-    opened.set_default_timeout(120_000)
-    yield opened
-    context.close()
+    with new_page(browser) as opened:
+        yield opened
 
 
 @pytest.mark.browser

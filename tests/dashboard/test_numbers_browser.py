@@ -10,21 +10,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from tests.dashboard.browser import (
     DashboardServer,
-    chromium_path,
     dashboard,
-    launch,
+    new_page,
+    skip_without_chromium,
     visit,
     wait_rendered,
 )
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(chromium_path() is None, reason="no Chromium on this machine"),
-]
+pytestmark = pytest.mark.browser
+skip_without_chromium()
 
 WIDTH, HEIGHT = 1280, 800
 HELP = "What analysts rank by"  # the $ per month column's help: its tooltip names the column
@@ -41,14 +39,9 @@ def server(
 
 
 @pytest.fixture(scope="module")
-def page() -> Iterator[Page]:
-    with sync_playwright() as playwright:
-        browser = launch(playwright)
-        context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
-        opened = context.new_page()
-        opened.set_default_timeout(120_000)
+def page(browser: Browser) -> Iterator[Page]:
+    with new_page(browser, WIDTH, HEIGHT) as opened:
         yield opened
-        browser.close()
 
 
 def _header_span(page: Page, top: float, left: float, right: float) -> list[float]:

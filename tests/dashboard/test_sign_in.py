@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from planner.store import open_store
 from planner.store.recommendations import list_briefs
@@ -30,7 +30,7 @@ from tests.dashboard.browser import (
     DashboardServer,
     exceptions_on,
     free_port,
-    launch,
+    new_page,
     skip_without_chromium,
     wait_rendered,
     widget,
@@ -114,22 +114,11 @@ def server(
     assert CLIENT_SECRET not in running.log()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = launch(playwright)
-        yield chromium
-        chromium.close()
-
-
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     """One person's browser: cookies of their own."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
-    opened = context.new_page()
-    opened.set_default_timeout(120_000)
-    yield opened
-    context.close()
+    with new_page(browser, 1280, 800, downloads=True) as opened:
+        yield opened
 
 
 def _base(server: DashboardServer) -> str:
