@@ -463,3 +463,22 @@ def answer_unknown_page(shown: tuple[str, ...] | None = None) -> None:
         info = PAGES[key]
         st.page_link(info.path, label=f"{info.title} ({path})", icon=info.icon)
     st.stop()
+
+
+PLAN_WORDS = {
+    "overflow": "the overflow plan: a base fleet all month, the peaks on the per-token API",
+    "api": "all on the per-token API",
+}
+
+
+def api_plan_note(choice: str | None, plan_usd: float | None, fleet_usd: float | None) -> None:
+    """When the recommendation chose the API for some or all of the traffic, say so beside the
+    self-hosted fleet's cost: the plan's cost is the one the report and FOCUS export carry."""
+    if choice not in PLAN_WORDS or plan_usd is None:
+        return
+    st.info(
+        f"Recommended: **{PLAN_WORDS[choice]}**, **{money(plan_usd)}** a month "
+        f"(the self-hosted fleet below alone: {money(fleet_usd)}). The Reports page costs "
+        "that plan; *Per-token API or self-hosting* shows how it was chosen.",
+        icon=":material/call_split:",
+    )

@@ -123,6 +123,7 @@ def recommendation_section(rec: RecommendationHeadline | None) -> None:
         f"**{rec.winner}**, bought as **{rec.purchase}**."
     )
     planned_load(rec.id)
+    common.api_plan_note(rec.api_choice, rec.api_plan_monthly_usd, rec.monthly_usd)
     top = st.columns(3)
     top[0].metric(
         "Monthly cost",

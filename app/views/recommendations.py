@@ -37,6 +37,7 @@ from planner.recommend.plot import (
     fleet_by_purchase,
 )
 from planner.simulate.metrics import SLO
+from planner.store.headlines import api_plan_monthly_usd
 from planner.usecases.recommend import (
     DemandChoice,
     RecommendRequest,
@@ -551,6 +552,8 @@ def _winner(data: dict[str, Any]) -> None:
         f"{winner['precision']}, {layout} on {common.plural(winner['peak_instances'], 'instance')} "
         f"({winner['mean_instances']:.1f} on average), bought **{chosen['option']}**."
     )
+    api = data.get("api") or {}
+    common.api_plan_note(api.get("choice"), api_plan_monthly_usd(api), winner["monthly_usd"])
     money = st.columns(4)
     money[0].metric(
         "$ per month",

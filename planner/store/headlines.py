@@ -109,6 +109,10 @@ class RecommendationHeadline:
     hourly_start_s: list[float]
     hourly_instances: list[float]
     pools: int = 1  # a fleet of pools (several models, or sizes on several GPU types): its pools
+    # What the recommendation chose against its model's per-token API: "self-hosted", "api"
+    # (all on the API) or "overflow" (a base fleet, the peaks on the API), and that plan's cost.
+    api_choice: str = "self-hosted"
+    api_plan_monthly_usd: float | None = None
 
 
 def recommendation_headline(run: RecommendationRun) -> RecommendationHeadline:
@@ -130,6 +134,7 @@ def recommendation_headline(run: RecommendationRun) -> RecommendationHeadline:
     if savings_pct is None and savings is not None and on_demand:
         savings_pct = savings / on_demand * 100
     peak = winner.get("peak_instances")
+    api: dict[str, Any] = result.get("api") or {}
     return RecommendationHeadline(
         id=run.id,
         created_at=run.created_at,
@@ -160,7 +165,19 @@ def recommendation_headline(run: RecommendationRun) -> RecommendationHeadline:
         ),
         hourly_start_s=[float(v) for v in hourly.get("hour_start") or []],
         hourly_instances=[float(v) for v in hourly.get("instances") or []],
+        api_choice=str(api.get("choice") or "self-hosted"),
+        api_plan_monthly_usd=api_plan_monthly_usd(api),
     )
+
+
+def api_plan_monthly_usd(api: dict[str, Any]) -> float | None:
+    """The monthly cost of the plan a recommendation's API block chose, when it chose the API
+    for some traffic (the overflow plan) or all of it; None when it chose self-hosting."""
+    if api.get("choice") == "overflow":
+        return _number((api.get("overflow") or {}).get("monthly_usd"))
+    if api.get("choice") == "api":
+        return _number(api.get("api_monthly_usd"))
+    return None
 
 
 def _strictest_targets(request: dict[str, Any]) -> dict[str, float]:

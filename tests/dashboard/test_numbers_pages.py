@@ -59,6 +59,23 @@ def test_a_cost_is_shown_with_the_load_it_was_planned_for(
     assert f"peak {peak * 3600:,.0f} requests/hour ({peak:,.2f} req/s)" in said
 
 
+@pytest.mark.parametrize("key", ["overview", "recommend"])
+def test_a_plan_with_the_api_says_its_cost_beside_the_fleets(
+    key: str, demo_home: Path, page: Page
+) -> None:
+    """The demo's demand is cheapest as a base fleet with its peaks on the API: both pages say
+    that plan's cost (the one Reports carries) beside the self-hosted fleet's."""
+    with open_store(f"sqlite:///{demo_home / 'planner.db'}") as store, store.session() as session:
+        result = list_recommendations(session)[-1].result
+    api = result["api"]
+    assert api["choice"] == "overflow"
+    at = page(key)
+    no_exception(at)
+    [note] = [i.value for i in at.info if i.value.startswith("Recommended: **the overflow plan")]
+    assert f"**${api['overflow']['monthly_usd']:,.0f}** a month" in note
+    assert f"alone: ${result['winner']['monthly_usd']:,.0f})" in note
+
+
 def test_reports_money_is_money_and_gaps_are_dashes(demo_home: Path, page: Page) -> None:
     at = page("reports")
     no_exception(at)
