@@ -20,8 +20,8 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.common import ADMIN_PAGES, PAGES  # noqa: E402
-from tests.dashboard.browser import dashboard, launch, screenshot, visit  # noqa: E402
+from app.common import PAGES  # noqa: E402
+from tests.dashboard.browser import dashboard, launch, new_page, screenshot, visit  # noqa: E402
 
 SIZES = ((1280, 800), (1920, 1080))
 OUT = ROOT / "docs" / "img"
@@ -42,18 +42,13 @@ def main() -> None:
     ):
         browser = launch(playwright)
         for width, height in SIZES:
-            context = browser.new_context(viewport={"width": width, "height": height})
-            page = context.new_page()
-            page.set_default_timeout(180_000)
-            for key in PAGES:
-                if key in ADMIN_PAGES:
-                    continue
-                visit(page, server.url, key)
-                path = OUT / f"dashboard-{key}-{width}.png"
-                screenshot(page, path)
-                small(path)
-                print(path.relative_to(ROOT), f"{path.stat().st_size / 1e3:,.0f} kB")
-            context.close()
+            with new_page(browser, width, height) as page:
+                for key in PAGES:  # the local user is an admin: the audit page too
+                    visit(page, server.url, key)
+                    path = OUT / f"dashboard-{key}-{width}.png"
+                    screenshot(page, path)
+                    small(path)
+                    print(path.relative_to(ROOT), f"{path.stat().st_size / 1e3:,.0f} kB")
         browser.close()
 
 

@@ -126,7 +126,7 @@ def recommendation_section(rec: RecommendationHeadline | None) -> None:
     common.api_plan_note(rec.api_choice, rec.api_plan_monthly_usd, rec.monthly_usd)
     top = st.columns(3)
     top[0].metric(
-        "Monthly cost",
+        "Monthly cost" if rec.api_plan_monthly_usd is None else "Self-hosted fleet, monthly",
         usd(rec.monthly_usd),
         help="the fleet and its commitment plan, per 730-hour month",
         border=True,
