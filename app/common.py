@@ -482,3 +482,9 @@ def api_plan_note(choice: str | None, plan_usd: float | None, fleet_usd: float |
         "that plan; *Per-token API or self-hosting* shows how it was chosen.",
         icon=":material/call_split:",
     )
+
+
+def markdown_text(text: str) -> str:
+    """User text (file and dataset names) shown literally inside Markdown (the names sit inside
+    a sentence, so only the characters that mark up inline text are escaped)."""
+    return "".join("\\" + c if c in "\\`*_[]<>|~$" else c for c in text)

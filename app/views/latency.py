@@ -155,10 +155,8 @@ def _latency_metrics(result: dict[str, Any], problem: str | None) -> None:
         help="Sequences of this shape the KV cache holds together (and the engine's cap of "
         f"{result['max_seqs']:,})",
     )
-    capacity[2].metric(
-        "Max throughput (output tokens/s)", f"{result['max_output_tokens_per_s']:,.0f}"
-    )
-    capacity[3].metric("Max throughput (requests/s)", f"{result['max_requests_per_s']:,.2f}")
+    capacity[2].metric("Max output tokens/s", f"{result['max_output_tokens_per_s']:,.0f}")
+    capacity[3].metric("Max requests/s", f"{result['max_requests_per_s']:,.2f}")
 
 
 def _memory_chart(result: dict[str, Any]) -> None:
@@ -175,10 +173,11 @@ def _memory_chart(result: dict[str, Any]) -> None:
         )
     fig.update_layout(
         barmode="stack",
-        height=200,
+        height=260,
         title=f"GPU memory: {result['memory']['device_gib']:,.1f} GiB per GPU",
         xaxis_title="GiB",
-        legend_traceorder="normal",
+        legend={"traceorder": "normal", "orientation": "h", "y": -0.55, "x": 0},
+        margin={"t": 40},
     )
     common.chart(fig, key="latency-memory-chart")
     st.caption(f"{result['engine']} gives {result['memory_rule']}.")
@@ -254,7 +253,7 @@ def _profile(result: dict[str, Any], accuracy: dict[str, Any] | None) -> None:
         f"measured points from {sources}."
     )
     held, fitted = accuracy.get("heldout_test") or {}, accuracy.get("after_all") or {}
-    columns = st.columns(3)
+    columns = st.columns(2)
     columns[0].metric(
         "Held-out MAPE",
         _percent(held.get("mape")),
@@ -266,10 +265,9 @@ def _profile(result: dict[str, Any], accuracy: dict[str, Any] | None) -> None:
         _percent(fitted.get("mape")),
         help=f"On all {fitted.get('points', 0)} points, after fitting on them",
     )
-    columns[2].metric(
-        "Worst point",
-        _percent(fitted.get("worst_ape")),
-        help=str(fitted.get("worst_point") or ""),
+    st.caption(
+        f"Worst fitted point: {_percent(fitted.get('worst_ape'))} off"
+        + (f" ({fitted['worst_point']})" if fitted.get("worst_point") else "")
     )
     rows = []
     for split, summary in (("held out", held), ("after fitting", fitted)):

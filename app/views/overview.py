@@ -335,7 +335,9 @@ def datasets_section(table: pd.DataFrame) -> None:
     columns = st.columns(3)
     columns[0].metric("Datasets", f"{len(table):,}", border=True)
     columns[1].metric("Requests", f"{int(table['requests'].sum()):,}", border=True)
-    columns[2].metric("Newest", str(table["name"].iloc[-1]), border=True)
+    with columns[2].container(border=True):  # a name is not a number: whole, in text's size
+        st.caption("Newest")
+        st.markdown(f"**{common.markdown_text(str(table['name'].iloc[-1]))}**")
     common.table(
         table,
         column_config={"requests": st.column_config.NumberColumn("requests", format="localized")},

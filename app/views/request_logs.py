@@ -124,12 +124,6 @@ def _utc_text(moment: object) -> str:
     return f"{moment:%Y-%m-%d %H:%M}" if moment is not None else common.MISSING
 
 
-def _md(text: str) -> str:
-    """User text (file and dataset names) shown literally inside Markdown (the names sit inside
-    a sentence, so only the characters that mark up inline text are escaped)."""
-    return "".join("\\" + c if c in "\\`*_[]<>|~$" else c for c in text)
-
-
 def _tokens(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -148,11 +142,12 @@ class Outcome:
 
 
 def _result_outcome(file_name: str, result: IngestResult) -> Outcome:
-    dataset = _md(result.dataset)
+    dataset = common.markdown_text(result.dataset)
     if result.status == "already-present":
         return Outcome(
             "info",
-            f"{_md(file_name)}: already present as dataset **{dataset}** ({result.rows:,} rows); "
+            f"{common.markdown_text(file_name)}: already present as dataset **{dataset}** "
+            f"({result.rows:,} rows); "
             "nothing to do (tick *Replace a dataset of the same name* and choose its name to "
             "ingest it again)",
             dataset=result.dataset,
@@ -163,7 +158,7 @@ def _result_outcome(file_name: str, result: IngestResult) -> Outcome:
         if result.start_at is not None and result.end_at is not None
         else ""
     )
-    notes = [_md(note) for note in result.notes]
+    notes = [common.markdown_text(note) for note in result.notes]
     if result.out_of_order_rows:
         notes.append(
             f"{result.out_of_order_rows:,} rows arrived out of order; the store keeps them "
@@ -176,7 +171,7 @@ def _result_outcome(file_name: str, result: IngestResult) -> Outcome:
         )
     return Outcome(
         "success",
-        f"{verb} dataset **{dataset}** ({result.format}) from {_md(file_name)}: "
+        f"{verb} dataset **{dataset}** ({result.format}) from {common.markdown_text(file_name)}: "
         f"{common.plural(result.rows, 'row')}{span}, in {result.seconds:.1f} s",
         tuple(notes),
         result.dataset,
@@ -464,7 +459,7 @@ def model_chart(url: str, key: str, name: str) -> None:
     frame = _models(url, key, name)
     if len(frame) == 1:
         st.caption(
-            f"One model: {_md(str(frame['model'].iloc[0]))} "
+            f"One model: {common.markdown_text(str(frame['model'].iloc[0]))} "
             f"(all {int(frame['requests'].iloc[0]):,} requests)."
             + (" The log names no model." if frame["model"].iloc[0] == "(none)" else "")
         )
@@ -509,7 +504,10 @@ def delete_section(name: str, rows: int) -> None:
             with common.shown_errors():
                 removed = delete_dataset(name, common.session)
                 st.session_state["logs-outcome"] = asdict(
-                    Outcome("success", f"Deleted dataset **{_md(name)}** ({removed:,} rows)")
+                    Outcome(
+                        "success",
+                        f"Deleted dataset **{common.markdown_text(name)}** ({removed:,} rows)",
+                    )
                 )
                 st.session_state.pop("logs-dataset", None)
                 st.session_state.pop("logs-delete-confirm", None)
