@@ -1,0 +1,1 @@
+"""planner export: engine launch settings and Kubernetes manifests from a recommendation."""
