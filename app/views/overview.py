@@ -104,6 +104,16 @@ def latency_metric(
 # --- sections -----------------------------------------------------------------------------------
 
 
+def _what_was_planned(rec: RecommendationHeadline) -> None:
+    """The recommendation, the load it was planned for, and the API's share of the plan."""
+    st.markdown(
+        f"Recommendation #{rec.id} ({when(rec.created_at)}) for {rec.demand_source}: "
+        f"**{rec.winner}**, bought as **{rec.purchase}**."
+    )
+    planned_load(rec.id)
+    common.api_plan_note(rec.api_choice, rec.api_plan_monthly_usd, rec.monthly_usd)
+
+
 def recommendation_section(rec: RecommendationHeadline | None) -> None:
     st.subheader("Current recommendation")
     if rec is None:
@@ -118,12 +128,7 @@ def recommendation_section(rec: RecommendationHeadline | None) -> None:
         )
         common.link("recommend", f"Recommendation #{rec.id}: why each configuration was rejected")
         return
-    st.markdown(
-        f"Recommendation #{rec.id} ({when(rec.created_at)}) for {rec.demand_source}: "
-        f"**{rec.winner}**, bought as **{rec.purchase}**."
-    )
-    planned_load(rec.id)
-    common.api_plan_note(rec.api_choice, rec.api_plan_monthly_usd, rec.monthly_usd)
+    _what_was_planned(rec)
     top = st.columns(3)
     top[0].metric(
         "Monthly cost" if rec.api_plan_monthly_usd is None else "Self-hosted fleet, monthly",

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from app import common, signin
+from app.deploy import deploy_downloads
 from planner.common.text import shown
 from planner.errors import UsageError
 from planner.latency.catalog import load_catalog
@@ -37,7 +38,6 @@ from planner.recommend.plot import (
     fleet_by_purchase,
 )
 from planner.simulate.metrics import SLO
-from planner.store.headlines import api_plan_monthly_usd
 from planner.usecases.recommend import (
     DemandChoice,
     RecommendRequest,
@@ -497,10 +497,11 @@ def _say_outcome() -> dict[str, Any] | None:
 # A result
 
 
-def _show_result(data: dict[str, Any], name: str) -> None:
+def _show_result(data: dict[str, Any], name: str, stored_id: int | None = None) -> None:
     try:
         if tables.is_fleet(data):
             _show_fleet(data, name)
+            deploy_downloads(data, stored_id)
             return
         _winner(data)
         _confidence(data)
@@ -518,6 +519,7 @@ def _show_result(data: dict[str, Any], name: str) -> None:
             icon=":material/error:",
         )
     common.download_json(data, name, key="rec-json")
+    deploy_downloads(data, stored_id)
 
 
 def _winner(data: dict[str, Any]) -> None:
@@ -553,7 +555,7 @@ def _winner(data: dict[str, Any]) -> None:
         f"({winner['mean_instances']:.1f} on average), bought **{chosen['option']}**."
     )
     api = data.get("api") or {}
-    common.api_plan_note(api.get("choice"), api_plan_monthly_usd(api), winner["monthly_usd"])
+    common.api_plan_note(api.get("choice"), tables.api_plan_monthly_usd(api), winner["monthly_usd"])
     money = st.columns(4)
     money[0].metric(
         "$ per month",
@@ -1192,7 +1194,7 @@ def _page() -> None:
         common.table(table, key="rec-stored-table")
         common.download_table(table, "recommendations", key="rec-stored-dl")
     data = common.stored_recommendation(url, version, chosen)
-    _show_result(data, f"recommendation-{chosen}")
+    _show_result(data, f"recommendation-{chosen}", chosen)
 
 
 with common.shown_errors():

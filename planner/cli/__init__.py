@@ -10,6 +10,7 @@ from planner.cli import db as db_cli
 from planner.cli.audit import audit_command
 from planner.cli.context import CliState, user_errors
 from planner.cli.dashboard import dashboard_command
+from planner.cli.export import export_command
 from planner.cli.forecast import forecast_command
 from planner.cli.ingest import ingest
 from planner.cli.latency import calibrate_command, catalog_app, latency
@@ -61,6 +62,7 @@ app.command("recommend")(user_errors(recommend_command))
 app.command("dashboard")(user_errors(dashboard_command))
 app.command("report")(user_errors(report_command))
 app.command("audit")(audit_command)
+app.command("export")(export_command)
 app.add_typer(bench_cli.app, name="bench")
 app.add_typer(catalog_app, name="catalog")
 app.add_typer(datasets_cli.app, name="datasets")

@@ -140,7 +140,8 @@ def _pool(
         max_model_len=_model_len(model, result),
         chunked_prefill=bool(pool.get("chunked_prefill", True)),
         gpu_memory_utilization=pool.get("gpu_memory_utilization")
-        or result.get("winner", {}).get("gpu_memory_utilization"),
+        or (result.get("winner") or {}).get("gpu_memory_utilization")
+        or _memory_fraction(str(pool.get("engine") or "vllm")),
         min_replicas=max(1, min(schedule)) if schedule else 1,
         max_replicas=max(1, max(schedule)) if schedule else 1,
         hourly_replicas=tuple(schedule),
@@ -167,6 +168,17 @@ def _batched_tokens(engine: str, pool: Mapping[str, Any]) -> int:
 
 
 MODEL_LEN_FLOOR = 8192
+
+
+def _memory_fraction(engine: str) -> float | None:
+    """The share of GPU memory the latency model gave the engine (the catalog's rule), for a
+    result that did not record it: the engine's own default may differ."""
+    from planner.latency.engines import get_engine
+
+    try:
+        return get_engine(engine).memory_fraction
+    except PlannerError:
+        return None
 
 
 def _model_len(model: str, result: Mapping[str, Any]) -> int:

@@ -3,7 +3,7 @@ dashboard shows and offers as CSV, and what a report exports. Columns carry thei
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -345,3 +345,15 @@ def result_tables(data: Result) -> dict[str, pd.DataFrame]:
     """Every table of a result, by name (the names of the CSV files a user downloads)."""
     tables = FLEET_TABLES if is_fleet(data) else TABLES
     return {name: build(data) for name, build in tables.items()}
+
+
+def api_plan_monthly_usd(api: Mapping[str, Any]) -> float | None:
+    """The monthly cost of the plan a recommendation's API block chose, when it chose the API
+    for some traffic (the overflow plan) or all of it; None when it chose self-hosting."""
+    if api.get("choice") == "overflow":
+        value = (api.get("overflow") or {}).get("monthly_usd")
+    elif api.get("choice") == "api":
+        value = api.get("api_monthly_usd")
+    else:
+        return None
+    return float(value) if isinstance(value, (int, float)) else None

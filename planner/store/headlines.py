@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from planner.recommend.tables import api_plan_monthly_usd
 from planner.store.forecast_models import ForecastRun
 from planner.store.recommend_models import RecommendationRun
 
@@ -168,16 +169,6 @@ def recommendation_headline(run: RecommendationRun) -> RecommendationHeadline:
         api_choice=str(api.get("choice") or "self-hosted"),
         api_plan_monthly_usd=api_plan_monthly_usd(api),
     )
-
-
-def api_plan_monthly_usd(api: dict[str, Any]) -> float | None:
-    """The monthly cost of the plan a recommendation's API block chose, when it chose the API
-    for some traffic (the overflow plan) or all of it; None when it chose self-hosting."""
-    if api.get("choice") == "overflow":
-        return _number((api.get("overflow") or {}).get("monthly_usd"))
-    if api.get("choice") == "api":
-        return _number(api.get("api_monthly_usd"))
-    return None
 
 
 def _strictest_targets(request: dict[str, Any]) -> dict[str, float]:

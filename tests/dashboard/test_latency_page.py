@@ -95,9 +95,7 @@ def test_the_page_shows_what_planner_latency_computes(empty_home: Path, page: Pa
     assert shown["TPOT (ms)"] == f"{expected['tpot_ms']:,.2f}"
     assert shown["E2E (ms)"] == f"{expected['e2e_ms']:,.0f}"
     assert shown["KV cache (tokens)"] == f"{expected['kv_capacity_tokens']:,}"
-    assert shown["Max output tokens/s"] == (
-        f"{expected['max_output_tokens_per_s']:,.0f}"
-    )
+    assert shown["Max output tokens/s"] == (f"{expected['max_output_tokens_per_s']:,.0f}")
     assert shown["Max requests/s"] == f"{expected['max_requests_per_s']:,.2f}"
     assert expected["kv_cache"] == "fp8" and expected["engine"] == "vllm"
     # The memory breakdown: weights / activations / KV cache / free, in GiB per GPU.

@@ -10,6 +10,8 @@ The tests run in file order: the admin's reads what the earlier ones did.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 import subprocess
@@ -17,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -169,6 +172,17 @@ def test_a_viewer_reads_and_downloads_and_the_server_refuses_their_upload(
     saved = tmp_path / "report.csv"
     download.value.save_as(saved)
     assert saved.stat().st_size > 0 and b"BilledCost" in saved.read_bytes()
+    # what a cluster runs, for the recommendation's own engine (as `planner export` writes it)
+    page.goto(_base(server) + "/recommendations", wait_until="domcontentloaded")
+    wait_rendered(page)
+    with page.expect_download() as download:
+        page.locator(widget("rec-deploy-download", "button")).click()
+    bundle = tmp_path / "deploy.zip"
+    download.value.save_as(bundle)
+    with zipfile.ZipFile(bundle) as archive:
+        names = archive.namelist()
+        script = next(n for n in names if n.endswith(".trtllm.sh"))
+        assert archive.read(script).startswith(b"#!/usr/bin/env bash\n# planner recommendation #")
     # the upload form is there, but the server refuses the upload itself
     page.goto(_base(server) + "/request_logs", wait_until="domcontentloaded")
     wait_rendered(page)
@@ -243,6 +257,12 @@ def test_the_admin_reads_the_audit_trail_of_everyone_and_signs_out(
     # the viewer's report (the CSV they downloaded), the planner's stored search
     assert ["vera@example.com", "viewer", "sign-in", "export"] in [r[:4] for r in rows]
     assert ["ana@example.com", "planner", "sign-in", "search"] in [r[:4] for r in rows]
+    exports = [
+        r[-1]
+        for r in csv.reader(io.StringIO(saved.read_text()))
+        if r[1:5] == ["vera@example.com", "viewer", "sign-in", "export"]
+    ]
+    assert "as trtllm" in exports and "as csv" in exports  # the deployment zip, the report
     # the refused upload: not done, not listed (the demo's own was the local user's)
     assert [r[2] for r in rows if r[3] == "upload"] == ["local"]
     page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Sign out").click()
