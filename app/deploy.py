@@ -18,7 +18,14 @@ TARGET_LABELS = {
     "trtllm": "TensorRT-LLM launch scripts",
     "k8s": "Kubernetes: Deployment, Service, PDB, HPA",
     "keda": "Kubernetes with a KEDA ScaledObject (the hourly schedule)",
+    "dynamo": "NVIDIA Dynamo graph (disaggregated prefill/decode)",
 }
+
+
+def offered_targets(data: dict[str, Any]) -> list[str]:
+    """The targets for this recommendation: dynamo only where its winner has a prefill pool."""
+    roles = {str(p.get("role") or "") for p in (data.get("winner") or {}).get("pools") or []}
+    return [t for t in TARGETS if t != "dynamo" or "prefill" in roles]
 
 
 def _zip(recommendation_id: int, target: str, actor: Actor) -> bytes:
@@ -41,10 +48,11 @@ def deploy_downloads(data: dict[str, Any], recommendation_id: int | None) -> Non
         "docs/deploy.md says what to fill in."
     )
     left, right = st.columns([2, 1])
+    targets = offered_targets(data)
     target = left.selectbox(
         "Target",
-        TARGETS,
-        index=TARGETS.index(engine) if engine in TARGETS else 0,
+        targets,
+        index=targets.index(engine) if engine in targets else 0,
         format_func=TARGET_LABELS.__getitem__,
         key="rec-deploy-target",
     )

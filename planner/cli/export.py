@@ -20,8 +20,9 @@ def export_command(
         ...,
         "--target",
         help="vllm, sglang or trtllm (a launch script per pool), k8s (Deployment, Service, "
-        "PodDisruptionBudget, HPA per pool) or keda (the same with a KEDA ScaledObject that "
-        "follows the hourly schedule).",
+        "PodDisruptionBudget, HPA per pool), keda (the same with a KEDA ScaledObject that "
+        "follows the hourly schedule) or dynamo (NVIDIA Dynamo's DynamoGraphDeployment of a "
+        "disaggregated recommendation's prefill and decode pools).",
     ),
     out: Path = typer.Option(..., "--out", help="Folder to write the files into (created)."),
     as_json: bool = JSON_OPTION,

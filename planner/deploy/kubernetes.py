@@ -480,7 +480,8 @@ def header_lines(
     if pool.role != "serve":
         lines.append(
             f"disaggregated {pool.role} pool: an ordinary Deployment; the KV-cache transfer "
-            "between prefill and decode (NVIDIA Dynamo, llm-d) is not generated"
+            "between prefill and decode (NVIDIA Dynamo, llm-d) is not generated here: "
+            "--target dynamo writes NVIDIA Dynamo's graph with it"
         )
     return lines
 

@@ -1,7 +1,8 @@
 """``planner export``: a stored recommendation as files a cluster runs: each pool's engine launch
 script (``vllm``, ``sglang``, ``trtllm``) or its Kubernetes manifests with an HPA (``k8s``) or a
-KEDA ScaledObject following the hourly schedule (``keda``). The dashboard's Recommendations page
-offers the same files as a zip (:func:`export_zip`)."""
+KEDA ScaledObject following the hourly schedule (``keda``), or, for a disaggregated one, NVIDIA
+Dynamo's DynamoGraphDeployment of its prefill and decode pools (``dynamo``). The dashboard's
+Recommendations page offers the same files as a zip (:func:`export_zip`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from planner.usecases import SessionScope
 from planner.usecases.audit import authorize, record
 
 ENGINE_TARGETS = ("vllm", "sglang", "trtllm")
-TARGETS = (*ENGINE_TARGETS, "k8s", "keda")
+TARGETS = (*ENGINE_TARGETS, "k8s", "keda", "dynamo")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,13 @@ def export_files(plan: DeploymentPlan, target: str) -> dict[str, str]:
     from planner.deploy import engines
 
     files: dict[str, str] = {}
+    if target == "dynamo":
+        from planner.deploy import dynamo
+
+        models: list[str | None] = [*dynamo.disaggregated_models(plan)] or [None]
+        for model in models:  # None: the use-k8s refusal
+            files[f"{dynamo.plan_name(plan, model or '')}.dynamo.yaml"] = dynamo.render(plan, model)
+        return files
     for pool in plan.pools:
         if target in ENGINE_TARGETS:
             files[f"{pool.name}.{target}.sh"] = engines.launch_script(plan, pool, target)
@@ -76,10 +84,15 @@ def _notes(plan: DeploymentPlan, target: str) -> tuple[str, ...]:
                 f"{target}` (or `planner simulate`) before deploying it with {target}"
             )
     roles = {p.role for p in plan.pools}
-    if {"prefill", "decode"} <= roles:
+    if {"prefill", "decode"} <= roles and target != "dynamo":
         notes.append(
             "prefill and decode pools are written as two deployments; the KV-cache transfer "
             "between them (NVIDIA Dynamo, llm-d) is not generated"
+            + (
+                ": use --target dynamo for NVIDIA Dynamo's graph (KV transfer included)"
+                if target in ("k8s", "keda")
+                else ""
+            )
         )
     return tuple(notes)
 
