@@ -16,6 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.common import PAGES
+from app.deploy import TARGET_LABELS
 from planner.store import open_store
 from planner.store.recommendations import list_briefs, load_recommendation
 from tests.dashboard.conftest import no_exception
@@ -92,6 +93,10 @@ def test_the_demo_recommendation_reopens(demo_home: Path, page: Callable[[str], 
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["$ per month"] == f"${winner['monthly_usd']:,.0f}"
     assert metrics["Instances at peak"] == str(winner["peak_instances"])
+    # Deploy it: the engine the fleet was verified with first; no Dynamo graph for one pool
+    deploy = at.selectbox(key="rec-deploy-target")
+    assert deploy.value == winner["engine"]
+    assert TARGET_LABELS["dynamo"] not in deploy.options and TARGET_LABELS["keda"] in deploy.options
     assert metrics["P99 TTFT (simulated)"] == f"{winner['p99_ttft_s'] * 1e3:,.0f} ms"
     # the alternatives, every simulated candidate
     alternatives = _table(at, "Pareto")
@@ -294,6 +299,8 @@ def test_a_disaggregated_search_shows_its_roles_and_transfer(
     assert roles["$ per month"].sum() == pytest.approx(winner["monthly_usd"])
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["$ per month"] == f"${winner['monthly_usd']:,.0f}"
+    # Deploy it: NVIDIA Dynamo's graph is offered for a prefill/decode winner
+    assert TARGET_LABELS["dynamo"] in at.selectbox(key="rec-deploy-target").options
 
 
 def test_the_api_comparison_and_its_chart(demo_home: Path, page: Callable[[str], AppTest]) -> None:
