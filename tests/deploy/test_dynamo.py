@@ -20,6 +20,7 @@ from planner.deploy import dynamo
 from planner.deploy.plan import DeploymentPlan, deployment_plan
 from planner.errors import UsageError
 from planner.usecases.export import TARGETS, _notes, export_files
+from tests.deploy.crd import version_schema
 
 CRD = (
     Path(__file__).parents[2] / "data" / "k8s" / f"dynamo-{dynamo.DYNAMO_VERSION}-"
@@ -74,24 +75,8 @@ def crd_schema(strict: bool) -> dict[str, Any]:
     crd = _crd()
     assert crd["spec"]["group"] == "nvidia.com"
     assert crd["spec"]["names"]["kind"] == "DynamoGraphDeployment"
-    [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1beta1"]
-    assert version["served"]
-    assert f"nvidia.com/{version['name']}" == dynamo.API_VERSION
-    schema: dict[str, Any] = copy.deepcopy(version["schema"]["openAPIV3Schema"])
-    if strict:  # the API server prunes unknown fields of a structural schema: make them errors
-
-        def close(node: Any) -> None:
-            if isinstance(node, dict):
-                if "properties" in node and "additionalProperties" not in node:
-                    node["additionalProperties"] = False
-                for value in node.values():
-                    close(value)
-            elif isinstance(node, list):
-                for value in node:
-                    close(value)
-
-        close(schema)
-    return schema
+    assert dynamo.API_VERSION == "nvidia.com/v1beta1"
+    return version_schema(crd, "v1beta1", strict)
 
 
 def validate(doc: dict[str, Any], strict: bool) -> None:

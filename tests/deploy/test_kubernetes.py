@@ -19,6 +19,7 @@ from kubernetes.client import ApiClient  # type: ignore[import-untyped]
 from planner.deploy import kubernetes as k8s
 from planner.deploy.engines import ENGINE_VERSIONS, SERVE_PORT
 from planner.deploy.plan import DeploymentPlan, PoolPlan, deployment_plan
+from tests.deploy.crd import version_schema
 
 pytestmark = pytest.mark.unit
 
@@ -223,23 +224,7 @@ def test_names_are_dns_1035_and_secrets_are_referenced_by_name_only() -> None:
 
 
 def crd_schema(strict: bool) -> dict[str, Any]:
-    crd = yaml.safe_load(CRD.read_text())
-    [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
-    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
-    if strict:  # the API server prunes unknown fields of a structural schema: make them errors
-
-        def close(node: Any) -> None:
-            if isinstance(node, dict):
-                if "properties" in node and "additionalProperties" not in node:
-                    node["additionalProperties"] = False
-                for value in node.values():
-                    close(value)
-            elif isinstance(node, list):
-                for value in node:
-                    close(value)
-
-        close(schema)
-    return schema
+    return version_schema(yaml.safe_load(CRD.read_text()), "v1alpha1", strict)
 
 
 def scaled_object(name: str) -> dict[str, Any]:
