@@ -63,7 +63,7 @@ ADMIN_PAGES = ("audit",)
 
 def store_url() -> str:
     """The store the dashboard reads: ``$PLANNER_DATABASE_URL``, else SQLite in
-    ``$PLANNER_HOME`` (``planner dashboard --db URL`` sets the former)."""
+    ``$PLANNER_HOME`` (``planner --db URL dashboard`` sets the former)."""
     return database_url()
 
 

@@ -84,9 +84,15 @@ class DashboardServer:
     """``planner dashboard`` as a user starts it, on a free loopback port."""
 
     def __init__(
-        self, home: Path, log: Path, args: Sequence[str] = (), port: int | None = None
+        self,
+        home: Path,
+        log: Path,
+        args: Sequence[str] = (),
+        port: int | None = None,
+        db: str | None = None,
     ) -> None:
         self.home = home
+        self.db = db  # a store URL (``planner --db URL dashboard``), else $PLANNER_HOME's
         self.log_path = log
         self.args = list(args)  # more options for ``planner dashboard`` (--auth-config FILE)
         self.port = port or free_port()
@@ -100,7 +106,14 @@ class DashboardServer:
         env["PLANNER_HOME"] = str(self.home)
         self._log = self.log_path.open("wb")
         self._process = subprocess.Popen(
-            [str(planner), "dashboard", "--port", str(self.port), *self.args],
+            [
+                str(planner),
+                *(["--db", self.db] if self.db else []),
+                "dashboard",
+                "--port",
+                str(self.port),
+                *self.args,
+            ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -237,3 +250,25 @@ def screenshot(page: Page, path: Path, *, most_px: int = 6000) -> None:
         page.screenshot(path=str(path))
     finally:
         page.set_viewport_size(size)
+
+
+def start_small_search(page: Page, base_url: str, dataset: str, load_scale: float) -> None:
+    """Start a small search from the Recommendations page's form, as an analyst fills it: one
+    GPU type (L4), two candidates simulated, no tightening, growth check or GPU comparison."""
+    page.goto(f"{base_url}/recommendations?dataset={dataset}", wait_until="domcontentloaded")
+    wait_rendered(page)
+    page.get_by_text("Find the cheapest fleet", exact=True).first.click()  # the form's expander
+    values = (("rec-load-scale", f"{load_scale:g}"), ("rec-verify-top", "2"), ("rec-tighten", "0"))
+    for key, value in values:
+        box = page.locator(widget(key, "input"))
+        box.fill(value)
+        box.press("Enter")
+        wait_rendered(page)
+    page.locator(widget("rec-gpus")).click()
+    page.keyboard.type("L4")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Escape")
+    for key in ("rec-compare-gpus", "rec-growth-check"):
+        page.locator(widget(key, "label")).click()
+        wait_rendered(page)
+    page.locator(widget("rec-run", "button")).click()

@@ -12,16 +12,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import shutil
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -35,14 +30,16 @@ from tests.dashboard.browser import (
     free_port,
     new_page,
     skip_without_chromium,
+    start_small_search,
     wait_rendered,
     widget,
 )
+from tests.dashboard.oidc import CLIENT_SECRET, auth_settings, base_url, oidc_provider, sign_in
 
 pytestmark = pytest.mark.browser
 skip_without_chromium()
 
-USERS = {  # subject: claims, as the provider hands them to the dashboard
+USERS: dict[str, dict[str, Any]] = {  # subject: claims, as the provider hands them over
     "vera": {"sub": "vera", "email": "vera@example.com"},
     "ana": {"sub": "ana", "email": "ana@example.com", "groups": ["capacity"]},
     "root": {"sub": "root", "email": "root@example.com"},
@@ -54,38 +51,12 @@ ROLES = """
 "root@example.com" = "admin"
 "group:capacity" = "planner"
 """
-CLIENT_SECRET = "planner-client-secret-for-tests"
-START_S = 30.0
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as reply:
-            return bool(reply.status == 200)
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return False
 
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``oidc-provider-mock`` on a free loopback port, with the four people predefined."""
-    port = free_port()
-    log = (tmp_path_factory.mktemp("oidc") / "provider.log").open("wb")
-    claims = [arg for user in USERS.values() for arg in ("--user-claims", json.dumps(user))]
-    command = [sys.executable, "-m", "oidc_provider_mock", "--port", str(port), *claims]
-    if shutil.which("oidc-provider-mock", path=str(Path(sys.executable).parent)):
-        command = [str(Path(sys.executable).parent / "oidc-provider-mock"), *command[3:]]
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_S
-    while not _healthy(f"{url}/.well-known/openid-configuration"):
-        assert process.poll() is None, "oidc-provider-mock exited"
-        assert time.monotonic() < deadline, "oidc-provider-mock did not start"
-        time.sleep(0.2)  # still starting: poll its discovery document
-    yield url
-    process.terminate()
-    process.wait(timeout=15)
-    log.close()
+    with oidc_provider(USERS, tmp_path_factory.mktemp("oidc") / "provider.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -97,15 +68,7 @@ def server(
     home.mkdir()
     shutil.copy(demo_store_file, home / "planner.db")
     port = free_port()
-    auth = folder / "auth.toml"
-    auth.write_text(
-        "[auth]\n"
-        f'redirect_uri = "http://localhost:{port}/oauth2callback"\n'
-        'cookie_secret = "a-cookie-secret-only-these-tests-use"\n'
-        'client_id = "planner"\n'
-        f'client_secret = "{CLIENT_SECRET}"\n'
-        f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n' + ROLES
-    )
+    auth = auth_settings(folder / "auth.toml", port, provider, ROLES)
     running = DashboardServer(
         home, folder / "server.log", args=["--auth-config", str(auth)], port=port
     )
@@ -125,15 +88,11 @@ def page(browser: Browser) -> Iterator[Page]:
 
 
 def _base(server: DashboardServer) -> str:
-    return f"http://localhost:{server.port}"  # the redirect URI's host: the cookie's too
+    return base_url(server.port)
 
 
 def _sign_in(page: Page, server: DashboardServer, subject: str) -> None:
-    """Sign in through the provider's own authorize page, as that person."""
-    page.goto(_base(server) + "/", wait_until="domcontentloaded")
-    page.get_by_role("button", name="Sign in").click()
-    page.locator(f'button[name="sub"][value="{subject}"]').click()
-    wait_rendered(page)
+    sign_in(page, server.port, subject)
 
 
 def _main(page: Page) -> str:
@@ -206,22 +165,7 @@ def test_a_planner_by_group_runs_a_search_that_is_stored(
     expect(page.locator('[data-testid="stSidebar"]')).to_contain_text(
         "Signed in as ana@example.com (planner)"
     )
-    page.goto(_base(server) + "/recommendations?dataset=demo-azure-conv")
-    wait_rendered(page)
-    page.get_by_text("Find the cheapest fleet", exact=True).first.click()  # the form's expander
-    for key, value in (("rec-load-scale", "0.1"), ("rec-verify-top", "2"), ("rec-tighten", "0")):
-        box = page.locator(widget(key, "input"))
-        box.fill(value)
-        box.press("Enter")
-        wait_rendered(page)
-    page.locator(widget("rec-gpus")).click()
-    page.keyboard.type("L4")
-    page.keyboard.press("Enter")
-    page.keyboard.press("Escape")
-    for key in ("rec-compare-gpus", "rec-growth-check"):
-        page.locator(widget(key, "label")).click()
-        wait_rendered(page)
-    page.locator(widget("rec-run", "button")).click()
+    start_small_search(page, _base(server), "demo-azure-conv", 0.1)
     expect(page.locator('[data-testid="stMain"]')).to_contain_text(
         "stored as recommendation #", timeout=240_000
     )
