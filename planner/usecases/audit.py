@@ -1,6 +1,6 @@
-"""The audit trail as a use case: the check every changing use case makes before it works
-(:func:`authorize`), the record it writes after it succeeded (:func:`record`), and the trail
-read back for admins (:func:`audit_trail`, :func:`audit_csv`)."""
+"""The audit trail as a use case: the record each changing use case writes after it succeeded
+(:func:`record`; before it works, it checks its role with :func:`planner.access.require`), and
+the trail read back for admins (:func:`audit_trail`, :func:`audit_csv`)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,6 @@ from planner.usecases import SessionScope
 TRAIL_MAX = 10_000  # rows one read returns: a page or a download, never the whole history
 RECORD_ATTEMPTS = 3
 LOG = logging.getLogger(__name__)
-
-
-def authorize(action: Action) -> Actor:
-    """The acting identity if its role allows ``action``; raises ``AccessDeniedError`` otherwise."""
-    return require(action)
 
 
 def record(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.common.files import check_output_path
 from planner.errors import UsageError
 from planner.usecases import SessionScope
@@ -25,7 +25,6 @@ from planner.usecases._bench import (
     check_free_names,
     store_noted,
 )
-from planner.usecases.audit import authorize
 
 if TYPE_CHECKING:
     from planner.bench.results import BenchRun
@@ -135,7 +134,7 @@ def import_bench(
     from planner.bench.results import measurement_rows, write_measurements
 
     if request.store:
-        authorize(Action.BENCH)
+        require(Action.BENCH)
     # what can be checked before reading a file: the options and each file's size
     tp = request.tp
     if tp is not None and not GPUS.low <= tp <= GPUS.high:

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.bench.harness import (
     Deployment,
     bench_run_of,
@@ -46,7 +46,6 @@ from planner.usecases._bench import (
     open_store,
     store_noted,
 )
-from planner.usecases.audit import authorize
 
 if TYPE_CHECKING:
     import asyncio
@@ -135,7 +134,7 @@ def run_bench(
     from planner.bench.client import is_loopback_url
     from planner.common.secrets import redact_url
 
-    authorize(Action.BENCH)  # it sends load to a server, stored or not
+    require(Action.BENCH)  # it sends load to a server, stored or not
     shown = progress or Silent()
     checked = _check(request, shown)
     sweep: SweepPlan | None = None

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.errors import UsageError
 from planner.usecases import SessionScope
 from planner.usecases._bench import open_store
-from planner.usecases.audit import authorize, record
+from planner.usecases.audit import record
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,7 +73,7 @@ def delete_run(request: RunDeleteRequest, sessions: SessionScope) -> StoredRun:
     from planner.store.bench_runs import delete_run as delete_stored
     from planner.store.bench_runs import get_run
 
-    authorize(Action.DELETE)
+    require(Action.DELETE)
     with open_store(sessions) as session:
         if not request.confirmed:
             run = get_run(session, request.name)

@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.common.text import shown
 from planner.errors import PlannerError, UsageError
 from planner.latency.profile import DEFAULT_ENGINE, Profile, ProfileError
 from planner.usecases import SessionScope
-from planner.usecases.audit import authorize, record
+from planner.usecases.audit import record
 
 if TYPE_CHECKING:
     from planner.latency.calibration import CalibrationReport, Measurement
@@ -145,7 +145,7 @@ def calibrate(
     from planner.latency.registry import export_profile, read_export, resolve_profile
     from planner.store.calibrations import known_profiles, save_profile
 
-    authorize(Action.CALIBRATE)
+    require(Action.CALIBRATE)
 
     catalog = load_catalog()
     gpu_name, engine = _check(request, catalog)

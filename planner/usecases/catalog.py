@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.common.files import link_message, write_text_atomic
 from planner.common.text import shown
 from planner.errors import UsageError
@@ -34,7 +34,6 @@ from planner.latency.catalog import (
     models_csv,
     user_models_path,
 )
-from planner.usecases.audit import authorize
 
 
 @dataclass(frozen=True)
@@ -137,7 +136,7 @@ def add_model(
     """Read ``config_path`` (a Hugging Face config.json), check every field, and write the model
     it describes into the user's catalog as ``name`` (default: the config's own name) with
     ``aliases``; later ``planner latency --model NAME`` and every other command find it."""
-    authorize(Action.CALIBRATE)
+    require(Action.CALIBRATE)
     config, digest = read_config(config_path)
     where = f"--config {config_path}"
     chosen = check_model_name(name) if name is not None else _default_name(config, where)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.errors import UsageError
 from planner.store.queries import dataset_models as stored_dataset_models
 from planner.store.queries import delete_dataset as delete_stored_dataset
@@ -24,7 +24,7 @@ from planner.store.summaries import (
     token_counts,
 )
 from planner.usecases import SessionScope
-from planner.usecases.audit import authorize, record
+from planner.usecases.audit import record
 from planner.workload.charts import TokenColumn
 from planner.workload.model_names import ModelResolution, resolve_models
 from planner.workload.summary import DatasetSummary
@@ -135,7 +135,7 @@ def dataset_models(name: str, sessions: SessionScope) -> pd.DataFrame:
 
 def delete_dataset(name: str, sessions: SessionScope) -> int:
     """Delete the dataset called ``name`` and its requests; the number of requests removed."""
-    authorize(Action.DELETE)
+    require(Action.DELETE)
     with sessions() as session:
         removed = delete_stored_dataset(_needed(session), name)
     record(sessions, Action.DELETE, f"dataset {name}", f"{removed:,} requests")

@@ -12,11 +12,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.deploy.plan import DeploymentPlan, deployment_plan
 from planner.errors import NotFoundError, UsageError
 from planner.usecases import SessionScope
-from planner.usecases.audit import authorize, record
+from planner.usecases.audit import record
 
 ENGINE_TARGETS = ("vllm", "sglang", "trtllm")
 TARGETS = (*ENGINE_TARGETS, "k8s", "keda", "dynamo")
@@ -134,7 +134,7 @@ def export(request: ExportRequest, sessions: SessionScope) -> ExportResult:
     target = check_target(request.target)
     if request.out is not None:
         _check_folder(request.out)
-    authorize(Action.EXPORT)
+    require(Action.EXPORT)
     with sessions() as session:
         if session is None:
             raise NotFoundError(f"no stored recommendation #{request.recommendation_id}: no store")

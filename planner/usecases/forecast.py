@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.common.files import check_output_path
 from planner.errors import UsageError
 from planner.forecast.demand import write_demand_curve
@@ -35,7 +35,7 @@ from planner.forecast.run import (
 from planner.forecast.series import HourlySeries, check_metric, read_series, series_from_hours
 from planner.store.forecasts import dataset_hours, save_forecast
 from planner.usecases import SessionScope
-from planner.usecases.audit import authorize, record
+from planner.usecases.audit import record
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -95,7 +95,7 @@ def forecast(
     """Fit, write and store the forecast ``request`` asks for; ``progress(stage, done, total)``
     counts the backtest's (or tuning's) fits."""
     request.check()
-    authorize(Action.FORECAST)
+    require(Action.FORECAST)
     series = _series(request, sessions)
     fitted = fit_forecast(
         series,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.common.uploads import upload_file_name, uploaded_file
 from planner.errors import UsageError
 from planner.ingest.pipeline import (
@@ -29,7 +29,7 @@ from planner.ingest.pipeline import (
     uploaded_source,
 )
 from planner.usecases import SessionScope
-from planner.usecases.audit import authorize, record
+from planner.usecases.audit import record
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -59,7 +59,7 @@ def ingest(
     """Ingest ``request.log``; ``progress(rows done, estimated total)`` after each chunk.
     Raises the pipeline's located errors (naming an upload by its file name); on any error
     nothing is stored."""
-    authorize(Action.UPLOAD)
+    require(Action.UPLOAD)
     store_sessions = _needing_store(sessions)
     if isinstance(request.log, Upload):
         name = upload_file_name(request.log.file_name)

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.common.text import printable
 from planner.common.uploads import upload_file_name, uploaded_file
 from planner.errors import UsageError
 from planner.usecases import SessionScope
-from planner.usecases.audit import authorize, record
+from planner.usecases.audit import record
 from pricing.api_sheets import (
     ApiImportResult,
     ApiPriceEntry,
@@ -164,7 +164,7 @@ def import_prices(
     """Import ``request.sheet``: the same checks and located errors for a file and an upload;
     nothing is stored on an error."""
     _check_label(request)
-    authorize(Action.IMPORT_PRICES)
+    require(Action.IMPORT_PRICES)
     _ensure(sessions, loaded)
     with _session(sessions) as session:
         result = _imported(request, session, import_sheet)
@@ -207,7 +207,7 @@ def diff_prices(
 def load_snapshot(sessions: SessionScope, *, force: bool = False) -> tuple[VersionInfo, bool]:
     """Load the bundled price snapshot as a new version (again only with ``force``); the
     version, and whether it was loaded now."""
-    authorize(Action.IMPORT_PRICES)
+    require(Action.IMPORT_PRICES)
     with _session(sessions) as session:
         version, loaded = load_snapshot_version(session, force=force)
     if loaded:
@@ -240,7 +240,7 @@ def refresh_prices(request: PriceRefreshRequest, sessions: SessionScope) -> Pric
         raise UsageError(
             f"--provider {request.provider!r}: expected one of {', '.join(REFRESH_PROVIDERS)}"
         )
-    authorize(Action.IMPORT_PRICES)
+    require(Action.IMPORT_PRICES)
     version = refresh(lambda: _session(sessions), name, request.region)
     record(sessions, Action.IMPORT_PRICES, f"price sheet v{version.id}", f"refreshed from {name}")
     with _session(sessions) as session:
@@ -358,7 +358,7 @@ def import_api_prices(
     """Import ``request.sheet`` as per-token API prices: the same checks and located errors for
     a file and an upload; nothing is stored on an error."""
     _check_label(request)
-    authorize(Action.IMPORT_PRICES)
+    require(Action.IMPORT_PRICES)
     _ensure_api(sessions, loaded)
     with _session(sessions) as session:
         result = _imported(request, session, import_api_sheet)
@@ -377,7 +377,7 @@ def import_api_prices(
 def load_api_snapshot(sessions: SessionScope, *, force: bool = False) -> tuple[VersionInfo, bool]:
     """Load the bundled API price snapshot as a new version (again only with ``force``); the
     version, and whether it was loaded now."""
-    authorize(Action.IMPORT_PRICES)
+    require(Action.IMPORT_PRICES)
     with _session(sessions) as session:
         version, loaded = load_api_snapshot_version(session, force=force)
     if loaded:

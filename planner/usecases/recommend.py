@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.common.text import closest, printable, shown
 from planner.errors import PlannerError, StoreError, UsageError
 from planner.latency.profile import Profile, choose_profile
@@ -64,7 +64,7 @@ from planner.store.models import Request as RequestRow
 from planner.store.queries import get_dataset
 from planner.store.recommendations import save_recommendation
 from planner.usecases import SessionScope
-from planner.usecases.audit import authorize, record
+from planner.usecases.audit import record
 from planner.usecases.load import dataset_models, from_dataset, stored_demand, token_pool
 from planner.workload.model_names import (
     UNMAPPED_CHOICES,
@@ -200,7 +200,7 @@ def recommend(
     """The cheapest verified fleet for ``request``: ``progress(stage, done, total)`` follows the
     search's stages, ``stage(name)`` is told each step (reading prices, screen, storing)."""
     request.check()
-    authorize(Action.SEARCH)
+    require(Action.SEARCH)
     said = stage or (lambda _: None)
     limit = WindowLimit(
         request.max_requests,

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from planner.access import Action, Actor, acting_as, current_actor
+from planner.access import Action, Actor, acting_as, current_actor, require
 from planner.errors import PlannerError, UsageError
 from planner.store import open_store
-from planner.usecases.audit import authorize
 from planner.usecases.recommend import RecommendRequest, recommend
 
 State = Literal["running", "done", "failed", "cancelled"]
@@ -177,7 +176,7 @@ class SearchRegistry:
     def start(self, spec: RecommendRequest, store_url: str) -> SearchJob:
         """Check ``spec`` and start its search for the acting identity; refused when its role
         may not search, or while ``max_running`` others run."""
-        owner = authorize(Action.SEARCH)
+        owner = require(Action.SEARCH)
         spec.check()
         with self._lock:
             running = [j for j in self._jobs.values() if not j.status().finished]

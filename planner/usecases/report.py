@@ -17,7 +17,7 @@ from datetime import date, datetime
 
 from sqlalchemy.orm import Session
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.common.text import shown
 from planner.errors import NotFoundError, UsageError
 from planner.latency.profile import ProfileError
@@ -42,7 +42,7 @@ from planner.store.calibrations import known_profiles, stored_accuracy
 from planner.store.forecasts import load_forecast, points_frame
 from planner.store.recommendations import load_recommendation
 from planner.usecases import SessionScope
-from planner.usecases.audit import authorize, record
+from planner.usecases.audit import record
 from pricing.sheets import get_version, latest_entries
 
 MONTH = re.compile(r"(\d{4})-(\d{2})")
@@ -118,7 +118,7 @@ def build_report(request: ReportRequest, sessions: SessionScope) -> Report:
 
 def record_export(sessions: SessionScope, recommendation_id: int, fmt: str) -> None:
     """Note in the audit trail that the acting identity took a report out of the store."""
-    authorize(Action.EXPORT)
+    require(Action.EXPORT)
     record(sessions, Action.EXPORT, f"report of recommendation {recommendation_id}", f"as {fmt}")
 
 

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planner.access import Action
+from planner.access import Action, require
 from planner.common.files import check_output_path
 from planner.common.text import printable, shown
 from planner.errors import UsageError
@@ -58,7 +58,6 @@ from planner.simulate.run import simulate as simulate_workload
 from planner.simulate.workload import Workload, limit_prompts
 from planner.store.calibrations import known_profiles
 from planner.usecases import SessionScope
-from planner.usecases.audit import authorize
 from planner.usecases.load import (
     ModelPick,
     StoredDemand,
@@ -127,7 +126,7 @@ def simulate(
 ) -> SimulateResult:
     """Check ``request``, load its workload and profile from the store ``sessions`` opens,
     and simulate it (``progress`` gets the requests done so far and the total)."""
-    authorize(Action.WHATIF)
+    require(Action.WHATIF)
     if request.clients is not None:
         return simulate_clients(request, request.clients, sessions, progress=progress)
     check_requests_out(request.requests_out, request.requests_out_option)
